@@ -1,0 +1,76 @@
+# Top-level Makefile.
+#
+#   make run    set everything up on a fresh Debian machine, build, boot with
+#               SmolLM2 and run the demo prompt through the guest
+#   make test   same set-up, then the whole test suite
+#   make bench  the lifecycle benchmark (harness bench)
+#
+# The kernel and user-program rules live in kernel_c/kernel.mk and
+# user_c/user.mk; this file holds the set-up and the entry points.
+
+PY      ?= python3
+BUILD   := build
+export PYTHONDONTWRITEBYTECODE := 1
+
+# Debian's bare-metal cross compiler, falling back to the Linux one.
+TOOLPREFIX ?= $(shell if command -v riscv64-unknown-elf-gcc >/dev/null 2>&1; \
+	then echo riscv64-unknown-elf-; \
+	elif command -v riscv64-linux-gnu-gcc >/dev/null 2>&1; \
+	then echo riscv64-linux-gnu-; else echo riscv64-unknown-elf-; fi)
+CC      := $(TOOLPREFIX)gcc
+LD      := $(TOOLPREFIX)ld
+OBJDUMP := $(TOOLPREFIX)objdump
+
+.PHONY: all setup build run test test-quick bench bench-engine clean distclean lint
+all: build
+
+# ---------------------------------------------------------------- set-up
+# Installs only what is missing: Debian packages, the Python package with its
+# dev extra (this also compiles pyllm's C kernels), and the SmolLM2 weights.
+APT_PKGS := gcc-riscv64-unknown-elf gdb-multiarch
+SETUP_STAMP := $(BUILD)/.setup-stamp
+
+setup: $(SETUP_STAMP)
+$(SETUP_STAMP): pyproject.toml $(wildcard setup.py)
+	@mkdir -p $(BUILD)
+	@missing=""; for p in $(APT_PKGS); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "[setup] apt-get install$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; fi
+	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m harness models fetch smol
+	@touch $@
+
+# ---------------------------------------------------------------- build
+include kernel_c/kernel.mk
+include user_c/user.mk
+
+build: $(KERNEL_ELF) $(FS_IMG)
+
+# ---------------------------------------------------------------- entry points
+run: setup build
+	$(PY) -m harness run --model smol --demo
+
+test: setup build
+	$(PY) -m pytest -q
+
+test-quick: build
+	$(PY) -m pytest -q -m "not slow"
+
+bench: setup build
+	$(PY) -m harness bench
+
+bench-engine: setup
+	$(PY) -m harness bench engine
+
+lint:
+	$(PY) -m ruff check harness pyllm scripts tests
+
+clean:
+	rm -rf $(BUILD)/kernel $(BUILD)/user $(BUILD)/fs.img
+
+distclean:
+	rm -rf $(BUILD)
