@@ -1,0 +1,63 @@
+"""The `harness` command line.
+
+Each subcommand lives in its own module and is imported only when it is used, so
+`harness run` does not pay for numpy/pyllm and `harness --help` is instant. To add a
+command, write a click command in its own module and list it in COMMANDS.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+# name -> "module:attribute" of a click.Command; help text is read from the module's docstring
+COMMANDS: dict[str, str] = {
+    "run": "harness.cmd_run:run",
+    "models": "pyllm.cli:models",
+    "generate": "pyllm.cli:generate",
+    "tokens": "pyllm.cli:tokens",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports a subcommand's module only when it is invoked."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if not (exc.name and module_name.startswith(exc.name)):
+                raise
+            return _unavailable(name, str(exc))
+        return getattr(module, attr)
+
+
+def _unavailable(name: str, why: str) -> click.Command:
+    """A stand-in for a command whose module is not installed."""
+
+    def fail() -> None:
+        raise click.ClickException(f"command '{name}' is not available ({why})")
+
+    return click.Command(name, callback=fail, help=f"(not available: {why})")
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """An xv6-class RISC-V kernel under Unicorn with a virtio AI device for LLM inference.
+
+    \b
+    harness run                      boot to an interactive shell (Ctrl-A X quits)
+    harness run -c "echo hi | wc"    run commands in the guest and exit with their status
+    harness run --model smol         boot with the AI device serving SmolLM2-135M
+    harness generate --model smol --text "The capital of France is"
+    harness tokens encode --model smol "some text"
+    harness models list | fetch smol
+    """
