@@ -1,0 +1,37 @@
+// syscall.h: system call numbers, the single source of truth.
+//
+// user_c's stubs (usys.S) are generated from this file by scripts/gen_usys.py
+// and the harness reads it for traces and the debugger. ABI: number in a7,
+// arguments in a0..a5, result in a0; every error returns -1.
+// Keep one "#define SYS_<name> <number>" per line.
+
+// xv6 core
+#define SYS_fork     1
+#define SYS_exit     2
+#define SYS_wait     3
+#define SYS_pipe     4
+#define SYS_read     5
+#define SYS_kill     6
+#define SYS_exec     7
+#define SYS_fstat    8
+#define SYS_chdir    9
+#define SYS_dup     10
+#define SYS_getpid  11
+#define SYS_sbrk    12
+#define SYS_sleep   13
+#define SYS_uptime  14
+#define SYS_open    15
+#define SYS_write   16
+#define SYS_mknod   17
+#define SYS_unlink  18
+#define SYS_link    19
+#define SYS_mkdir   20
+#define SYS_close   21
+
+// our additions
+#define SYS_time_us  22  // uint64 time_us(void): microseconds since boot
+#define SYS_halt     23  // int halt(int status): power the machine off
+#define SYS_procinfo 24  // int procinfo(struct procinfo *p, int n): process table snapshot
+#define SYS_freemem  25  // int freemem(void): free physical pages
+
+// the AI service (kernel_c/ai_service.c) takes 30..39
