@@ -14,6 +14,7 @@ import click
 # name -> "module:attribute" of a click.Command; help text is read from the module's docstring
 COMMANDS: dict[str, str] = {
     "run": "harness.cmd_run:run",
+    "bench": "harness.cmd_bench:bench",
     "models": "pyllm.cli:models",
     "generate": "pyllm.cli:generate",
     "tokens": "pyllm.cli:tokens",
