@@ -22,13 +22,18 @@ COMMANDS: dict[str, str] = {
 
 
 class LazyGroup(click.Group):
-    """A click group that imports a subcommand's module only when it is invoked."""
+    """A click group that imports a subcommand's module only when it is invoked.
+
+    `lazy_commands` maps a subcommand name to "module:attribute"; subclasses override it.
+    """
+
+    lazy_commands: dict[str, str] = COMMANDS
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+        return sorted(self.lazy_commands)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        target = COMMANDS.get(name)
+        target = self.lazy_commands.get(name)
         if target is None:
             return None
         module_name, attr = target.split(":")

@@ -18,18 +18,7 @@ BENCH_COMMANDS: dict[str, str] = {
 class BenchGroup(LazyGroup):
     """Lazy subcommands from BENCH_COMMANDS."""
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(BENCH_COMMANDS)
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        from harness import cli
-
-        saved = cli.COMMANDS
-        cli.COMMANDS = BENCH_COMMANDS
-        try:
-            return super().get_command(ctx, name)
-        finally:
-            cli.COMMANDS = saved
+    lazy_commands = BENCH_COMMANDS
 
 
 @click.group(cls=BenchGroup)
