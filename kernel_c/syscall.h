@@ -33,5 +33,6 @@
 #define SYS_halt     23  // int halt(int status): power the machine off
 #define SYS_procinfo 24  // int procinfo(struct procinfo *p, int n): process table snapshot
 #define SYS_freemem  25  // int freemem(void): free physical pages
+#define SYS_ignintr  26  // int ignintr(int on): 1 = console ^C spares this process (reset by exec); returns the old value
 
 // the AI service (kernel_c/ai_service.c) takes 30..39
