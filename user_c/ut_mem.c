@@ -1,0 +1,238 @@
+// ut_mem.c: usertests for memory: sbrk growth and shrinking, running out
+// of memory (sbrk, malloc), fork copying, bss, faults after shrinking.
+
+#include "types.h"
+#include "fcntl.h"
+#include "user.h"
+#include "utests.h"
+
+// sbrk returns the old break; memory appears and disappears
+static void
+sbrkbasic(char *s)
+{
+  char *a = sbrk(0), *b;
+  int pid;
+
+  if((b = sbrk(10 * PGSIZE)) != a)
+    fail(s, "sbrk returned %p, break was %p", b, a);
+  if(sbrk(0) != a + 10 * PGSIZE)
+    fail(s, "break did not move");
+  for(int i = 0; i < 10 * PGSIZE; i += PGSIZE / 4)
+    if(a[i] != 0)
+      fail(s, "new memory is not zero at %d", i);
+  for(int i = 0; i < 10 * PGSIZE; i++)
+    a[i] = i;
+  for(int i = 0; i < 10 * PGSIZE; i++)
+    if(a[i] != (char)i)
+      fail(s, "memory does not hold data");
+  if(sbrk(-10 * PGSIZE) != a + 10 * PGSIZE || sbrk(0) != a)
+    fail(s, "shrinking did not work");
+  // touching memory given back kills the toucher, not the kernel
+  if((pid = fork()) < 0)
+    fail(s, "fork failed");
+  if(pid == 0){
+    a[PGSIZE + 5] = 1;
+    exit(0);
+  }
+  if(waitfor(s, pid) != -1)
+    fail(s, "a store to freed memory did not kill the child");
+  // and grown memory is zero again
+  if(sbrk(PGSIZE) != a || a[5] != 0)
+    fail(s, "re-grown memory is not zero");
+}
+
+// growing takes free pages, shrinking gives them back
+static void
+sbrkpages(char *s)
+{
+  int f0, f1, f2;
+  char *a;
+
+  f0 = freemem();
+  if(f0 <= 64)
+    fail(s, "freemem() says %d", f0);
+  a = sbrk(64 * PGSIZE);
+  for(int i = 0; i < 64; i++)
+    a[i * PGSIZE] = 1;
+  f1 = freemem();
+  if(f1 > f0 - 64)
+    fail(s, "64 pages took only %d free pages", f0 - f1);
+  sbrk(-64 * PGSIZE);
+  f2 = freemem();
+  if(f2 < f1 + 64)
+    fail(s, "shrinking returned only %d pages", f2 - f1);
+}
+
+// sbrk until the kernel says no: it says -1, and the process goes on
+static void
+sbrkrunaway(char *s)
+{
+  int mib = 0, pid, fds[2];
+  char *p;
+
+  for(;;){
+    p = sbrk(1024 * 1024);
+    if(p == (char *)-1)
+      break;
+    for(int i = 0; i < 1024 * 1024; i += PGSIZE)
+      p[i] = 1;
+    if(++mib > 100000)
+      fail(s, "sbrk never failed");
+  }
+  if(mib < 4)
+    fail(s, "only %d MiB before sbrk failed", mib);
+  // the kernel is short of memory now; calls fail cleanly or work
+  if((pid = fork()) == 0)
+    exit(0);
+  if(pid > 0)
+    waitfor(s, pid);
+  if(pipe(fds) == 0){
+    close(fds[0]);
+    close(fds[1]);
+  }
+  // giving memory back makes it usable again
+  sbrk(-8 * 1024 * 1024);
+  if((pid = fork()) < 0)
+    fail(s, "fork fails after freeing 8 MiB");
+  if(pid == 0)
+    exit(0);
+  waitfor(s, pid);
+}
+
+// arguments sbrk must refuse
+static void
+sbrkargs(char *s)
+{
+  char *a = sbrk(0);
+
+  if(sbrk(0x7fffffff) != (char *)-1)
+    fail(s, "sbrk(2 GiB) did not fail");
+  if(sbrk(-(int)(uint64)a - 2 * PGSIZE) != (char *)-1)
+    fail(s, "shrinking below zero did not fail");
+  if(sbrk(0) != a)
+    fail(s, "a failed sbrk moved the break");
+  // read() into brand-new heap memory
+  char *p = sbrk(3 * PGSIZE);
+  int fd = open("/echo", O_RDONLY);
+  if(fd < 0 || read(fd, p + 100, 2 * PGSIZE) != 2 * PGSIZE)
+    fail(s, "read into new heap failed");
+  close(fd);
+}
+
+// malloc until it returns 0; free; malloc works again
+static void
+mallocall(char *s)
+{
+  void **blocks = 0, **b;
+  int n = 0;
+
+  while((b = malloc(64 * 1024)) != 0){
+    *b = blocks;
+    blocks = b;
+    n++;
+  }
+  if(n < 16)
+    fail(s, "only %d blocks of 64 KiB", n);
+  while(blocks){
+    b = *blocks;
+    free(blocks);
+    blocks = b;
+  }
+  if((b = malloc(n / 2 * 64 * 1024)) == 0)
+    fail(s, "cannot malloc half of it after freeing everything");
+  free(b);
+}
+
+// fork copies memory: each side sees only its own writes
+static void
+forkcopy(char *s)
+{
+  static int shared[2000];
+  int fds[2], pid;
+  char c;
+
+  for(int i = 0; i < 2000; i++)
+    shared[i] = i;
+  if(pipe(fds) < 0 || (pid = fork()) < 0)
+    fail(s, "pipe/fork failed");
+  if(pid == 0){
+    for(int i = 0; i < 2000; i++)
+      shared[i] = -i;
+    read(fds[0], &c, 1);
+    exit(shared[1999] == -1999 ? 0 : 1);
+  }
+  for(int i = 0; i < 2000; i++)
+    if(shared[i] != i)
+      fail(s, "child's write changed the parent at %d", i);
+  shared[1999] = 5;
+  write(fds[1], "x", 1);
+  if(waitfor(s, pid) != 0)
+    fail(s, "parent's write changed the child");
+}
+
+static char bss[20000];
+
+// uninitialised data starts zero
+static void
+bsstest(char *s)
+{
+  for(int i = 0; i < sizeof(bss); i++)
+    if(bss[i] != 0)
+      fail(s, "bss[%d] is %d", i, bss[i]);
+}
+
+// ---------------------------------------------------------------- slow
+
+// many processes each holding memory until memory or processes run out;
+// killing them gives everything back
+static void
+memfork(char *s)
+{
+  int pids[256], n = 0, fds[2];
+  char c;
+
+  if(pipe(fds) < 0)
+    fail(s, "pipe failed");
+  for(; n < 256; n++){
+    if((pids[n] = fork()) < 0)
+      break;
+    if(pids[n] == 0){
+      char *p = sbrk(4 * 1024 * 1024);
+      if(p != (char *)-1)
+        for(int i = 0; i < 4 * 1024 * 1024; i += PGSIZE)
+          p[i] = 1;
+      write(fds[1], p == (char *)-1 ? "n" : "y", 1);
+      for(;;)
+        sleep(100);
+    }
+    if(read(fds[0], &c, 1) != 1)
+      fail(s, "child %d said nothing", n);
+    if(c == 'n'){
+      n++;
+      break;
+    }
+  }
+  for(int i = 0; i < n; i++)
+    kill(pids[i]);
+  for(int i = 0; i < n; i++)
+    if(waitfor(s, pids[i]) != -1)
+      fail(s, "child %d was not killed", i);
+  close(fds[0]);
+  close(fds[1]);
+}
+
+struct test mem_quick[] = {
+  { sbrkbasic, "sbrkbasic" },
+  { sbrkpages, "sbrkpages" },
+  { sbrkrunaway, "sbrkrunaway" },
+  { sbrkargs, "sbrkargs" },
+  { mallocall, "mallocall" },
+  { forkcopy, "forkcopy" },
+  { bsstest, "bss" },
+  { 0, 0 },
+};
+
+struct test mem_slow[] = {
+  { memfork, "memfork" },
+  { 0, 0 },
+};
