@@ -1,0 +1,17 @@
+// param.h: kernel limits.
+
+#define NPROC        64   // maximum number of processes
+#define NCPU          1   // harts; the harness has one
+#define NOFILE       16   // open files per process
+#define NFILE       128   // open files in the whole system
+#define NINODE       64   // in-memory inodes
+#define NDEV         10   // device major numbers (device.h)
+#define ROOTDEV       1   // device number of the root file system disk
+#define MAXARG       32   // exec arguments
+#define MAXPATH     128   // longest path name, including the NUL
+#define NBUF         64   // disk block cache entries
+#define USERSTACK    16   // user stack pages (a guard page sits below them)
+#define KSTACKPAGES   2   // kernel stack pages per process (plus a guard)
+#define PIPESIZE   2048   // bytes buffered in a pipe
+#define TICK_HZ     100   // timer interrupts per second while anything runs
+#define NEXITHOOK     4   // subsystem hooks run when a process exits

@@ -1,0 +1,9 @@
+// sleeplock.h: long-term lock; a waiter sleeps instead of spinning, so it
+// may be held across disk I/O.
+
+struct sleeplock {
+  uint locked;          // 1 while held
+  struct spinlock lk;   // protects this struct
+  char *name;           // for debugging
+  int pid;              // the holder
+};

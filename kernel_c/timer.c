@@ -1,0 +1,121 @@
+// timer.c: the supervisor timer (harness/devices/clint.py).
+//
+// mtime counts at TIMEBASE_HZ from reset; writing MTIMECMP sets a deadline,
+// and the harness raises STIP (not MTIP: Unicorn cannot raise M-level
+// interrupts) once mtime reaches it. A write also lowers STIP.
+//
+// Ticks come every 1/TICK_HZ seconds while anything needs them: a process
+// is running (preemption) or sleeping in sleep(). When the scheduler finds
+// nothing to run and nobody waits for ticks, it disarms the timer before
+// wfi, so an idle machine takes no interrupts at all and the harness thread
+// can sleep until console input. ticks is derived from mtime, so it stays
+// right across such gaps.
+
+#include "types.h"
+#include "param.h"
+#include "memlayout.h"
+#include "bootinfo.h"
+#include "spinlock.h"
+#include "riscv.h"
+#include "procinfo.h"
+#include "proc.h"
+#include "defs.h"
+
+#define TICK_INTERVAL (TIMEBASE_HZ / TICK_HZ)   // mtime units per tick
+#define NEVER         (~0UL)
+
+struct spinlock tickslock;
+uint ticks;                     // timer ticks since boot; tickslock
+static int ticksleepers;        // processes in sleep(n); tickslock
+static uint64 deadline = NEVER; // what MTIMECMP holds (NEVER = disarmed)
+
+static void
+setdeadline(uint64 t)
+{
+  deadline = t;
+  *(volatile uint64*)CLINT_MTIMECMP = t;
+}
+
+void
+timerinit(void)
+{
+  initlock(&tickslock, "time");
+  setdeadline(NEVER);
+}
+
+// mtime units since the harness started the kernel
+uint64
+boottime(void)
+{
+  return r_time() - bootinfo.boot_mtime;
+}
+
+// Microseconds since boot.
+uint64
+time_us(void)
+{
+  uint64 t = boottime(), hz = bootinfo.timebase_hz;
+
+  return (t / hz) * 1000000 + (t % hz) * 1000000 / hz;
+}
+
+// Make sure a tick will come; the scheduler calls this before running a
+// process so that it can be preempted.
+void
+timer_arm(void)
+{
+  if(deadline == NEVER)
+    setdeadline(r_time() + TICK_INTERVAL);
+}
+
+// Stop ticking if nothing needs ticks. Called by the idle scheduler with
+// interrupts off, right before wfi.
+void
+timer_idle(void)
+{
+  if(deadline != NEVER && ticksleepers == 0)
+    setdeadline(NEVER);
+}
+
+// The timer interrupt: update ticks, wake sleep()ers, set the next deadline.
+void
+timerintr(void)
+{
+  uint64 now = r_time();
+
+  acquire(&tickslock);
+  ticks = (now - bootinfo.boot_mtime) / TICK_INTERVAL;
+  wakeup(&ticks);
+  release(&tickslock);
+  setdeadline(now + TICK_INTERVAL);
+}
+
+// Sleep for n ticks. Returns 0, or -1 if the process was killed.
+int
+ticksleep(int n)
+{
+  uint ticks0;
+
+  acquire(&tickslock);
+  ticks = boottime() / TICK_INTERVAL;
+  ticks0 = ticks;
+  ticksleepers++;
+  while(ticks - ticks0 < n){
+    if(killed(myproc())){
+      ticksleepers--;
+      release(&tickslock);
+      return -1;
+    }
+    sleep(&ticks, &tickslock);
+  }
+  ticksleepers--;
+  release(&tickslock);
+  return 0;
+}
+
+// Ticks since boot, fresh from mtime.
+uint
+uptime(void)
+{
+  return boottime() / TICK_INTERVAL;
+}

@@ -1,0 +1,210 @@
+// trap.c: traps from user space (usertrap), from the kernel (kerneltrap),
+// and device interrupt dispatch (devintr).
+//
+// How traps arrive under the harness (docs/ARCHITECTURE.md, "Traps"):
+// interrupts are taken natively through stvec; synchronous exceptions
+// (ecall, page faults, illegal instructions) are delivered by the harness,
+// which sets scause/sepc/stval/sstatus exactly as hardware would and jumps
+// to stvec. So this file looks like it would on real hardware.
+//
+// While a process runs in U-mode, stvec is trampoline.S's uservec; while
+// the kernel runs, it is kernelvec.S's kernelvec.
+
+#include "types.h"
+#include "param.h"
+#include "memlayout.h"
+#include "vmlayout.h"
+#include "riscv.h"
+#include "spinlock.h"
+#include "procinfo.h"
+#include "proc.h"
+#include "defs.h"
+
+extern char trampoline[], uservec[], userret[];
+void kernelvec(void);
+
+// a handler per PLIC source (irq_register)
+static void (*irqhandler[32])(void);
+
+void
+trapinit(void)
+{
+}
+
+// Take traps in the kernel, and accept timer and device interrupts.
+void
+trapinithart(void)
+{
+  w_stvec((uint64)kernelvec);
+  w_sie(r_sie() | SIE_SEIE | SIE_STIE);
+}
+
+// Route PLIC source irq to fn (called from the device's init).
+void
+irq_register(int irq, void (*fn)(void))
+{
+  if(irq <= 0 || irq >= NELEM(irqhandler))
+    panic("irq_register: bad irq %d", irq);
+  irqhandler[irq] = fn;
+}
+
+// A readable name for an exception cause, for fault messages.
+char*
+causename(uint64 scause)
+{
+  static char *names[] = {
+    [0] "instruction misaligned",  [1] "instruction access fault",
+    [2] "illegal instruction",     [3] "breakpoint",
+    [4] "load misaligned",         [5] "load access fault",
+    [6] "store misaligned",        [7] "store access fault",
+    [8] "ecall from U",            [9] "ecall from S",
+    [12] "instruction page fault", [13] "load page fault",
+    [15] "store page fault",
+  };
+
+  if(scause & SCAUSE_INTR)
+    return "interrupt";
+  if(scause < NELEM(names) && names[scause])
+    return names[scause];
+  return "unknown";
+}
+
+// A trap from user space, reached from uservec with the kernel page table
+// and this process's kernel stack.
+void
+usertrap(void)
+{
+  int which_dev = 0;
+  uint64 scause = r_scause();
+  struct proc *p;
+
+  if((r_sstatus() & SSTATUS_SPP) != 0)
+    panic("usertrap: not from user mode");
+
+  // traps from here on go to kerneltrap()
+  w_stvec((uint64)kernelvec);
+
+  p = myproc();
+  p->trapframe->epc = r_sepc();
+
+  if(scause == SCAUSE_ECALL_U){
+    if(killed(p))
+      exit(-1);
+    // return past the ecall
+    p->trapframe->epc += 4;
+    // sepc, scause and sstatus are saved: interrupts may come in now
+    intr_on();
+    syscall();
+  } else if((which_dev = devintr(scause)) != 0){
+    // handled
+  } else {
+    // the process did something wrong: kill it, not the kernel
+    printf("usertrap(): unexpected scause 0x%lx (%s) pid=%d %s\n"
+           "            sepc=0x%lx stval=0x%lx\n",
+           scause, causename(scause), p->pid, p->name, r_sepc(), r_stval());
+    setkilled(p);
+  }
+
+  if(killed(p))
+    exit(-1);
+
+  // a timer interrupt: give up the CPU
+  if(which_dev == 2)
+    yield();
+
+  usertrapret();
+}
+
+// Return to user space through trampoline.S's userret.
+void
+usertrapret(void)
+{
+  struct proc *p = myproc();
+  uint64 x, satp;
+  uint64 trampoline_userret;
+
+  // stvec is about to point at uservec, which only works in U-mode: no
+  // interrupts until we get there
+  intr_off();
+  w_stvec(TRAMPOLINE + (uservec - trampoline));
+
+  // what uservec needs on the next trap
+  p->trapframe->kernel_satp = r_satp();
+  p->trapframe->kernel_sp = p->kstack + KSTACKSIZE;
+  p->trapframe->kernel_trap = (uint64)usertrap;
+  p->trapframe->kernel_hartid = r_tp();
+
+  // sret goes to U-mode with interrupts enabled
+  x = r_sstatus();
+  x &= ~SSTATUS_SPP;
+  x |= SSTATUS_SPIE;
+  w_sstatus(x);
+  w_sepc(p->trapframe->epc);
+
+  satp = MAKE_SATP(p->pagetable);
+  trampoline_userret = TRAMPOLINE + (userret - trampoline);
+  ((void (*)(uint64))trampoline_userret)(satp);
+}
+
+// A trap taken in S-mode, through kernelvec, on the current kernel stack.
+// Only interrupts are expected; any exception here is a kernel bug.
+void
+kerneltrap(void)
+{
+  int which_dev;
+  uint64 sepc = r_sepc();
+  uint64 sstatus = r_sstatus();
+  uint64 scause = r_scause();
+  struct proc *p;
+
+  if((sstatus & SSTATUS_SPP) == 0)
+    panic("kerneltrap: not from supervisor mode");
+  if(intr_get() != 0)
+    panic("kerneltrap: interrupts enabled");
+
+  if((which_dev = devintr(scause)) == 0)
+    panic("kerneltrap: unexpected scause 0x%lx (%s) sepc=0x%lx stval=0x%lx",
+          scause, causename(scause), sepc, r_stval());
+
+  // a timer interrupt while a process runs in the kernel: preempt it
+  p = myproc();
+  if(which_dev == 2 && p != 0 && p->state == RUNNING)
+    yield();
+
+  // yield() may have taken other traps: restore ours for kernelvec's sret
+  w_sepc(sepc);
+  w_sstatus(sstatus);
+}
+
+// Handle an interrupt. Returns 2 for the timer, 1 for another known
+// interrupt, 0 if scause is not an interrupt we know.
+int
+devintr(uint64 scause)
+{
+  int irq;
+  struct proc *p;
+
+  if(scause == SCAUSE_S_EXTERNAL){
+    irq = plic_claim();
+    if(irq > 0 && irq < NELEM(irqhandler) && irqhandler[irq])
+      irqhandler[irq]();
+    else if(irq)
+      printf("devintr: unexpected irq %d\n", irq);
+    if(irq)
+      plic_complete(irq);
+    return 1;
+  }
+  if(scause == SCAUSE_S_TIMER){
+    p = myproc();
+    if(p)
+      p->cputicks++;
+    timerintr();
+    return 2;
+  }
+  if(scause == SCAUSE_S_SOFT){
+    // nothing sends these; clear it and go on
+    CSR_CLEAR(sip, SIE_SSIE);
+    return 1;
+  }
+  return 0;
+}
