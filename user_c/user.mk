@@ -59,7 +59,7 @@ $(UBUILD)/_%: $(UBUILD)/%.o $(ULIB) $(U)/user.ld
 # harness.fsimage is the kernel's host-side image builder (kernel_c/fs.h)
 $(FS_IMG): $(UPROG_BINS) $(foreach f,$(FS_FILES),$(lastword $(subst =, ,$(f)))) \
 		$(wildcard harness/fsimage.py kernel_c/fs.h)
-	$(PY) -m harness.fsimage $@ $(FS_IMG_ARGS) \
+	$(PY) -m harness.fsimage $(FS_IMG_ARGS) $@ \
 	  $(foreach p,$(UPROGS),$(p)=$(UBUILD)/_$(p)) \
 	  $(foreach a,$(UPROG_ALIASES),$(firstword $(subst =, ,$(a)))=$(UBUILD)/_$(lastword $(subst =, ,$(a)))) \
 	  $(FS_FILES)

@@ -159,24 +159,34 @@ badrange(char *s)
   unlink("br.file");
 }
 
-// unaligned pointers to valid memory are fine
+// byte buffers may sit anywhere; the kernel's structures (struct stat,
+// the pipe and wait ints, procinfo rows) must be naturally aligned
 static void
 unaligned(char *s)
 {
-  int fd, *fds = (int *)(ubuf + 1);
-  struct stat *st = (struct stat *)(ubuf + 101);
+  char *p = (char *)(((uint64)ubuf + 64) & ~63UL);   // 64-byte aligned
+  int fd, pid;
 
   writefile(s, "ua.file", "abcdefgh", 8);
   fd = open("ua.file", O_RDONLY);
-  if(fstat(fd, st) != 0 || st->size != 8)
-    fail(s, "fstat into an unaligned struct failed");
-  if(read(fd, ubuf + 3, 8) != 8 || memcmp(ubuf + 3, "abcdefgh", 8) != 0)
-    fail(s, "read into an unaligned buffer failed");
+  if(read(fd, p + 3, 8) != 8 || memcmp(p + 3, "abcdefgh", 8) != 0)
+    fail(s, "read into an odd address failed");
+  if(fstat(fd, (struct stat *)(p + 4)) != -1)
+    fail(s, "fstat into a misaligned struct stat worked");
+  if(fstat(fd, (struct stat *)(p + 8)) != 0 ||
+     ((struct stat *)(p + 8))->size != 8)
+    fail(s, "fstat into an aligned struct stat failed");
   close(fd);
-  if(pipe(fds) != 0 || write(fds[1], "x", 1) != 1)
-    fail(s, "pipe into an unaligned array failed");
-  close(fds[0]);
-  close(fds[1]);
+  if(pipe((int *)(p + 2)) != -1)
+    fail(s, "pipe into a misaligned array worked");
+  if(procinfo((struct procinfo *)(p + 4), 1) != -1)
+    fail(s, "procinfo into a misaligned row worked");
+  if((pid = fork()) == 0)
+    exit(3);
+  if(wait((int *)(p + 1)) != -1)
+    fail(s, "wait into a misaligned int worked");
+  if(wait((int *)(p + 4)) != pid || *(int *)(p + 4) != 3)
+    fail(s, "wait after the failed wait lost the child");
   unlink("ua.file");
 }
 

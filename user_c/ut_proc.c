@@ -387,8 +387,8 @@ sleeptime(char *s)
       fail(s, "time_us went backwards");
     t1 = t;
   }
-  sleep(0);
-  sleep(-5);    // must not hang
+  if(sleep(0) != 0 || sleep(-5) != -1)
+    fail(s, "sleep(0) or sleep(-5) wrong");
 }
 
 // procinfo lists this process with its name, parent and memory size

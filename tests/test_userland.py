@@ -1,0 +1,97 @@
+"""User programs in the booted guest: the kernel self-test (usertests) and the coreutils.
+
+usertests' quick tier is part of the default suite; the full run (quick and slow tiers)
+is marked slow. Outputs are asserted exactly where they are deterministic.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from guest import ROOT, run_guest
+
+WORDS = (ROOT / "user_c" / "files" / "words.txt").read_text()
+PROGRAMS = ["init", "sh", "cat", "echo", "grep", "wc", "ls", "mkdir", "rm", "ln", "kill",
+            "sleep", "uptime", "ps", "halt", "poweroff", "sysbench", "usertests"]
+
+
+def assert_all_passed(output: str) -> None:
+    failed = [line for line in output.splitlines() if "FAILED" in line]
+    assert not failed, "\n".join(failed) + "\n--- output ---\n" + output[-6000:]
+    assert re.search(r"^ALL TESTS PASSED \(\d+ tests\)$", output, re.M), output[-3000:]
+
+
+def test_usertests_quick() -> None:
+    r = run_guest("usertests -q", timeout=900)
+    assert_all_passed(r.output)
+    assert r.status == 0
+
+
+@pytest.mark.slow
+def test_usertests_full() -> None:
+    r = run_guest("usertests", timeout=1800)
+    assert_all_passed(r.output)
+    assert r.status == 0
+
+
+def test_usertests_one_by_name_and_unknown_name() -> None:
+    r = run_guest("usertests exitwait pipedata; echo $?; usertests no-such-test; echo $?")
+    assert r.output == (
+        "usertests starting\ntest exitwait: OK\ntest pipedata: OK\nALL TESTS PASSED (2 tests)\n0\n"
+        "usertests starting\nusertests: no such test (usertests -l lists them)\n2\n"
+    )
+
+
+def test_ls_root_lists_programs_and_files() -> None:
+    r = run_guest("ls /")
+    entries = {}
+    for line in r.output.splitlines():
+        name, kind, inum, size = line.split()
+        entries[name] = (kind, int(inum), int(size))
+    assert entries["."][0] == "dir" and entries[".."][0] == "dir"
+    for prog in PROGRAMS:
+        assert entries[prog][0] == "file" and entries[prog][2] > 1000, prog
+    assert entries["words.txt"] == ("file", entries["words.txt"][1], len(WORDS.encode()))
+    assert entries["console"][0] == "dev"
+
+
+def test_grep_and_wc_exact() -> None:
+    r = run_guest("grep -n 'the.*process' words.txt; grep -c ^a words.txt; grep -v the words.txt; "
+                  "grep zzz words.txt; echo $?; wc words.txt prompt.txt")
+    lines = WORDS.splitlines()
+    prompt = (ROOT / "user_c" / "files" / "prompt.txt").read_text()
+
+    def wc(text: str, name: str) -> str:
+        return f"{text.count(chr(10))} {len(text.split())} {len(text.encode())} {name}"
+
+    expect = [f"{i + 1}:{line}" for i, line in enumerate(lines) if re.search("the.*process", line)]
+    expect.append(str(sum(line.startswith("a") for line in lines)))
+    expect += [line for line in lines if "the" not in line]
+    expect.append("1")  # grep selected nothing
+    expect += [wc(WORDS, "words.txt"), wc(prompt, "prompt.txt"), wc(WORDS + prompt, "total")]
+    assert r.output.splitlines() == expect
+
+
+def test_file_commands() -> None:
+    r = run_guest("mkdir dir; echo data > dir/a; ln dir/a dir/b; rm dir/a; cat dir/b; "
+                  "rm dir; echo $?; rm dir/b; rm dir; echo $?; ls dir")
+    assert r.output == "data\nrm: cannot remove dir\n1\n0\nls: cannot open dir\n"
+
+
+def test_kill_and_sleep() -> None:
+    r = run_guest("sleep 30 & sleep 0.2; kill 999; echo $?; kill x; echo $?")
+    assert r.output == "kill: no process 999\n1\nkill: bad pid x\n1\n"
+
+
+def test_uptime_and_sysbench_formats() -> None:
+    r = run_guest("uptime; sysbench getpid 200; sysbench cpu 100000; sysbench fork 5; "
+                  "sysbench pipe 64; sysbench bogus; echo $?")
+    lines = r.output.splitlines()
+    assert re.fullmatch(r"up \d+\.\d\d s \(\d+ ticks at 100 Hz\)", lines[0])
+    assert re.fullmatch(r"getpid: n=200 us=\d+ per_call_us=\d+\.\d{3}", lines[1])
+    assert re.fullmatch(r"cpu: loops=100000 insns_per_loop=8 insns=800000 us=\d+ mips=\d+\.\d\d",
+                        lines[2])
+    assert re.fullmatch(r"fork: n=5 us=\d+ per_fork_us=\d+\.\d", lines[3])
+    assert re.fullmatch(r"pipe: kib=64 us=\d+ kib_per_s=\d+", lines[4])
+    assert lines[5:] == ["usage: sysbench [getpid|cpu|fork|pipe [N]]", "2"]
