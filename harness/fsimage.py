@@ -575,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true",
                     help="check an existing image's consistency; exit 1 on problems")
     ap.add_argument("--ls", action="store_true", help="list the files of an existing image")
-    args = ap.parse_args(argv)
+    args = ap.parse_intermixed_args(argv)
     try:
         if args.check or args.ls:
             img = FsImage(args.image)
