@@ -69,7 +69,6 @@ MODELS: dict[str, ModelSpec] = {
 # (format, architecture) -> "module:builder"
 ARCHITECTURES: dict[tuple[str, str], str] = {
     ("gguf", "llama"): "pyllm.models.llama:from_gguf",
-    ("hf", "llama"): "pyllm.models.llama:from_hf",
     ("hf", "qwen3_5"): "pyllm.models.qwen35:from_hf",
     ("hf", "qwen3_5_text"): "pyllm.models.qwen35:from_hf",
 }

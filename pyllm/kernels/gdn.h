@@ -1,0 +1,28 @@
+// gdn.h: Gated DeltaNet decode kernels (Qwen3.5 linear-attention layers).
+//
+// The numpy twins are delta_rule_step() and causal_conv() in
+// pyllm/models/qwen35.py; tests/test_qwen_kernels.py compares them.
+
+#ifndef PYLLM_GDN_H
+#define PYLLM_GDN_H
+
+// cffi:begin
+// One token through the causal depthwise conv + SiLU.
+//   state: (kc-1, c) pre-conv rows of the previous tokens, oldest first;
+//          shifted in place to end with x.
+//   x: (c) this token's pre-conv row; w: (kc, c) taps, w[kc-1] for x.
+//   out: (c) silu(sum_j w[j] * window[j]).
+void pyllm_gdn_conv_step(float *state, const float *x, const float *w, int c, int kc,
+                         float *out);
+
+// One token of the gated delta rule for every value head, in place on S.
+//   S: (heads, dk, dv) state; q, k: (heads, dk) (q already scaled);
+//   v: (heads, dv); g: (heads) log-decay; beta: (heads) write strength.
+//   out: (heads, dv) = S_new^T q, where S_new = e^g S + k (beta (v - e^g S^T k))^T.
+//   Returns 0, or -1 for sizes out of range (dv > 1024).
+int pyllm_gdn_step(float *S, const float *q, const float *k, const float *v,
+                    const float *g, const float *beta, int heads, int dk, int dv,
+                    float *out);
+// cffi:end
+
+#endif

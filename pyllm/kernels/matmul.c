@@ -1,0 +1,243 @@
+// matmul.c: out[t][row] = sum_col W[row][col] * x[t][col] for the repacked
+// Q4X16 / Q8X16 weights of quant.h and int8 activations -- the hot spot of
+// the whole engine (decode is one such product per weight matrix per token;
+// prefill and batched decode multiply several tokens per weight load).
+//
+// Per 32-column block the integer dot products are exact (VNNI vpdpbusd:
+// unsigned weight byte x signed activation byte, summed in int32); the
+// block's float scales are applied after:
+//   Q4X16: out += isum * (d[r] * dx) + m[r] * (dx * sum(xq))
+//   Q8X16: out += (isum - 128 * sum(xq)) * (d[r] * dx)
+// Work is split by row groups (16 rows) over the thread pool; each chunk
+// walks its groups for every token tile of up to 8 tokens.
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "pool.h"
+#include "quant.h"
+
+#define QK 32
+#define TILE 8  // tokens per pass over a row group's weights
+
+static inline float
+h2f(const uint8_t *p)
+{
+  _Float16 h;
+  memcpy(&h, p, 2);
+  return (float)h;
+}
+
+// ------------------------------------------------------------ generic C
+
+static void
+q4x16_generic(const uint8_t *rec0, int nb, const struct pyllm_qact *x, int t, float *out)
+{
+  float acc[16] = { 0 };
+  for (int b = 0; b < nb; b++) {
+    const uint8_t *rec = rec0 + (long long)b * PYLLM_Q4X16_RECORD;
+    const int8_t *xq = x->q + (long long)t * x->cols + b * QK;
+    int32_t isum[16] = { 0 };
+    for (int j = 0; j < 4; j++)
+      for (int r = 0; r < 16; r++)
+        for (int u = 0; u < 4; u++) {
+          int byte = rec[64 * j + 4 * r + u];
+          isum[r] += (byte & 15) * xq[4 * j + u] + (byte >> 4) * xq[16 + 4 * j + u];
+        }
+    float dx = x->d[t * nb + b], dsx = x->ds[t * nb + b];
+    for (int r = 0; r < 16; r++) {
+      acc[r] += (float)isum[r] * (h2f(rec + 256 + 2 * r) * dx);
+      acc[r] += h2f(rec + 288 + 2 * r) * dsx;
+    }
+  }
+  memcpy(out, acc, sizeof(acc));
+}
+
+static void
+q8x16_generic(const uint8_t *rec0, int nb, const struct pyllm_qact *x, int t, float *out)
+{
+  float acc[16] = { 0 };
+  for (int b = 0; b < nb; b++) {
+    const uint8_t *rec = rec0 + (long long)b * PYLLM_Q8X16_RECORD;
+    const int8_t *xq = x->q + (long long)t * x->cols + b * QK;
+    int32_t isum[16] = { 0 };
+    for (int j = 0; j < 8; j++)
+      for (int r = 0; r < 16; r++)
+        for (int u = 0; u < 4; u++)
+          isum[r] += rec[64 * j + 4 * r + u] * xq[4 * j + u];
+    int32_t off = 128 * x->s[t * nb + b];
+    float dx = x->d[t * nb + b];
+    for (int r = 0; r < 16; r++)
+      acc[r] += (float)(isum[r] - off) * (h2f(rec + 512 + 2 * r) * dx);
+  }
+  memcpy(out, acc, sizeof(acc));
+}
+
+// ------------------------------------------------------------ AVX-512 VNNI
+
+static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 __m512i
+bcast4(const int8_t *p)
+{
+  int32_t v;
+  memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// One row group, T tokens (T is a constant at each call site, so facc[]
+// lives in registers).
+static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 void
+q4x16_tile(const uint8_t *rec0, int nb, const struct pyllm_qact *x, int t0, int T,
+           float *out, int ostride)
+{
+  __m512 facc[TILE];
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int t = 0; t < T; t++)
+    facc[t] = _mm512_setzero_ps();
+  for (int b = 0; b < nb; b++) {
+    const uint8_t *rec = rec0 + (long long)b * PYLLM_Q4X16_RECORD;
+    __m512i c0 = _mm512_load_si512(rec), c1 = _mm512_load_si512(rec + 64);
+    __m512i c2 = _mm512_load_si512(rec + 128), c3 = _mm512_load_si512(rec + 192);
+    __m512i l0 = _mm512_and_si512(c0, low), h0 = _mm512_and_si512(_mm512_srli_epi16(c0, 4), low);
+    __m512i l1 = _mm512_and_si512(c1, low), h1 = _mm512_and_si512(_mm512_srli_epi16(c1, 4), low);
+    __m512i l2 = _mm512_and_si512(c2, low), h2 = _mm512_and_si512(_mm512_srli_epi16(c2, 4), low);
+    __m512i l3 = _mm512_and_si512(c3, low), h3 = _mm512_and_si512(_mm512_srli_epi16(c3, 4), low);
+    __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(rec + 256)));
+    __m512 m = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(rec + 288)));
+    for (int t = 0; t < T; t++) {
+      int tt = t0 + t;
+      const int8_t *xq = x->q + (long long)tt * x->cols + b * QK;
+      __m512i a0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), l0, bcast4(xq));
+      __m512i a1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), h0, bcast4(xq + 16));
+      a0 = _mm512_dpbusd_epi32(a0, l1, bcast4(xq + 4));
+      a1 = _mm512_dpbusd_epi32(a1, h1, bcast4(xq + 20));
+      a0 = _mm512_dpbusd_epi32(a0, l2, bcast4(xq + 8));
+      a1 = _mm512_dpbusd_epi32(a1, h2, bcast4(xq + 24));
+      a0 = _mm512_dpbusd_epi32(a0, l3, bcast4(xq + 12));
+      a1 = _mm512_dpbusd_epi32(a1, h3, bcast4(xq + 28));
+      __m512 s = _mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1));
+      __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(x->d[tt * nb + b]));
+      facc[t] = _mm512_fmadd_ps(s, dd, facc[t]);
+      facc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(x->ds[tt * nb + b]), facc[t]);
+    }
+  }
+  for (int t = 0; t < T; t++)
+    _mm512_storeu_ps(out + (long long)t * ostride, facc[t]);
+}
+
+static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 void
+q8x16_tile(const uint8_t *rec0, int nb, const struct pyllm_qact *x, int t0, int T,
+           float *out, int ostride)
+{
+  __m512 facc[TILE];
+  for (int t = 0; t < T; t++)
+    facc[t] = _mm512_setzero_ps();
+  for (int b = 0; b < nb; b++) {
+    const uint8_t *rec = rec0 + (long long)b * PYLLM_Q8X16_RECORD;
+    __m512i w[8];
+    for (int j = 0; j < 8; j++)
+      w[j] = _mm512_load_si512(rec + 64 * j);
+    __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(rec + 512)));
+    for (int t = 0; t < T; t++) {
+      int tt = t0 + t;
+      const int8_t *xq = x->q + (long long)tt * x->cols + b * QK;
+      __m512i a0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], bcast4(xq));
+      __m512i a1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], bcast4(xq + 4));
+      for (int j = 2; j < 8; j += 2) {
+        a0 = _mm512_dpbusd_epi32(a0, w[j], bcast4(xq + 4 * j));
+        a1 = _mm512_dpbusd_epi32(a1, w[j + 1], bcast4(xq + 4 * j + 4));
+      }
+      __m512i acc = _mm512_sub_epi32(_mm512_add_epi32(a0, a1),
+                                     _mm512_set1_epi32(128 * x->s[tt * nb + b]));
+      __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(x->d[tt * nb + b]));
+      facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), dd, facc[t]);
+    }
+  }
+  for (int t = 0; t < T; t++)
+    _mm512_storeu_ps(out + (long long)t * ostride, facc[t]);
+}
+
+// Dispatch on the token count so every tile has a constant T.
+#define TILE_CASES(fn)                                                   \
+  switch (T) {                                                           \
+  case 1: fn(rec, nb, x, t0, 1, o, rows); break;                         \
+  case 2: fn(rec, nb, x, t0, 2, o, rows); break;                         \
+  case 3: fn(rec, nb, x, t0, 3, o, rows); break;                         \
+  case 4: fn(rec, nb, x, t0, 4, o, rows); break;                         \
+  case 5: fn(rec, nb, x, t0, 5, o, rows); break;                         \
+  case 6: fn(rec, nb, x, t0, 6, o, rows); break;                         \
+  case 7: fn(rec, nb, x, t0, 7, o, rows); break;                         \
+  default: fn(rec, nb, x, t0, 8, o, rows); break;                        \
+  }
+
+static PYLLM_TARGET_AVX512 void
+group_avx512(const struct pyllm_qmat *w, const struct pyllm_qact *x, int g, float *out)
+{
+  int nb = w->cols / QK, rows = w->rows;
+  for (int t0 = 0; t0 < x->n; t0 += TILE) {
+    int T = x->n - t0 < TILE ? x->n - t0 : TILE;
+    float *o = out + (long long)t0 * rows + g * 16;
+    if (w->type == PYLLM_Q4X16) {
+      const uint8_t *rec = w->data + (long long)g * nb * PYLLM_Q4X16_RECORD;
+      TILE_CASES(q4x16_tile)
+    } else {
+      const uint8_t *rec = w->data + (long long)g * nb * PYLLM_Q8X16_RECORD;
+      TILE_CASES(q8x16_tile)
+    }
+  }
+}
+
+static void
+group_generic(const struct pyllm_qmat *w, const struct pyllm_qact *x, int g, float *out)
+{
+  int nb = w->cols / QK;
+  long long rb = w->type == PYLLM_Q4X16 ? PYLLM_Q4X16_RECORD : PYLLM_Q8X16_RECORD;
+  const uint8_t *rec = w->data + (long long)g * nb * rb;
+  for (int t = 0; t < x->n; t++) {
+    float *o = out + (long long)t * w->rows + g * 16;
+    if (w->type == PYLLM_Q4X16)
+      q4x16_generic(rec, nb, x, t, o);
+    else
+      q8x16_generic(rec, nb, x, t, o);
+  }
+}
+
+// ------------------------------------------------------------ driver
+
+struct mm_job {
+  const struct pyllm_qmat *w;
+  const struct pyllm_qact *x;
+  float *out;
+  int groups;  // row groups in the matrix
+  int per;     // row groups per chunk
+  int avx;
+};
+
+static void
+mm_chunk(void *arg, int c)
+{
+  struct mm_job *j = arg;
+  int end = (c + 1) * j->per < j->groups ? (c + 1) * j->per : j->groups;
+  for (int g = c * j->per; g < end; g++) {
+    if (j->avx)
+      group_avx512(j->w, j->x, g, j->out);
+    else
+      group_generic(j->w, j->x, g, j->out);
+  }
+}
+
+// out[t][r] for t < x->n, r < w->rows; x->cols must equal w->cols.
+void
+pyllm_qmatmul(const struct pyllm_qmat *w, const struct pyllm_qact *x, float *out)
+{
+  struct mm_job j = { w, x, out, w->rows / 16, 1, pyllm_use_avx512() };
+  // chunks of ~64 KB of weight-token work, but at least 4 per thread so a
+  // late or descheduled thread leaves little for the others to wait on
+  long long gbytes = pyllm_qmat_bytes(w->type, 16, w->cols) * (x->n < TILE ? x->n : TILE);
+  int per = (int)(65536 / (gbytes > 0 ? gbytes : 1));
+  int maxper = j.groups / (4 * pyllm_get_threads());
+  if (per > maxper)
+    per = maxper;
+  j.per = per < 1 ? 1 : per;
+  pool_run(mm_chunk, &j, (j.groups + j.per - 1) / j.per);
+}

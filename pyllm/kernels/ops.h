@@ -1,0 +1,35 @@
+// ops.h: the small per-token operations of a transformer layer.
+
+#ifndef PYLLM_OPS_H
+#define PYLLM_OPS_H
+
+#include <stdint.h>
+
+// cffi:begin
+void pyllm_rmsnorm(const float *x, const float *w, float *out, int n, int dim, float eps);
+void pyllm_rope(float *x, int n, int stride, int n_heads, int head_dim, const int32_t *pos,
+                float theta);
+void pyllm_attention(const float *q, int qstride, const float *kt, const float *v, int cap,
+                     const int32_t *pos, int n, int n_heads, int n_kv_heads, int head_dim,
+                     float *out, int ostride);
+void pyllm_silu_mul(const float *gu, int n, int hidden, float *out);
+void pyllm_embed_q8_0(const uint8_t *table, int dim, const int32_t *tokens, int n, float *out);
+// cffi:end
+
+// Attention of the query heads sharing KV head kvh, for one row at position
+// pos, over one cache layer of one sequence: kt is [n_kv][head_dim][cap]
+// (keys transposed, so scores of 16 positions are one vector op), v is
+// [n_kv][cap][head_dim]. q and out point at the group's first head.
+void attend_group(const float *q, const float *kt, const float *v, int cap, int pos, int kvh,
+                  int group, int head_dim, float *out);
+
+// RoPE in two steps: angle tables [n][head_dim/2] once per batch, then any
+// number of applications (q heads, k heads, every layer).
+void rope_tables(const int32_t *pos, int n, int head_dim, float theta, float *c, float *s);
+void rope_apply(float *x, int n, int stride, int n_heads, int head_dim, const float *c,
+                const float *s);
+
+// Rows [i0, i1) of SiLU(gate) * up.
+void silu_mul_rows(const float *gu, int i0, int i1, int hidden, float *out);
+
+#endif

@@ -1,0 +1,201 @@
+// pool.c: the thread pool behind every multi-threaded kernel.
+//
+// Why not OpenMP: its workers spin at barriers, and on this 2-vCPU machine a
+// spinning pool collapses (3 s per token) when the emulator holds the other
+// core. Here nothing ever waits for a particular thread:
+//
+// * A job is n chunks. The caller and the workers claim chunks one at a time
+//   with a compare-and-swap on `work` = (generation << 32 | next chunk), so a
+//   descheduled worker just claims nothing and the caller does all the work.
+// * The caller waits only for chunks that were actually claimed: a short spin,
+//   then a futex sleep that the worker finishing the last chunk wakes.
+// * Idle workers spin briefly (jobs of one token come back to back), then
+//   sleep on a futex; the caller wakes them only if someone sleeps.
+// * A claim carries the generation, so a worker that wakes late can never run
+//   a chunk of a newer job with an older job's function.
+
+#define _GNU_SOURCE
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels.h"
+#include "pool.h"
+
+#define MAXTHREADS 16
+#define SPIN_IDLE_NS 200000  // a worker spins this long for the next job, then sleeps
+#define SPIN_DONE_NS 50000   // the caller spins this long for stragglers, then sleeps
+
+static struct {
+  pthread_mutex_t lock;        // guards thread creation
+  pthread_mutex_t run;         // one job at a time (two engines may share the pool)
+  int nthreads;                // compute threads including the caller
+  int started;                 // workers created so far
+  _Atomic uint32_t gen;        // job generation; workers futex-wait on it
+  _Atomic uint64_t work;       // gen << 32 | next unclaimed chunk
+  _Atomic(pool_fn) fn;         // current job
+  _Atomic(void *) arg;
+  _Atomic int n;               // chunks in the current job
+  _Atomic int done;            // chunks finished in the current job
+  _Atomic int sleepers;        // workers asleep on gen
+  _Atomic uint32_t waiting;    // 1 while the caller sleeps on done
+  _Atomic long long jobs, chunks_by_workers, sleeps, wakes;  // statistics
+} pool = {
+  .lock = PTHREAD_MUTEX_INITIALIZER,
+  .run = PTHREAD_MUTEX_INITIALIZER,
+  .nthreads = 1,
+};
+
+static long
+futex(_Atomic uint32_t *addr, int op, uint32_t val)
+{
+  return syscall(SYS_futex, (uint32_t *)addr, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, 0);
+}
+
+static inline uint64_t
+now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static inline void
+cpu_relax(void)
+{
+  __builtin_ia32_pause();
+}
+
+// Claim and run chunks of job `g` until none is left; returns how many ran.
+static int
+drain(uint32_t g)
+{
+  pool_fn fn = atomic_load(&pool.fn);
+  void *arg = atomic_load(&pool.arg);
+  int n = atomic_load(&pool.n);
+  int ran = 0;
+  for (;;) {
+    uint64_t v = atomic_load(&pool.work);
+    if ((uint32_t)(v >> 32) != g || (int)(uint32_t)v >= n)
+      return ran;
+    if (!atomic_compare_exchange_weak(&pool.work, &v, v + 1))
+      continue;
+    fn(arg, (int)(uint32_t)v);
+    ran++;
+    if (atomic_fetch_add(&pool.done, 1) + 1 == n && atomic_load(&pool.waiting)) {
+      atomic_store(&pool.waiting, 0);
+      futex((_Atomic uint32_t *)&pool.waiting, FUTEX_WAKE, 1);
+    }
+  }
+}
+
+static void *
+worker(void *idxp)
+{
+  int idx = (int)(intptr_t)idxp;  // 0-based worker number
+  uint32_t seen = atomic_load(&pool.gen);
+  for (;;) {
+    uint64_t t0 = now_ns();
+    uint32_t g;
+    int spins = 0;
+    // wait for a new job: spin a little, then sleep
+    while ((g = atomic_load(&pool.gen)) == seen) {
+      if (++spins % 64 == 0 && now_ns() - t0 > SPIN_IDLE_NS) {
+        atomic_fetch_add(&pool.sleepers, 1);
+        atomic_fetch_add(&pool.sleeps, 1);
+        futex(&pool.gen, FUTEX_WAIT, seen);
+        atomic_fetch_sub(&pool.sleepers, 1);
+        t0 = now_ns();
+      }
+      cpu_relax();
+    }
+    seen = g;
+    if (idx < pool.nthreads - 1)  // parked when the thread count was lowered
+      atomic_fetch_add(&pool.chunks_by_workers, drain(g));
+  }
+  return 0;
+}
+
+// Use n compute threads in total (the caller counts as one). n < 1 means 1.
+void
+pyllm_set_threads(int n)
+{
+  if (n < 1)
+    n = 1;
+  if (n > MAXTHREADS)
+    n = MAXTHREADS;
+  pthread_mutex_lock(&pool.lock);
+  while (pool.started < n - 1) {
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, worker, (void *)(intptr_t)pool.started) != 0) {
+      pthread_attr_destroy(&attr);
+      break;
+    }
+    pthread_attr_destroy(&attr);
+    pool.started++;
+  }
+  pool.nthreads = n < pool.started + 1 ? n : pool.started + 1;
+  pthread_mutex_unlock(&pool.lock);
+}
+
+int
+pyllm_get_threads(void)
+{
+  return pool.nthreads;
+}
+
+// jobs run, chunks run by workers, worker sleeps, caller wake-ups sent.
+void
+pyllm_pool_stats(long long *out4)
+{
+  out4[0] = pool.jobs;
+  out4[1] = pool.chunks_by_workers;
+  out4[2] = pool.sleeps;
+  out4[3] = pool.wakes;
+}
+
+void
+pool_run(pool_fn fn, void *arg, int n)
+{
+  if (n <= 0)
+    return;
+  if (pool.nthreads <= 1 || n == 1) {
+    for (int i = 0; i < n; i++)
+      fn(arg, i);
+    return;
+  }
+  pthread_mutex_lock(&pool.run);
+  atomic_fetch_add(&pool.jobs, 1);
+  uint32_t g = atomic_load(&pool.gen) + 1;
+  atomic_store(&pool.fn, fn);
+  atomic_store(&pool.arg, arg);
+  atomic_store(&pool.n, n);
+  atomic_store(&pool.done, 0);
+  atomic_store(&pool.work, (uint64_t)g << 32);
+  atomic_store(&pool.gen, g);
+  if (atomic_load(&pool.sleepers) > 0) {
+    atomic_fetch_add(&pool.wakes, 1);
+    futex(&pool.gen, FUTEX_WAKE, pool.nthreads - 1);
+  }
+  drain(g);
+  // every chunk is claimed; wait for the ones still running elsewhere
+  uint64_t t0 = now_ns();
+  int spins = 0;
+  while (atomic_load(&pool.done) < n) {
+    if (++spins % 64 == 0 && now_ns() - t0 > SPIN_DONE_NS) {
+      atomic_store(&pool.waiting, 1);
+      if (atomic_load(&pool.done) < n)
+        futex((_Atomic uint32_t *)&pool.waiting, FUTEX_WAIT, 1);
+      atomic_store(&pool.waiting, 0);
+    }
+    cpu_relax();
+  }
+  pthread_mutex_unlock(&pool.run);
+}

@@ -1,0 +1,19 @@
+// pool.h: a small thread pool for data-parallel kernels.
+
+#ifndef PYLLM_POOL_H
+#define PYLLM_POOL_H
+
+// cffi:begin
+void pyllm_set_threads(int n);
+int pyllm_get_threads(void);
+void pyllm_pool_stats(long long *out4);
+// cffi:end
+
+// A task processes chunk `i` (0 <= i < n) of a job; arg is the job's data.
+typedef void (*pool_fn)(void *arg, int i);
+
+// Run fn(arg, i) for every i in [0, n), using the caller and the workers;
+// returns when all chunks are done. Not reentrant: one job at a time.
+void pool_run(pool_fn fn, void *arg, int n);
+
+#endif

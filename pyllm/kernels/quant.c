@@ -1,0 +1,194 @@
+// quant.c: repacking GGUF weight blocks into the 16-row records of quant.h,
+// and quantizing activations to int8 blocks.
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "pool.h"
+#include "quant.h"
+
+#define QK 32
+
+// Bytes of a repacked rows x cols matrix, or -1 if the shape does not fit.
+long long
+pyllm_qmat_bytes(int type, int rows, int cols)
+{
+  if (rows <= 0 || cols <= 0 || rows % 16 || cols % QK)
+    return -1;
+  long long recs = (long long)(rows / 16) * (cols / QK);
+  if (type == PYLLM_Q4X16)
+    return recs * PYLLM_Q4X16_RECORD;
+  if (type == PYLLM_Q8X16)
+    return recs * PYLLM_Q8X16_RECORD;
+  return -1;
+}
+
+struct repack_job {
+  const uint8_t *src;
+  uint8_t *dst;
+  int nb;     // blocks per row
+  int type;
+};
+
+// One row group (16 rows): GGUF blocks -> nb records.
+static void
+repack_group(void *arg, int g)
+{
+  struct repack_job *j = arg;
+  int nb = j->nb;
+  if (j->type == PYLLM_Q4X16) {
+    for (int b = 0; b < nb; b++) {
+      uint8_t *rec = j->dst + ((long long)g * nb + b) * PYLLM_Q4X16_RECORD;
+      for (int r = 0; r < 16; r++) {
+        const uint8_t *blk = j->src + ((long long)(g * 16 + r) * nb + b) * 20;
+        for (int c = 0; c < 4; c++)
+          memcpy(rec + 64 * c + 4 * r, blk + 4 + 4 * c, 4);
+        memcpy(rec + 256 + 2 * r, blk, 2);      // d
+        memcpy(rec + 288 + 2 * r, blk + 2, 2);  // m
+      }
+    }
+  } else {
+    for (int b = 0; b < nb; b++) {
+      uint8_t *rec = j->dst + ((long long)g * nb + b) * PYLLM_Q8X16_RECORD;
+      for (int r = 0; r < 16; r++) {
+        const uint8_t *blk = j->src + ((long long)(g * 16 + r) * nb + b) * 34;
+        for (int c = 0; c < 8; c++)
+          for (int t = 0; t < 4; t++)
+            rec[64 * c + 4 * r + t] = blk[2 + 4 * c + t] ^ 0x80;  // +128 as u8
+        memcpy(rec + 512 + 2 * r, blk, 2);
+      }
+      memset(rec + 544, 0, 32);
+    }
+  }
+}
+
+static int
+repack(const uint8_t *src, int rows, int cols, uint8_t *dst, int type)
+{
+  if (pyllm_qmat_bytes(type, rows, cols) < 0)
+    return -1;
+  struct repack_job j = { src, dst, cols / QK, type };
+  pool_run(repack_group, &j, rows / 16);
+  return 0;
+}
+
+// GGUF Q4_1 rows x cols -> Q4X16. Returns -1 on a bad shape.
+int
+pyllm_repack_q4_1(const uint8_t *src, int rows, int cols, uint8_t *dst)
+{
+  return repack(src, rows, cols, dst, PYLLM_Q4X16);
+}
+
+// GGUF Q8_0 rows x cols -> Q8X16. Returns -1 on a bad shape.
+int
+pyllm_repack_q8_0(const uint8_t *src, int rows, int cols, uint8_t *dst)
+{
+  return repack(src, rows, cols, dst, PYLLM_Q8X16);
+}
+
+static uint16_t
+f32_to_f16(float f)
+{
+  _Float16 h = (_Float16)f;
+  uint16_t u;
+  memcpy(&u, &h, 2);
+  return u;
+}
+
+// A float32 matrix (from F32/F16/BF16 tensors) -> Q8X16, quantizing each
+// 32-weight block with its own scale, like GGUF's Q8_0.
+int
+pyllm_quantize_f32_q8x16(const float *src, int rows, int cols, uint8_t *dst)
+{
+  if (pyllm_qmat_bytes(PYLLM_Q8X16, rows, cols) < 0)
+    return -1;
+  int nb = cols / QK;
+  for (int g = 0; g < rows / 16; g++)
+    for (int b = 0; b < nb; b++) {
+      uint8_t *rec = dst + ((long long)g * nb + b) * PYLLM_Q8X16_RECORD;
+      for (int r = 0; r < 16; r++) {
+        const float *x = src + (long long)(g * 16 + r) * cols + b * QK;
+        float amax = 0;
+        for (int k = 0; k < QK; k++)
+          amax = fmaxf(amax, fabsf(x[k]));
+        uint16_t dh = f32_to_f16(amax / 127.0f);
+        _Float16 dhf;
+        memcpy(&dhf, &dh, 2);
+        float d = (float)dhf, id = d != 0.0f ? 1.0f / d : 0.0f;
+        for (int k = 0; k < QK; k++) {
+          int q = (int)nearbyintf(x[k] * id);
+          q = q < -127 ? -127 : q > 127 ? 127 : q;
+          rec[64 * (k / 4) + 4 * r + k % 4] = (uint8_t)(q + 128);
+        }
+        memcpy(rec + 512 + 2 * r, &dh, 2);
+      }
+      memset(rec + 544, 0, 32);
+    }
+  return 0;
+}
+
+static PYLLM_TARGET_AVX512 void
+quantize_rows_avx512(const float *x, int i0, int i1, int cols, struct pyllm_qact *out)
+{
+  int nb = cols / QK;
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int i = i0; i < i1; i++)
+    for (int b = 0; b < nb; b++) {
+      const float *xb = x + (long long)i * cols + b * QK;
+      __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
+      __m512 a = _mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_andnot_ps(sign, x1));
+      float amax = _mm512_reduce_max_ps(a);
+      float d = amax / 127.0f, id = d != 0.0f ? 127.0f / amax : 0.0f;
+      __m512 idv = _mm512_set1_ps(id);
+      // cvtps rounds to nearest even, like nearbyintf in the default mode
+      __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, idv));
+      __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, idv));
+      int8_t *q = out->q + (long long)i * cols + b * QK;
+      _mm_storeu_si128((__m128i *)q, _mm512_cvtepi32_epi8(q0));
+      _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtepi32_epi8(q1));
+      int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+      out->d[i * nb + b] = d;
+      out->s[i * nb + b] = sum;
+      out->ds[i * nb + b] = d * (float)sum;
+    }
+}
+
+// Rows [i0, i1) of x[n][cols] -> int8 blocks. Same rounding (half to even)
+// on both paths and in the numpy twin.
+void
+quantize_rows(const float *x, int i0, int i1, int cols, struct pyllm_qact *out)
+{
+  if (pyllm_use_avx512()) {
+    quantize_rows_avx512(x, i0, i1, cols, out);
+    return;
+  }
+  int nb = cols / QK;
+  for (int i = i0; i < i1; i++)
+    for (int b = 0; b < nb; b++) {
+      const float *xb = x + (long long)i * cols + b * QK;
+      int8_t *q = out->q + (long long)i * cols + b * QK;
+      float amax = 0;
+      for (int k = 0; k < QK; k++)
+        amax = fmaxf(amax, fabsf(xb[k]));
+      float d = amax / 127.0f, id = d != 0.0f ? 127.0f / amax : 0.0f;
+      int sum = 0;
+      for (int k = 0; k < QK; k++) {
+        int v = (int)nearbyintf(xb[k] * id);
+        q[k] = (int8_t)v;
+        sum += v;
+      }
+      out->d[i * nb + b] = d;
+      out->s[i * nb + b] = sum;
+      out->ds[i * nb + b] = d * (float)sum;
+    }
+}
+
+void
+pyllm_quantize_act(const float *x, int n, int cols, struct pyllm_qact *out)
+{
+  quantize_rows(x, 0, n, cols, out);
+  out->n = n;
+  out->cols = cols;
+}

@@ -1,0 +1,62 @@
+// quant.h: weight formats of the fast path and the int8 activations.
+//
+// Weights are repacked at load time from GGUF blocks into 16-row
+// interleaved records, so one 64-byte load feeds one VNNI dot product for
+// 16 output rows at once (lane r = row r):
+//
+//   Q4X16 record (16 rows x 32 columns, 320 bytes):
+//     4 x 64 bytes: chunk j, byte 4r+t = GGUF Q4_1 qs[4j+t] of row r
+//                   (low nibble = column 4j+t, high nibble = column 16+4j+t)
+//     f16 d[16], f16 m[16]          weight = q * d[r] + m[r]
+//   Q8X16 record (16 rows x 32 columns, 576 bytes):
+//     8 x 64 bytes: chunk j, byte 4r+t = Q8_0 qs[4j+t] of row r, plus 128
+//     f16 d[16]                     weight = (byte - 128) * d[r]
+//     32 zero bytes                 (keeps every record 64-byte aligned)
+//
+// Records are stored row group by row group, each group's records in column
+// order, so a row group is one contiguous stream.
+//
+// Activations are quantized per 32-column block like GGUF Q8_0: xq = rint(x/dx),
+// dx = max|x|/127, with the block sums sx = sum(xq) kept for the offset terms.
+
+#ifndef PYLLM_QUANT_H
+#define PYLLM_QUANT_H
+
+#include <stdint.h>
+
+// cffi:begin
+#define PYLLM_Q4X16 1
+#define PYLLM_Q8X16 2
+#define PYLLM_Q4X16_RECORD 320
+#define PYLLM_Q8X16_RECORD 576
+
+// A weight matrix of the fast path: rows x cols, both multiples of 16 / 32.
+struct pyllm_qmat {
+  const uint8_t *data;  // records, 64-byte aligned
+  int rows;
+  int cols;
+  int type;             // PYLLM_Q4X16 or PYLLM_Q8X16
+};
+
+// int8 activations of n rows (tokens) x cols.
+struct pyllm_qact {
+  int8_t *q;            // [n][cols]
+  float *d;             // [n][cols/32]  block scale dx
+  float *ds;            // [n][cols/32]  dx * sum(q) of the block
+  int32_t *s;           // [n][cols/32]  sum(q) of the block
+  int n;
+  int cols;
+};
+
+long long pyllm_qmat_bytes(int type, int rows, int cols);
+int pyllm_repack_q4_1(const uint8_t *src, int rows, int cols, uint8_t *dst);
+int pyllm_repack_q8_0(const uint8_t *src, int rows, int cols, uint8_t *dst);
+int pyllm_quantize_f32_q8x16(const float *src, int rows, int cols, uint8_t *dst);
+void pyllm_quantize_act(const float *x, int n, int cols, struct pyllm_qact *out);
+void pyllm_qmatmul(const struct pyllm_qmat *w, const struct pyllm_qact *x, float *out);
+// cffi:end
+
+// Rows [i0, i1) of pyllm_quantize_act (out->n and out->cols are not touched).
+void quantize_rows(const float *x, int i0, int i1, int cols, struct pyllm_qact *out);
+
+#endif

@@ -1,0 +1,70 @@
+"""numpy twins of the C kernels: the same arithmetic, written plainly.
+
+They are the reference the C code is tested against (tests/test_pyllm_kernels.py, tolerances named
+there) and the fallback when the extension is not built. Each twin takes the GGUF blocks or plain
+arrays, not the repacked records, so it also checks the repacking.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pyllm.quants import Q4_1_BLOCK, Q8_0_BLOCK, QK
+
+
+def quantize_act(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x (n, cols) f32 -> (xq int8 (n, cols), dx (n, nb) f32, sum(xq) (n, nb) int32)."""
+    n, cols = x.shape
+    xb = x.reshape(n, cols // QK, QK).astype(np.float32)
+    amax = np.abs(xb).max(axis=2)
+    d = (amax / np.float32(127)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        inv = np.where(amax != 0, np.float32(127) / amax, np.float32(0)).astype(np.float32)
+    q = np.rint(xb * inv[:, :, None]).astype(np.int8)
+    return q.reshape(n, cols), d, q.astype(np.int32).sum(axis=2)
+
+
+def qmatmul_q4_1(raw: np.ndarray, rows: int, cols: int, x: np.ndarray) -> np.ndarray:
+    """GGUF Q4_1 weights (rows, cols) times int8-quantized x (n, cols) -> (n, rows) f32."""
+    b = raw.view(Q4_1_BLOCK).reshape(rows, cols // QK)
+    q = np.concatenate([b["qs"] & 0x0F, b["qs"] >> 4], axis=2).astype(np.float32)  # (r, nb, 32)
+    xq, dx, sx = quantize_act(x)
+    nb = cols // QK
+    xqb = xq.reshape(-1, nb, QK).astype(np.float32)
+    # exact integer dot products per block (|sum| < 2^24, so float32 is exact): (n, r, nb)
+    isum = np.einsum("rbk,nbk->nrb", q, xqb)
+    d, m = b["d"].astype(np.float32), b["m"].astype(np.float32)  # (r, nb)
+    out = isum * (d[None] * dx[:, None, :]) + m[None] * (dx * sx.astype(np.float32))[:, None, :]
+    return out.sum(axis=2, dtype=np.float32)
+
+
+def qmatmul_q8_0(raw: np.ndarray, rows: int, cols: int, x: np.ndarray) -> np.ndarray:
+    """GGUF Q8_0 weights (rows, cols) times int8-quantized x (n, cols) -> (n, rows) f32."""
+    b = raw.view(Q8_0_BLOCK).reshape(rows, cols // QK)
+    q = b["qs"].astype(np.float32)  # (r, nb, 32)
+    xq, dx, _ = quantize_act(x)
+    xqb = xq.reshape(-1, cols // QK, QK).astype(np.float32)
+    isum = np.einsum("rbk,nbk->nrb", q, xqb)
+    d = b["d"].astype(np.float32)
+    return (isum * (d[None] * dx[:, None, :])).sum(axis=2, dtype=np.float32)
+
+
+def repack_q4_1(raw: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """GGUF Q4_1 -> Q4X16 records (see quant.h), as bytes."""
+    nb = cols // QK
+    b = raw.view(np.uint8).reshape(rows // 16, 16, nb, 20)
+    qs = b[..., 4:].reshape(rows // 16, 16, nb, 4, 4)  # (g, r, b, chunk, 4)
+    nib = qs.transpose(0, 2, 3, 1, 4).reshape(rows // 16, nb, 256)
+    dm = b[..., :4].reshape(rows // 16, 16, nb, 2, 2).transpose(0, 2, 3, 1, 4)
+    return np.concatenate([nib, dm.reshape(rows // 16, nb, 64)], axis=2).reshape(-1)
+
+
+def repack_q8_0(raw: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """GGUF Q8_0 -> Q8X16 records (see quant.h), as bytes."""
+    nb = cols // QK
+    b = raw.view(np.uint8).reshape(rows // 16, 16, nb, 34)
+    qs = (b[..., 2:] ^ 0x80).reshape(rows // 16, 16, nb, 8, 4).transpose(0, 2, 3, 1, 4)
+    d = b[..., :2].transpose(0, 2, 1, 3)
+    pad = np.zeros((rows // 16, nb, 32), np.uint8)
+    return np.concatenate([qs.reshape(rows // 16, nb, 512), d.reshape(rows // 16, nb, 32), pad],
+                          axis=2).reshape(-1)
