@@ -1,0 +1,71 @@
+"""The machine's time base: `mtime` at TIMEBASE_HZ (kernel_c/memlayout.h).
+
+Two clocks:
+
+- HostClock (default, `--clock host`): mtime is host monotonic time since reset, so
+  guest time is real time and a sleeping guest costs nothing.
+- IcountClock (`--clock icount`): mtime follows the number of executed instructions
+  (INSNS_PER_TICK instructions per tick, i.e. a 100-MIPS virtual CPU at 10 MHz), and
+  time jumps forward to the next deadline while the guest waits in wfi. Runs without
+  host input are then reproducible instruction for instruction.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+from harness import cheader
+
+TIMEBASE_HZ = cheader.load("memlayout.h")["TIMEBASE_HZ"]
+INSNS_PER_TICK = 10
+NEVER = 2**64 - 1
+
+
+class Clock(Protocol):
+    hz: int
+
+    def mtime(self) -> int:
+        """Current mtime."""
+        ...
+
+    def host_ns(self, mtime: int) -> int | None:
+        """Host monotonic ns at which mtime reaches `mtime`, or None if host time does
+        not drive this clock."""
+        ...
+
+
+class HostClock:
+    """mtime = host monotonic time since reset."""
+
+    hz = TIMEBASE_HZ
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic_ns()
+
+    def mtime(self) -> int:
+        return (time.monotonic_ns() - self.t0) * self.hz // 1_000_000_000
+
+    def host_ns(self, mtime: int) -> int | None:
+        if mtime >= NEVER:
+            return None
+        return self.t0 + -(-mtime * 1_000_000_000 // self.hz)  # round up: never early
+
+
+class IcountClock:
+    """mtime = executed instructions / INSNS_PER_TICK (advanced by the run loop)."""
+
+    hz = TIMEBASE_HZ
+
+    def __init__(self) -> None:
+        self.insns = 0
+
+    def mtime(self) -> int:
+        return self.insns // INSNS_PER_TICK
+
+    def host_ns(self, mtime: int) -> int | None:
+        return None
+
+    def advance_to(self, mtime: int) -> None:
+        """Skip idle time (the guest waits in wfi) up to `mtime`."""
+        self.insns = max(self.insns, mtime * INSNS_PER_TICK)

@@ -1,0 +1,1 @@
+"""Device models of the machine, one class per file (see harness/machine.py for the map)."""

@@ -1,0 +1,98 @@
+"""virtio block device: the file-system disk at VIRTIO0 (driver: kernel_c/virtio_disk.c).
+
+The disk image (`--fs`, build/fs.img) is read into host memory at start. Requests are
+served synchronously inside the QUEUE_NOTIFY write, so the used ring is filled and the
+interrupt raised before the driver's next instruction. Writes stay in memory unless the
+machine was started with `persist=True`, which also writes them through to the file.
+
+Request layout (virtio 1.1, 5.2.6): a device-readable header `struct virtio_blk_req`
+(kernel_c/virtio.h), the data buffers, and a one-byte device-writable status. Only
+VIRTIO_BLK_T_IN and _OUT are served; other types get VIRTIO_BLK_S_UNSUPP, and transfers
+past the end of the disk or not in whole sectors get VIRTIO_BLK_S_IOERR.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from harness.devices.base import DeviceContext
+from harness.devices.virtio_mmio import Chain, V, VirtioMmio
+
+SECTOR = V["VIRTIO_BLK_SECTOR"]
+CAPACITY_OFFSET = V["VIRTIO_BLK_CONFIG_CAPACITY"] - V["VIRTIO_MMIO_CONFIG"]
+T_IN, T_OUT = V["VIRTIO_BLK_T_IN"], V["VIRTIO_BLK_T_OUT"]
+S_OK, S_IOERR, S_UNSUPP = V["VIRTIO_BLK_S_OK"], V["VIRTIO_BLK_S_IOERR"], V["VIRTIO_BLK_S_UNSUPP"]
+REQ = V.struct("virtio_blk_req")
+REQ_FMT = REQ.scalar_struct("type", "reserved", "sector")
+
+
+class VirtioBlk(VirtioMmio):
+    """A virtio-blk disk backed by an in-memory image."""
+
+    device_id = V["VIRTIO_ID_BLOCK"]
+
+    def __init__(self, name: str, ctx: DeviceContext, *, image: str | Path | None,
+                 persist: bool = False) -> None:
+        super().__init__(name, ctx)
+        self.path = Path(image) if image is not None else None
+        if self.path is None:
+            self.disk = bytearray()
+        else:
+            try:
+                self.disk = bytearray(self.path.read_bytes())
+            except OSError as exc:
+                raise ValueError(f"disk image {self.path}: {exc.strerror}") from None
+            if len(self.disk) % SECTOR:
+                raise ValueError(f"disk image {self.path}: {len(self.disk)} bytes is not a "
+                                 f"multiple of the {SECTOR}-byte sector")
+        self._file = open(self.path, "r+b") if persist and self.path is not None else None  # noqa: SIM115
+        self.reads = self.writes = 0
+        self.bytes_read = self.bytes_written = 0
+
+    def config_space(self) -> bytes:
+        cap = (len(self.disk) // SECTOR).to_bytes(8, "little")
+        return bytes(CAPACITY_OFFSET) + cap
+
+    def handle(self, queue: int, chain: Chain) -> int:
+        head = self.gather(chain.readable)
+        if len(head) < REQ.size or not chain.writable:
+            return self._finish(chain, S_IOERR, 0)
+        kind, _, sector = REQ_FMT.unpack_from(head)
+        out_data = memoryview(head)[REQ.size :]
+        in_room = chain.writable_len - 1  # the last writable byte is the status
+        start = sector * SECTOR
+        if kind == T_IN:
+            if in_room % SECTOR or start + in_room > len(self.disk):
+                return self._finish(chain, S_IOERR, 0)
+            data = memoryview(self.disk)[start : start + in_room]
+            n = self.scatter(chain.writable, data)
+            self.reads += 1
+            self.bytes_read += n
+            return self._finish(chain, S_OK, n)
+        if kind == T_OUT:
+            n = len(out_data)
+            if n % SECTOR or start + n > len(self.disk):
+                return self._finish(chain, S_IOERR, 0)
+            self.disk[start : start + n] = out_data
+            if self._file is not None:
+                os.pwrite(self._file.fileno(), out_data, start)
+            self.writes += 1
+            self.bytes_written += n
+            return self._finish(chain, S_OK, 0)
+        return self._finish(chain, S_UNSUPP, 0)
+
+    def _finish(self, chain: Chain, status: int, data_written: int) -> int:
+        addr, length = chain.writable[-1] if chain.writable else (0, 0)
+        if length:
+            self.ctx.ram.write(addr + length - 1, bytes([status]))
+        return data_written + 1
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def describe(self) -> str:
+        size = len(self.disk)
+        return f"virtio-blk {size / 2**20:.1f} MiB" if size else "virtio-blk (no disk)"

@@ -1,0 +1,424 @@
+"""The machine: one rv64 hart under Unicorn, RAM, devices, and the run loop.
+
+The memory map is the table MEMORY_MAP below; base addresses and interrupt numbers are
+names from kernel_c/memlayout.h. The harness is the firmware: it loads the kernel ELF,
+writes struct bootinfo, and starts the hart in S-mode at the ELF entry with a0 = 0
+(hartid), a1 = BOOTINFO, satp = 0, mideleg = 0x222 (S software/timer/external
+interrupts go natively to the guest's stvec) and mstatus.FS = 0. There is no M-mode code.
+
+The run loop (`Machine.run`):
+
+    process posted events (console input, device completions) on this thread
+    re-evaluate the timer (STIP) and the wall-clock timeout
+    if the guest is in wfi and nothing is pending: sleep until the next timer deadline
+        or event (no host CPU is used)
+    else: emu_start(pc, count=0) until the waker thread stops it at the next deadline or
+        event, or the guest executes wfi, or a device/trap ends the run
+
+`--clock icount` uses counted slices instead (deterministic time, see harness/clock.py).
+Synchronous traps are delivered inside Unicorn's hooks (harness/traps.py), interrupts are
+native: the devices raise STIP/SEIP in mip and the guest takes them through stvec.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from unicorn import (
+    UC_ARCH_RISCV,
+    UC_ERR_EXCEPTION,
+    UC_MODE_RISCV64,
+    UC_PROT_EXEC,
+    UC_PROT_READ,
+    Uc,
+    UcError,
+)
+from unicorn import riscv_const as R
+
+from harness import bootinfo, cheader
+from harness.clock import INSNS_PER_TICK, NEVER, HostClock, IcountClock
+from harness.devices.base import Device, DeviceContext, MachineFault
+from harness.devices.clint import Clint
+from harness.devices.plic import Plic
+from harness.devices.power import Power, PowerCmd
+from harness.devices.uart import Uart16550
+from harness.devices.virtio_blk import VirtioBlk
+from harness.elf import ElfImage
+from harness.hart import PRIV_S, REG_A0, REG_A1, REG_PC, REG_PRIV, S_INTERRUPTS, SEIP, STIP, Hart
+from harness.mmio import MmioBus
+from harness.physmem import PhysMem
+from harness.traps import Traps
+from harness.waker import Waker
+
+ML = cheader.load("memlayout.h")
+UNTIL = 2**64 - 2  # never 0: VA 0 is user text (reference, gotcha 13)
+WFI = (0x1050_0073).to_bytes(4, "little")
+ICOUNT_SLICE = 200_000  # instructions per counted slice in --clock icount mode
+CONSOLE_TAIL = 1 << 16  # bytes of console output kept for fault reports
+
+# The memory map: (name, base name in memlayout.h, device class, PLIC source name or None).
+# Window sizes are the classes' `size`; RAM and the boot info page are added by Machine.
+MEMORY_MAP: list[tuple[str, str, type[Device], str | None]] = [
+    ("power", "POWER", Power, None),
+    ("clint", "CLINT", Clint, None),
+    ("plic", "PLIC", Plic, None),
+    ("uart0", "UART0", Uart16550, "UART0_IRQ"),
+    ("virtio0", "VIRTIO0", VirtioBlk, "VIRTIO0_IRQ"),
+]
+
+
+class Exit(enum.Enum):
+    POWEROFF = "poweroff"    # the guest powered off with a status (POWER_PASS)
+    PANIC = "panic"          # the guest reported failure (POWER_FAIL), e.g. a kernel panic
+    RESET = "reset"          # the guest asked for a reboot (POWER_RESET)
+    FAULT = "fault"          # the machine stopped the guest: unknown MMIO, unmapped memory, ...
+    TIMEOUT = "timeout"      # --timeout passed
+    QUIT = "quit"            # the user quit (Ctrl-A X) or the harness was told to stop
+
+
+@dataclass
+class RunResult:
+    exit: Exit
+    status: int = 0        # guest status (POWEROFF) or failure code (PANIC)
+    message: str = ""      # what happened, for FAULT/PANIC/TIMEOUT/QUIT
+    pc: int | None = None  # where the guest was stopped, for the report
+    error: BaseException | None = None
+
+
+@dataclass
+class MachineConfig:
+    """Everything `harness run` can set."""
+
+    kernel: Path
+    fs: Path | None = None
+    ram_size: int = 128 << 20
+    clock: str = "host"            # "host" or "icount"
+    cmd: str = ""                  # bootinfo.cmd: commands for init, "" = interactive
+    persist: bool = False          # write disk changes back to the image file
+    timeout: float | None = None   # wall-clock seconds
+    output: Callable[[bytes], None] | None = None  # console output sink (default: stdout)
+    flags: int = 0                 # extra BOOT_F_* bits
+
+
+@dataclass
+class Stats:
+    runs: int = 0
+    wfi_sleeps: int = 0
+    sleep_s: float = 0.0
+    run_s: float = 0.0
+
+
+class Machine:
+    """One rv64 machine; build it, `run()` it once, then `close()` it."""
+
+    def __init__(self, config: MachineConfig) -> None:
+        self.config = config
+        if config.clock not in ("host", "icount"):
+            raise ValueError(f"unknown clock '{config.clock}' (host or icount)")
+        self.kernel = ElfImage.load(config.kernel)
+        self.uc = Uc(UC_ARCH_RISCV, UC_MODE_RISCV64)
+        self.hart = Hart(self.uc)
+        self.clock: HostClock | IcountClock = (HostClock() if config.clock == "host"
+                                               else IcountClock())
+        self.ram = PhysMem(self.uc, self.hart, ML["KERNBASE"], config.ram_size)
+        self.waker = Waker(self.uc.emu_stop)
+        self.bus = MmioBus(self.uc, self.hart)
+        self.traps = Traps(self.uc, self.hart, self.clock.mtime)
+        self.stats = Stats()
+        self.result: RunResult | None = None
+        self.console_tail = bytearray()
+        self._out = bytearray()
+        self._sink = config.output or _stdout_sink
+        self._idle = False
+        self._timeout_at: int | None = None
+        self._output_hooks: list[Callable[[bytes], None]] = []
+        self.devices: dict[str, Device] = {}
+        self._build_devices()
+        self._load_kernel()
+        self._reset_cpu()
+
+    # ---------------------------------------------------------------- construction
+    def _build_devices(self) -> None:
+        self.plic = Plic("plic", self._context(None), seip=self._set_seip)
+        for name, base_name, cls, irq_name in MEMORY_MAP:
+            if cls is Plic:
+                dev: Device = self.plic
+            else:
+                irq = ML[irq_name] if irq_name else None
+                dev = cls(name, self._context(irq), **self._device_options(cls))
+            self.devices[name] = dev
+            self.bus.map(ML[base_name], dev)
+        self.clint: Clint = self.devices["clint"]  # type: ignore[assignment]
+        self.uart: Uart16550 = self.devices["uart0"]  # type: ignore[assignment]
+        self.disk: VirtioBlk = self.devices["virtio0"]  # type: ignore[assignment]
+
+    def _context(self, irq: int | None) -> DeviceContext:
+        line = self.plic.line_for(irq) if irq is not None else (lambda level: None)
+        return DeviceContext(irq=line, post=self.post, ram=self.ram)
+
+    def _device_options(self, cls: type[Device]) -> dict[str, object]:
+        if cls is Power:
+            return {"on_power": self._on_power}
+        if cls is Clint:
+            return {"clock": self.clock, "stip": self._set_stip, "on_deadline": self._on_deadline}
+        if cls is Uart16550:
+            return {"tx": self._tx}
+        if cls is VirtioBlk:
+            return {"image": self.config.fs, "persist": self.config.persist}
+        return {}
+
+    def _load_kernel(self) -> None:
+        for seg in self.kernel.segments:
+            if not self.ram.contains(seg.paddr, seg.memsz):
+                raise ValueError(f"{self.kernel.path}: segment [{seg.paddr:#x}, "
+                                 f"+{seg.memsz:#x}) does not fit in RAM "
+                                 f"[{self.ram.base:#x}, +{self.ram.size:#x})")
+            off = seg.paddr - self.ram.base
+            self.ram.view[off : off + len(seg.data)] = seg.data
+        flags = self.config.flags | (bootinfo.F_ICOUNT if self.config.clock == "icount" else 0)
+        info = bootinfo.pack(ram_base=self.ram.base, ram_size=self.ram.size,
+                             timebase_hz=self.clock.hz, boot_mtime=self.clock.mtime(),
+                             flags=flags, cmd=self.config.cmd)
+        self.uc.mem_map(ML["BOOTINFO"], 0x1000, UC_PROT_READ)
+        self.uc.mem_write(ML["BOOTINFO"], info)
+
+    def _reset_cpu(self) -> None:
+        h = self.hart  # the hart resets in M-mode, so CSRs can be written directly
+        h.set(R.UC_RISCV_REG_MIDELEG, S_INTERRUPTS)
+        h.set(R.UC_RISCV_REG_MEDELEG, 0xB1FF)  # documentation only: Unicorn never uses it
+        h.set(R.UC_RISCV_REG_MSTATUS, 0)       # FS = 0: no floating point
+        h.set(R.UC_RISCV_REG_SATP, 0)
+        h.set(REG_A0, 0)
+        h.set(REG_A1, ML["BOOTINFO"])
+        h.set(REG_PRIV, PRIV_S)
+        h.set(REG_PC, self.kernel.entry)
+        self._pc = self.kernel.entry
+
+    # ---------------------------------------------------------------- any thread
+    def post(self, fn: Callable[[], None]) -> None:
+        """Run fn on the emulation thread between slices (thread-safe; wakes the guest)."""
+        self.waker.post(fn)
+
+    def send_input(self, data: bytes) -> None:
+        """Console input from any thread."""
+        self.post(lambda: self.uart.receive(data))
+
+    def request_quit(self, message: str = "stopped by the user") -> None:
+        """End the run (any thread)."""
+        self.post(lambda: self._finish(RunResult(Exit.QUIT, message=message)))
+
+    # ---------------------------------------------------------------- device hooks
+    def _set_stip(self, level: bool) -> None:
+        self.hart.set_mip(STIP, level)
+
+    def _set_seip(self, level: bool) -> None:
+        self.hart.set_mip(SEIP, level)
+
+    def _on_deadline(self, mtimecmp: int) -> None:
+        self.waker.set_deadline(self._deadline_ns())
+
+    def _on_power(self, cmd: PowerCmd, status: int) -> None:
+        pc = self.hart.get(REG_PC)
+        if cmd == PowerCmd.PASS:
+            self._finish(RunResult(Exit.POWEROFF, status=status, pc=pc))
+        elif cmd == PowerCmd.FAIL:
+            self._finish(RunResult(Exit.PANIC, status=status, pc=pc,
+                                   message=self.panic_message() or f"POWER_FAIL code {status}"))
+        else:
+            self._finish(RunResult(Exit.RESET, pc=pc))
+        self.uc.emu_stop()
+
+    def _tx(self, byte: int) -> None:
+        self._out.append(byte)
+        if len(self._out) >= 4096:
+            self._flush_output()
+
+    def add_output_hook(self, fn: Callable[[bytes], None]) -> None:
+        """Also call fn(chunk) with console output (emulation thread; for benchmarks)."""
+        self._output_hooks.append(fn)
+
+    def _flush_output(self) -> None:
+        if not self._out:
+            return
+        data = bytes(self._out)
+        self._out.clear()
+        self.console_tail += data
+        if len(self.console_tail) > CONSOLE_TAIL:
+            del self.console_tail[: len(self.console_tail) - CONSOLE_TAIL]
+        self._sink(data)
+        for fn in self._output_hooks:
+            fn(data)
+
+    def panic_message(self) -> str:
+        """The last "panic: ..." line the guest printed, or ""."""
+        text = self.console_tail.decode(errors="replace")
+        i = text.rfind("panic: ")
+        return text[i:].split("\n", 1)[0].strip() if i >= 0 else ""
+
+    # ---------------------------------------------------------------- the run loop
+    def _finish(self, result: RunResult) -> None:
+        if self.result is None:
+            self.result = result
+
+    def _deadline_ns(self) -> int | None:
+        """Host time at which the running slice must end (timer deadline, timeout)."""
+        cands = []
+        cmp = self.clint.mtimecmp
+        if cmp < NEVER and self.clock.mtime() < cmp:
+            t = self.clock.host_ns(cmp)
+            if t is not None:
+                cands.append(t)
+        if self._timeout_at is not None:
+            cands.append(self._timeout_at)
+        return min(cands) if cands else None
+
+    def run(self) -> RunResult:
+        """Run until the guest powers off, fails, faults, times out or is stopped."""
+        t = self.config.timeout
+        self._timeout_at = time.monotonic_ns() + int(t * 1e9) if t else None
+        try:
+            while self.result is None:
+                for fn in self.waker.take_posted():
+                    fn()
+                self._flush_output()
+                if self.result is not None:
+                    break
+                self.clint.tick()
+                if self._timeout_at is not None and time.monotonic_ns() >= self._timeout_at:
+                    self._finish(RunResult(Exit.TIMEOUT, pc=self.hart.get(REG_PC),
+                                           message=f"timed out after {t:g} s"))
+                    break
+                if self._idle and not self.hart.pending_enabled():
+                    self._wait_for_interrupt()
+                    continue
+                self._idle = False
+                self._run_slice()
+        except KeyboardInterrupt:
+            self._finish(RunResult(Exit.QUIT, pc=self.hart.get(REG_PC), message="interrupted"))
+        finally:
+            self._flush_output()
+        assert self.result is not None
+        return self.result
+
+    def _wait_for_interrupt(self) -> None:
+        """The guest is in wfi with nothing pending: let the host thread sleep."""
+        cmp = self.clint.mtimecmp
+        timer_ahead = cmp < NEVER and self.clock.mtime() < cmp
+        if isinstance(self.clock, IcountClock):
+            if timer_ahead:
+                self.clock.advance_to(cmp)  # idle time costs nothing in icount mode
+                return
+            until = self._timeout_at
+        else:
+            until = self._deadline_ns() if timer_ahead else self._timeout_at
+        t0 = time.perf_counter()
+        self.waker.sleep(until)
+        self.stats.wfi_sleeps += 1
+        self.stats.sleep_s += time.perf_counter() - t0
+
+    def _run_slice(self) -> None:
+        icount = isinstance(self.clock, IcountClock)
+        count = 0
+        if icount:
+            assert isinstance(self.clock, IcountClock)
+            cmp = self.clint.mtimecmp
+            ahead = (cmp - self.clock.mtime()) * INSNS_PER_TICK if cmp < NEVER else ICOUNT_SLICE
+            count = max(1, min(ICOUNT_SLICE, ahead))
+            deadline = self._timeout_at
+        else:
+            deadline = self._deadline_ns()
+        if not self.waker.begin_run(deadline):
+            return
+        self.bus.new_run()
+        err: BaseException | None = None
+        t0 = time.perf_counter()
+        try:
+            self.uc.emu_start(self._pc, UNTIL, 0, count)
+        except UcError as e:
+            err = e
+        except MachineFault as e:
+            err = e
+        finally:
+            stopped = self.waker.end_run()
+            self.stats.run_s += time.perf_counter() - t0
+            self.stats.runs += 1
+            if icount:
+                self.clock.insns += count  # type: ignore[union-attr]
+        self._pc = self.hart.get(REG_PC)
+        if err is not None:
+            if (isinstance(err, UcError) and err.errno == UC_ERR_EXCEPTION
+                    and self.traps.ebreak_delivered):
+                self.traps.ebreak_delivered = False  # Unicorn's spurious error after ebreak
+                return
+            self._finish(self._fault(err))
+            return
+        if self.result is not None:
+            return
+        if stopped:
+            self.bus.after_stop(self._pc)
+        elif self.hart.vread(self._pc - 4, 4, UC_PROT_EXEC) == WFI:
+            self._idle = True
+
+    def _fault(self, err: BaseException) -> RunResult:
+        pc = getattr(err, "pc", None) or self._pc
+        if isinstance(err, UcError):
+            msg = describe_uc_error(self, err, pc)
+        else:
+            msg = str(err)
+        return RunResult(Exit.FAULT, pc=pc, message=msg, error=err)
+
+    # ---------------------------------------------------------------- teardown, info
+    def close(self) -> None:
+        self.waker.close()
+        for dev in self.devices.values():
+            dev.close()
+
+    def banner(self) -> str:
+        devs = ", ".join(d.describe() for d in self.devices.values())
+        clock = "icount" if isinstance(self.clock, IcountClock) else "host"
+        return (f"nexai rv64 machine: {self.ram.size >> 20} MiB RAM; {devs}; "
+                f"clock {clock}; kernel {self.config.kernel}")
+
+
+def describe_uc_error(m: Machine, err: UcError, pc: int) -> str:
+    """A sentence for a Unicorn error that ended the run (unmapped memory and the like)."""
+    from unicorn import (
+        UC_ERR_FETCH_UNMAPPED,
+        UC_ERR_INSN_INVALID,
+        UC_ERR_READ_UNMAPPED,
+        UC_ERR_WRITE_PROT,
+        UC_ERR_WRITE_UNMAPPED,
+    )
+
+    from harness.traps import mem_operand
+
+    where = ""
+    got = m.hart.fetch(pc)
+    op = mem_operand(*got) if got else None
+    if op is not None:
+        va = (m.hart.x(op[0]) + op[1]) & 0xFFFF_FFFF_FFFF_FFFF
+        pa = m.hart.translate(va)
+        where = f" {va:#x}" + (f" (physical {pa:#x})" if pa is not None and pa != va else "")
+    if err.errno == UC_ERR_READ_UNMAPPED:
+        return f"load from unmapped physical memory at{where or ' an unknown address'}"
+    if err.errno == UC_ERR_WRITE_UNMAPPED:
+        return f"store to unmapped physical memory at{where or ' an unknown address'}"
+    if err.errno == UC_ERR_FETCH_UNMAPPED:
+        return f"instruction fetch from unmapped physical memory at {pc:#x}"
+    if err.errno == UC_ERR_WRITE_PROT:
+        return f"store to read-only memory at{where or ' an unknown address'} (the boot info page?)"
+    if err.errno == UC_ERR_INSN_INVALID:
+        return f"invalid instruction at {pc:#x}"
+    return f"Unicorn stopped: {err} at pc {pc:#x}"
+
+
+def _stdout_sink(data: bytes) -> None:
+    import sys
+
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+

@@ -1,0 +1,95 @@
+"""Guest RAM: one anonymous host mapping shared with Unicorn (zero-copy for devices).
+
+RAM is mapped into Unicorn with `mem_map_ptr` over an `mmap`, so device DMA (virtio
+descriptors, buffers, rings) reads and writes it through a memoryview without copying
+(~0.1 µs per small access instead of ~1.5 µs for `uc.mem_read`), and guest stores are
+visible at once. Pages are allocated by the host kernel only when touched, so a large
+`--mem` costs nothing up front.
+
+Unicorn does not notice host writes into memory that already holds translated code
+(gotcha 12 in the reference), so `write` drops translations of the range it changes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import struct
+
+from unicorn import UC_PROT_ALL, Uc
+
+from harness.hart import PRIV_M, REG_PRIV, Hart
+
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+
+
+class PhysMem:
+    """Guest physical RAM [base, base + size)."""
+
+    def __init__(self, uc: Uc, hart: Hart, base: int, size: int) -> None:
+        if size <= 0 or size % 0x1000:
+            raise ValueError(f"RAM size must be a positive multiple of 4 KiB, not {size}")
+        self.uc, self.hart = uc, hart
+        self.base, self.size = base, size
+        self._mm = mmap.mmap(-1, size)
+        self._anchor = ctypes.c_char.from_buffer(self._mm)  # pins the mapping while Unicorn uses it
+        uc.mem_map_ptr(base, size, UC_PROT_ALL, ctypes.addressof(self._anchor))
+        self.view = memoryview(self._mm)
+
+    def contains(self, pa: int, n: int = 1) -> bool:
+        return self.base <= pa and pa + n <= self.base + self.size and n >= 0
+
+    def _off(self, pa: int, n: int) -> int:
+        if not self.contains(pa, n):
+            raise IndexError(f"[{pa:#x}, {pa + n:#x}) is not inside RAM "
+                             f"[{self.base:#x}, {self.base + self.size:#x})")
+        return pa - self.base
+
+    def read(self, pa: int, n: int) -> bytes:
+        o = self._off(pa, n)
+        return self.view[o : o + n].tobytes()
+
+    def slice(self, pa: int, n: int) -> memoryview:
+        """A zero-copy view of [pa, pa+n); writing through it does NOT drop translated
+        code, so use it only for reads or for data pages (see `write`)."""
+        o = self._off(pa, n)
+        return self.view[o : o + n]
+
+    def write(self, pa: int, data: bytes | bytearray | memoryview) -> None:
+        """Store bytes into RAM as a device (DMA) would, then drop any translated code
+        for that range so the guest never executes stale instructions."""
+        n = len(data)
+        o = self._off(pa, n)
+        self.view[o : o + n] = data
+        if n:
+            self.forget_code(pa, n)
+
+    def forget_code(self, pa: int, n: int) -> None:
+        """Invalidate Unicorn's translations of [pa, pa+n). Unicorn resolves the range
+        through the current MMU context, so do it in M-mode, where addresses are physical."""
+        h = self.hart
+        p = h.priv
+        if p != PRIV_M:
+            h.set(REG_PRIV, PRIV_M)
+        try:
+            self.uc.ctl_remove_cache(pa, pa + n)
+        finally:
+            if p != PRIV_M:
+                h.set(REG_PRIV, p)
+
+    def u16(self, pa: int) -> int:
+        return _U16.unpack_from(self.view, self._off(pa, 2))[0]
+
+    def u32(self, pa: int) -> int:
+        return _U32.unpack_from(self.view, self._off(pa, 4))[0]
+
+    def u64(self, pa: int) -> int:
+        return _U64.unpack_from(self.view, self._off(pa, 8))[0]
+
+    def set_u16(self, pa: int, v: int) -> None:
+        _U16.pack_into(self.view, self._off(pa, 2), v)
+
+    def set_u32(self, pa: int, v: int) -> None:
+        _U32.pack_into(self.view, self._off(pa, 4), v)

@@ -1,0 +1,124 @@
+"""Ending run slices on time: the waker thread, the event queue and the wfi sleep.
+
+The machine runs the guest with `emu_start(..., count=0)`, which is 5-10x faster than
+counted slices, and ends each run from outside: this thread calls `uc.emu_stop()` when
+the run's deadline (the next timer interrupt, the `--timeout`) passes or when another
+thread posts an event (console input, a device finishing work). `post` is the one
+thread-safe way into the machine: the callable runs on the emulation thread between two
+runs, so device state is only ever touched by that thread.
+
+Races handled here:
+- A stop issued just before Unicorn starts the run is lost (`uc_emu_start` clears its
+  stop request). The waker re-issues the stop every RESTOP_S until the run ends.
+- A stop issued while the emulation thread is between runs is harmless: the next run
+  resets Unicorn's stop flag, and events posted meanwhile make `begin_run` refuse to
+  start until they are processed.
+
+A stop can land right after an MMIO access and before Unicorn's post-access exit check;
+Unicorn then restarts that load/store, which would repeat the device access. The machine
+handles that (harness/mmio.py); this module only reports whether a stop was requested.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+RESTOP_S = 0.001
+
+
+class Waker:
+    """Deadline/event stopper for one machine (owns one daemon thread)."""
+
+    def __init__(self, stop: Callable[[], None]) -> None:
+        self._stop = stop
+        self._cond = threading.Condition()
+        self._posted: deque[Callable[[], None]] = deque()
+        self._running = False
+        self._gen = 0
+        self._stopped_gen = -1
+        self._deadline: int | None = None  # host monotonic ns; None = no deadline
+        self._closed = False
+        self.stops = 0
+        self._thread = threading.Thread(target=self._loop, name="harness-waker", daemon=True)
+        self._thread.start()
+
+    # ---------------------------------------------------------------- any thread
+    def post(self, fn: Callable[[], None]) -> None:
+        """Run fn on the emulation thread soon: wakes a wfi sleep, ends a running slice."""
+        with self._cond:
+            self._posted.append(fn)
+            self._cond.notify_all()
+
+    # ---------------------------------------------------------------- emulation thread
+    def take_posted(self) -> list[Callable[[], None]]:
+        with self._cond:
+            items = list(self._posted)
+            self._posted.clear()
+            return items
+
+    def begin_run(self, deadline: int | None) -> bool:
+        """Mark a run as started; False (and no run) if events are waiting."""
+        with self._cond:
+            if self._posted:
+                return False
+            self._gen += 1
+            self._running = True
+            self._deadline = deadline
+            if deadline is not None:
+                self._cond.notify_all()
+            return True
+
+    def end_run(self) -> bool:
+        """Mark the run as ended; True if a stop was requested during it."""
+        with self._cond:
+            self._running = False
+            return self._stopped_gen == self._gen
+
+    def set_deadline(self, deadline: int | None) -> None:
+        """Move the running slice's deadline (the guest reprogrammed the timer)."""
+        with self._cond:
+            old = self._deadline
+            self._deadline = deadline
+            if self._running and deadline is not None and (old is None or deadline < old):
+                self._cond.notify_all()
+
+    def sleep(self, until: int | None) -> None:
+        """Sleep until host monotonic ns `until` (None: forever) or the next post."""
+        with self._cond:
+            if self._posted:
+                return
+            timeout = None if until is None else (until - time.monotonic_ns()) / 1e9
+            if timeout is None or timeout > 0:
+                self._cond.wait(timeout)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=1)
+
+    # ---------------------------------------------------------------- the thread
+    def _loop(self) -> None:
+        with self._cond:
+            while not self._closed:
+                if not self._running:
+                    self._cond.wait()
+                    continue
+                now = time.monotonic_ns()
+                if self._stopped_gen == self._gen:
+                    self._stop()  # the run did not end yet: the stop may have been lost
+                    self._cond.wait(RESTOP_S)
+                    continue
+                due = self._deadline is not None and now >= self._deadline
+                if self._posted or due:
+                    self._stopped_gen = self._gen
+                    self.stops += 1
+                    self._stop()
+                    self._cond.wait(RESTOP_S)
+                    continue
+                timeout = None if self._deadline is None else (self._deadline - now) / 1e9
+                self._cond.wait(timeout)
