@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,11 +26,16 @@ F32 = np.float32
 
 def tensor_f32(t: Any) -> np.ndarray:
     """A TensorRef (F32, F16 or BF16) as a float32 array (exact conversion)."""
+    return raw_f32(t.type, t.raw)
+
+
+def raw_f32(type_: str, raw: np.ndarray) -> np.ndarray:
+    """Stored F32 / F16 / BF16 (as uint16 bits) elements as float32 (exact conversion)."""
     from pyllm.loaders.safetensors import bf16_to_f32
 
-    if t.type == "BF16":
-        return bf16_to_f32(np.asarray(t.raw))
-    return np.asarray(t.raw, dtype=F32)
+    if type_ == "BF16":
+        return bf16_to_f32(np.asarray(raw))
+    return np.asarray(raw, dtype=F32)
 
 
 class DenseLinear:
@@ -101,28 +107,239 @@ class NumpyOps:
         return delta_rule_step(S, q, k, v, g, beta)
 
 
-Ops = NumpyOps  # the protocol the model relies on (the C ops class has the same members)
-Linear = DenseLinear
-TRAITS: dict[str, type] = {"f32": DenseLinear}
+class Q8Linear:
+    """int8 weights in Q8X16 records (pyllm/kernels/quant.h: 16 rows interleaved, one f16
+    scale per row and 32 columns, like GGUF Q8_0), times int8-quantized activations, run by
+    pyllm_qmatmul. Rows are padded to a multiple of 16; the padding is cut off the result.
+    The activation buffers for one token are kept (decode calls this ~100 times a token)."""
+
+    format = "q8x16"
+
+    def __init__(self, data: np.ndarray, rows: int, cols: int) -> None:
+        from pyllm.kernels.ops import QMat
+
+        self.rows, self.shape = rows, (rows, cols)
+        self.qm = QMat(data, rows + (-rows % 16), cols, native()[1].PYLLM_Q8X16)
+        self.ffi, self.lib = native()
+        self._one: tuple[Any, np.ndarray, Any, Any] | None = None  # decode buffers
+
+    @property
+    def nbytes(self) -> int:
+        return self.qm.data.nbytes
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        if x.shape[0] != 1:
+            y = self.qm.matmul(x)
+            return y if y.shape[1] == self.rows else y[:, :self.rows]
+        if self._one is None:
+            from pyllm.kernels.ops import QAct
+
+            act = QAct(1, self.shape[1])
+            out = np.empty((1, self.qm.rows), F32)
+            self._one = (act, out, self.ffi.cast("float *", out.ctypes.data), act.c)
+        act, out, out_p, act_c = self._one
+        x = np.ascontiguousarray(x, dtype=F32)
+        self.lib.pyllm_quantize_act(self.ffi.cast("float *", x.ctypes.data), 1, self.shape[1],
+                                    act_c)
+        self.lib.pyllm_qmatmul(self.qm.c, act_c, out_p)
+        return out[:, :self.rows].copy()
+
+
+def native() -> Any:
+    from pyllm.kernels import native as _native
+
+    return _native()
+
+
+def rows_f32(parts: Sequence[Any], r0: int, r1: int) -> np.ndarray:
+    """Rows [r0, r1) of the row-wise concatenation of `parts` as float32; rows past the end
+    are zero (the padding of the last 16-row group)."""
+    cols = parts[0].shape[1]
+    out = np.zeros((r1 - r0, cols), F32)
+    base = 0
+    for t in parts:
+        n = t.shape[0]
+        lo, hi = max(r0, base), min(r1, base + n)
+        if lo < hi:
+            out[lo - r0:hi - r0] = raw_f32(t.type, np.asarray(t.raw)[lo - base:hi - base])
+        base += n
+    return out
+
+
+class RepackCache:
+    """The repacked matrices of one checkpoint, kept in one file so the next load maps them
+    instead of quantizing again (0.8B: ~0.8 GB, written once).
+
+    File: `<cache dir>/qwen35-<fingerprint>.q8x16.safetensors`, a safetensors file of U8
+    tensors (one per fused matrix, 64-byte aligned) whose metadata names the format. The
+    fingerprint covers the checkpoint's headers, sizes and mtimes, so a changed checkpoint
+    gets a new file; older files for the same checkpoint path are deleted when one is written.
+    """
+
+    FORMAT = "q8x16-v1"
+
+    def __init__(self, key: str, path_tag: str, folder: Path) -> None:
+        self.folder = folder
+        self.path = folder / f"qwen35-{path_tag}-{key}.q8x16.safetensors"
+        self.tag = path_tag
+        self.file = None
+        self.new: dict[str, np.ndarray] = {}
+        if self.path.exists():
+            from pyllm.loaders.safetensors import SafetensorsFile
+
+            try:
+                f = SafetensorsFile(self.path)
+                if f.metadata.get("format") == self.FORMAT:
+                    self.file = f
+                    f.advise_willneed()
+            except PyllmError:
+                self.file = None  # damaged: rebuild it
+
+    def get(self, name: str, nbytes: int) -> np.ndarray | None:
+        if self.file is None or name not in self.file.tensors:
+            return None
+        arr = self.file.raw(name)
+        return arr if arr.nbytes == nbytes and arr.ctypes.data % 64 == 0 else None
+
+    def put(self, name: str, data: np.ndarray) -> None:
+        self.new[name] = data
+
+    @property
+    def status(self) -> str:
+        if self.file is not None and not self.new:
+            return "hit"
+        return "miss" if self.new else "empty"
+
+    def save(self) -> None:
+        """Write the file (atomically) if anything was repacked; failures only warn."""
+        if not self.new or self.file is not None:
+            return
+        import warnings
+
+        from pyllm.loaders.safetensors import SafetensorsWriter
+
+        tmp = self.path.with_name(self.path.name + f".tmp{os.getpid()}")
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            specs = [(n, "U8", a.shape) for n, a in self.new.items()]
+            with SafetensorsWriter(tmp, specs, {"format": self.FORMAT}, align=64) as w:
+                for n, a in self.new.items():
+                    w.write(n, a)
+            os.replace(tmp, self.path)
+            for old in self.folder.glob(f"qwen35-{self.tag}-*.q8x16.safetensors"):
+                if old != self.path:
+                    old.unlink(missing_ok=True)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            warnings.warn(f"could not write the repack cache {self.path}: {exc}", stacklevel=2)
+
+
+def cache_dir() -> Path:
+    """PYLLM_CACHE_DIR, else models/.cache next to the named models."""
+    env = os.environ.get("PYLLM_CACHE_DIR")
+    if env:
+        return Path(env)
+    from pyllm.registry import models_dir
+
+    return models_dir() / ".cache"
+
+
+class Q8Ops(NumpyOps):
+    """The fast path: Q8X16 matrices (quantized from bf16/f16/f32 at load, or mapped from the
+    repack cache), C conv step and DeltaNet step. Threads: the pool of pyllm/kernels/pool.c."""
+
+    weight_format = "q8x16"
+
+    def __init__(self, n_threads: int | None = None, cache_key: str | None = None,
+                 cache_tag: str = "") -> None:
+        super().__init__()
+        from pyllm.kernels import backend_name
+
+        self.ffi, self.lib = native()
+        self.backend = backend_name()
+        self.n_threads = n_threads or min(2, os.cpu_count() or 1)
+        self.lib.pyllm_set_threads(self.n_threads)
+        self.cache = RepackCache(cache_key, cache_tag, cache_dir()) if cache_key else None
+
+    @property
+    def cache_status(self) -> str:  # type: ignore[override]
+        return self.cache.status if self.cache is not None else "off"
+
+    def linear(self, name: str, parts: Sequence[Any]) -> Q8Linear | DenseLinear:  # type: ignore[override]
+        from pyllm.kernels.ops import aligned_empty
+
+        rows, cols = sum(t.shape[0] for t in parts), parts[0].shape[1]
+        if cols % 32:  # no 32-column blocks: keep it exact
+            return super().linear(name, parts)
+        padded = rows + (-rows % 16)
+        nbytes = int(self.lib.pyllm_qmat_bytes(self.lib.PYLLM_Q8X16, padded, cols))
+        data = self.cache.get(name, nbytes) if self.cache is not None else None
+        if data is None:
+            data = aligned_empty(nbytes)
+            per_group = nbytes // (padded // 16)
+            slab = max(16, (1 << 24) // (cols * 4) // 16 * 16)  # ~16 MB of f32 at a time
+            for r0 in range(0, padded, slab):
+                r1 = min(padded, r0 + slab)
+                x = rows_f32(parts, r0, r1)
+                out = data[r0 // 16 * per_group:]
+                rc = self.lib.pyllm_quantize_f32_q8x16(
+                    self.ffi.cast("float *", x.ctypes.data), r1 - r0, cols,
+                    self.ffi.cast("uint8_t *", out.ctypes.data))
+                assert rc == 0
+            if self.cache is not None:
+                self.cache.put(name, data)
+        lin = Q8Linear(data, rows, cols)
+        self.weight_bytes += lin.nbytes
+        return lin
+
+    def finish(self) -> None:
+        if self.cache is not None:
+            self.cache.save()
+
+    def conv(self, x: np.ndarray, conv_state: np.ndarray, w: np.ndarray) -> np.ndarray:  # type: ignore[override]
+        if x.shape[0] != 1:
+            return super().conv(x, conv_state, w)
+        out = np.empty(x.shape, F32)
+        x = np.ascontiguousarray(x, dtype=F32)
+        f = self.ffi
+        self.lib.pyllm_gdn_conv_step(f.cast("float *", conv_state.ctypes.data),
+                                     f.cast("float *", x.ctypes.data),
+                                     f.cast("float *", w.ctypes.data), w.shape[1], w.shape[0],
+                                     f.cast("float *", out.ctypes.data))
+        return out
+
+    def delta_step(self, S: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray,  # type: ignore[override]
+                   g: np.ndarray, beta: np.ndarray) -> np.ndarray:
+        H, dk, dv = S.shape
+        out = np.empty((H, dv), F32)
+        f = self.ffi
+        args = [np.ascontiguousarray(a, dtype=F32) for a in (q, k, v, g, beta)]
+        rc = self.lib.pyllm_gdn_step(f.cast("float *", S.ctypes.data),
+                                     *(f.cast("float *", a.ctypes.data) for a in args),
+                                     H, dk, dv, f.cast("float *", out.ctypes.data))
+        if rc != 0:
+            return super().delta_step(S, q, k, v, g, beta)
+        return out
+
+
+Ops = NumpyOps  # the protocol the model relies on (Q8Ops has the same members)
+Linear = DenseLinear | Q8Linear
+TRAITS: dict[str, type] = {"f32": DenseLinear, "q8x16": Q8Linear}
 
 
 def make_ops(backend: str = "auto", *, n_threads: int | None = None,
-             cache_key: str | None = None) -> NumpyOps:
-    """Ops for a backend name: "numpy" (exact f32), "c" (Q8x16 + C kernels), "auto"."""
+             cache_key: str | None = None, cache_tag: str = "") -> NumpyOps:
+    """Ops for a backend name: "numpy" (exact f32), "c" (Q8X16 + C kernels), "auto"."""
     if backend not in ("auto", "c", "numpy"):
         raise PyllmError(f"unknown backend '{backend}' (choose auto, c or numpy)")
-    if backend == "numpy" or os.environ.get("PYLLM_NO_NATIVE"):
-        if backend == "c":
-            raise PyllmError("backend 'c' requested but PYLLM_NO_NATIVE is set")
+    if backend == "numpy":
         return NumpyOps()
-    from pyllm.kernels import native
+    from pyllm.kernels import native as _native
 
-    if native() is None:
+    if _native() is None:
         if backend == "c":
             from pyllm.kernels import NATIVE_ERROR
 
             raise PyllmError(f"backend 'c' requested but {NATIVE_ERROR}")
         return NumpyOps()
-    from pyllm.kernels.q8x16 import Q8Ops
-
-    return Q8Ops(n_threads=n_threads, cache_key=cache_key)
+    return Q8Ops(n_threads=n_threads, cache_key=cache_key, cache_tag=cache_tag)

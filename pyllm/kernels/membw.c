@@ -16,7 +16,7 @@
 struct read_job {
   const uint8_t *p;
   long long n;
-  long long sums[1024];  // one slot per chunk group, no sharing between threads
+  long long sum;  // xor of the chunks' checksums (atomic: chunks run on any thread)
 };
 
 static long long
@@ -62,20 +62,13 @@ read_chunk(void *arg, int i)
   else
 #endif
     s = read_generic(j->p + off, len);
-  j->sums[i % 1024] += s;
+  __atomic_fetch_xor(&j->sum, s, __ATOMIC_RELAXED);
 }
 
 long long
 pyllm_stream_read(const uint8_t *p, long long n)
 {
-  static struct read_job j;  // 8 KB of slots; the probe is not reentrant
-  j.p = p;
-  j.n = n;
-  for (int i = 0; i < 1024; i++)
-    j.sums[i] = 0;
+  struct read_job j = { p, n, 0 };
   pool_run(read_chunk, &j, (int)((n + CHUNK - 1) / CHUNK));
-  long long s = 0;
-  for (int i = 0; i < 1024; i++)
-    s ^= j.sums[i];
-  return s;
+  return j.sum;
 }

@@ -266,19 +266,43 @@ class SafetensorsWriter:
 
     def __init__(self, path: str | os.PathLike[str],
                  specs: list[tuple[str, str, tuple[int, ...]]],
-                 metadata: dict[str, str] | None = None) -> None:
+                 metadata: dict[str, str] | None = None, align: int = 8) -> None:
+        # With align > 8, U8 tensors named "__pad.N" fill the gaps so that every tensor's
+        # data starts at a file offset that is a multiple of `align` (the format allows no
+        # holes); readers skip them.
         header: dict[str, object] = {}
         if metadata:
             header["__metadata__"] = dict(metadata)
-        off = 0
-        self._order: list[tuple[str, str, tuple[int, ...]]] = []
+        entries = []
         for name, dtype, shape in specs:
             n = int(np.prod(shape, dtype=np.int64)) * DTYPES[dtype][1]
+            entries.append((name, dtype, tuple(shape), n))
+        # the header's own length decides where data starts; size it with room for pads
+        n_pad_max = len(entries) if align > 8 else 0
+        probe = dict(header)
+        for name, dtype, shape, _ in entries:
+            probe[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [10**12, 10**12]}
+        for i in range(n_pad_max):
+            probe[f"__pad.{i}"] = {"dtype": "U8", "shape": [align],
+                                   "data_offsets": [10**12, 10**12]}
+        hlen = len(json.dumps(probe, separators=(",", ":")).encode())
+        hlen += -(8 + hlen) % max(align, 8)
+        off, npad = 0, 0
+        self._order: list[tuple[str, str, tuple[int, ...]]] = []
+        for name, dtype, shape, n in entries:
+            gap = -(8 + hlen + off) % align if align > 8 else 0
+            if gap:
+                header[f"__pad.{npad}"] = {"dtype": "U8", "shape": [gap],
+                                           "data_offsets": [off, off + gap]}
+                self._order.append((f"__pad.{npad}", "U8", (gap,)))
+                off += gap
+                npad += 1
             header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + n]}
-            self._order.append((name, dtype, tuple(shape)))
+            self._order.append((name, dtype, shape))
             off += n
         blob = json.dumps(header, separators=(",", ":")).encode()
-        blob += b" " * (-len(blob) % 8)  # keep tensor data 8-byte aligned
+        assert len(blob) <= hlen
+        blob += b" " * (hlen - len(blob))
         self._f = open(path, "wb")
         self._f.write(len(blob).to_bytes(8, "little"))
         self._f.write(blob)
@@ -286,6 +310,10 @@ class SafetensorsWriter:
 
     def write(self, name: str, arr: np.ndarray) -> None:
         want, dtype, shape = self._order[self._next]
+        if want.startswith("__pad.") and not name.startswith("__pad."):
+            self._f.write(bytes(shape[0]))
+            self._next += 1
+            want, dtype, shape = self._order[self._next]
         if name != want or tuple(arr.shape) != shape or np.dtype(arr.dtype) != DTYPES[dtype][0]:
             raise ValueError(f"expected {want} {dtype}{list(shape)}, got {name} {arr.dtype}"
                              f"{list(arr.shape)}")

@@ -144,7 +144,7 @@ class DeltaNetWeights:
 
     in_proj: Linear  # fused [in_proj_qkv | in_proj_z | in_proj_b | in_proj_a]  (C+Vd+2Hv, D)
     #                  [6144 + 2048 + 16 + 16 = 8224, 1024]
-    conv: np.ndarray  # conv1d taps, (C, Kc) [6144, 4]; tap Kc-1 multiplies the current token
+    conv: np.ndarray  # conv1d taps, (Kc, C) [4, 6144]; tap Kc-1 multiplies the current token
     A_log: np.ndarray  # (Hv,) log of the decay rate A
     dt_bias: np.ndarray  # (Hv,) added to `a` before softplus
     norm: np.ndarray  # (dv,) plain-weight gated RMSNorm over each value head [128]
@@ -279,12 +279,12 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
 def causal_conv(x: np.ndarray, conv_state: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Depthwise causal conv over [cached Kc-1 rows | x], then SiLU; updates the cache.
 
-    x (T, C) pre-conv rows; conv_state (Kc-1, C); w (C, Kc). Returns (T, C)."""
-    kc, T = w.shape[1], x.shape[0]
+    x (T, C) pre-conv rows; conv_state (Kc-1, C); w (Kc, C). Returns (T, C)."""
+    kc, T = w.shape[0], x.shape[0]
     xs = np.concatenate([conv_state, x], axis=0)  # (Kc-1+T, C)
-    out = xs[0:T] * w[:, 0]
+    out = xs[0:T] * w[0]
     for j in range(1, kc):
-        out += xs[j:j + T] * w[:, j]
+        out += xs[j:j + T] * w[j]
     conv_state[:] = xs[T:]
     return silu(out)
 
@@ -303,7 +303,7 @@ def delta_rule_chunked(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarra
         S  = S*exp(G_last) + (k*exp(G_last - G))^T @ Vn
     """
     T, H, _ = k.shape
-    q, k, v = (a.transpose(1, 0, 2) for a in (q, k, v))  # (H, T, d)
+    q, k, v = (np.ascontiguousarray(a.transpose(1, 0, 2)) for a in (q, k, v))  # (H, T, d)
     g, beta = g.T, beta.T  # (H, T)
     out = np.empty((H, T, v.shape[-1]), F32)
     for s in range(0, T, chunk):
@@ -312,20 +312,37 @@ def delta_rule_chunked(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarra
         qc, kc, vc, bc = q[:, s:e], k[:, s:e], v[:, s:e], beta[:, s:e, None]
         G = np.cumsum(g[:, s:e], axis=-1, dtype=F32)  # (H, n)
         lower = np.tril(np.ones((n, n), bool))
-        D = np.exp(np.where(lower, G[:, :, None] - G[:, None, :], -np.inf)).astype(F32)
+        D = decay(np.where(lower, G[:, :, None] - G[:, None, :], -np.inf))
+        kT = kc.transpose(0, 2, 1)
         kb = kc * bc
-        A = (kb @ kc.transpose(0, 2, 1)) * D
-        M = np.tril(A, -1) + np.eye(n, dtype=F32)
-        eG = np.exp(G)[..., None]
-        U = np.linalg.solve(M, vc * bc)  # (H, n, dv)
-        Wk = np.linalg.solve(M, kb * eG)  # (H, n, dk)
+        Minv = inv_unit_lower(np.tril((kb @ kT) * D, -1))  # (I + A)^-1
+        eG = decay(G)[..., None]
+        U = Minv @ (vc * bc)  # (H, n, dv)
+        Wk = Minv @ (kb * eG)  # (H, n, dk)
         Vn = U - Wk @ S
-        o = (qc * eG) @ S + ((qc @ kc.transpose(0, 2, 1)) * D) @ Vn
-        tail = np.exp(G[:, -1:] - G)[..., None]  # (H, n, 1)
-        S *= np.exp(G[:, -1])[:, None, None]
+        o = (qc * eG) @ S + ((qc @ kT) * D) @ Vn
+        tail = decay(G[:, -1:] - G)[..., None]  # (H, n, 1)
+        S *= decay(G[:, -1])[:, None, None]
         S += (kc * tail).transpose(0, 2, 1) @ Vn
         out[:, s:e] = o
     return out.transpose(1, 0, 2)
+
+
+def decay(x: np.ndarray) -> np.ndarray:
+    """exp(x) of log-decays x <= 0, flushed to exactly 0 below e^-60 (~1e-26). Such weights
+    vanish next to the O(1) terms they are summed with, and letting them reach the subnormal
+    range (below 1e-38) would make every later matrix product ~10x slower."""
+    return np.where(x > -60, np.exp(np.maximum(x, -60)), 0).astype(F32)
+
+
+def inv_unit_lower(A: np.ndarray) -> np.ndarray:
+    """(I + A)^-1 for strictly lower-triangular A (..., n, n), by forward substitution one
+    row at a time: row i of the inverse only needs rows < i."""
+    n = A.shape[-1]
+    N = -A  # becomes the strictly lower part of the inverse
+    for i in range(1, n):
+        N[..., i:i + 1, :i] += N[..., i:i + 1, :i] @ N[..., :i, :i]
+    return N + np.eye(n, dtype=A.dtype)
 
 
 def delta_rule_step(S: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray,
@@ -333,7 +350,7 @@ def delta_rule_step(S: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray,
     """One token of the gated delta rule (the numpy twin of the C kernel gdn_step).
 
     S (H, dk, dv) updated in place; q, k (H, dk); v (H, dv); g, beta (H,). Returns (H, dv)."""
-    S *= np.exp(g)[:, None, None]  # decay the memory
+    S *= decay(g)[:, None, None]  # decay the memory
     kv = np.einsum("hkv,hk->hv", S, k)  # what the memory recalls for this key
     delta = (v - kv) * beta[:, None]  # correction, scaled by the write strength
     S += k[:, :, None] * delta[:, None, :]  # write it back
@@ -565,7 +582,7 @@ def build_weights(ckpt: Checkpoint, cfg: Qwen35Config, prefix: str, ops: Ops) ->
             mixer: DeltaNetWeights | AttentionWeights = DeltaNetWeights(
                 in_proj=fused(a + "in_proj", a + "in_proj_qkv.weight", a + "in_proj_z.weight",
                               a + "in_proj_b.weight", a + "in_proj_a.weight"),
-                conv=np.ascontiguousarray(vec(a + "conv1d.weight")[:, 0, :]),
+                conv=np.ascontiguousarray(vec(a + "conv1d.weight")[:, 0, :].T),
                 A_log=vec(a + "A_log"), dt_bias=vec(a + "dt_bias"), norm=vec(a + "norm.weight"),
                 out_proj=fused(a + "out_proj", a + "out_proj.weight"))
         else:
@@ -625,7 +642,8 @@ def from_hf(path: Path, *, name: str = "qwen", synthetic: bool = False, backend:
     prefix = check_tensors(ckpt, cfg)
     synthetic = synthetic or bool(ckpt.metadata.get("pyllm_synthetic"))
     t1 = time.perf_counter()
-    ops = make_ops(backend, n_threads=n_threads, cache_key=_fingerprint(ckpt) if cache else None)
+    ops = make_ops(backend, n_threads=n_threads, cache_key=_fingerprint(ckpt) if cache else None,
+                   cache_tag=_path_tag(path))
     w = build_weights(ckpt, cfg, prefix, ops)
     ops.finish()
     t2 = time.perf_counter()
@@ -659,6 +677,13 @@ def _fingerprint(ckpt: Checkpoint) -> str:
             h.update(f"{t.name}:{t.dtype}:{t.shape}:{t.begin}\n".encode())
     h.update(json.dumps(ckpt.metadata, sort_keys=True).encode())
     return h.hexdigest()[:24]
+
+
+def _path_tag(path: Path) -> str:
+    """A short tag of the checkpoint's absolute path (names its repack-cache files)."""
+    import hashlib
+
+    return hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:8]
 
 
 def tokenizer_from_hf(path: Path) -> Tokenizer:

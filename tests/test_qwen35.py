@@ -1,0 +1,190 @@
+"""Qwen3.5 decoder against transformers' golden logits (tests/data/qwen35, made by
+scripts/gen_qwen_golden.py): prefill, token-by-token decode, chunk boundaries, both name
+layouts, and the int8 C path against the exact float32 path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pyllm.errors import ContextOverflowError, TokenError
+from pyllm.models import qwen35 as Q
+
+DATA = Path(__file__).parent / "data" / "qwen35"
+MODELS = ("tiny_text", "tiny_mm")
+
+TOL_EXACT = 1e-4  # max |logit difference| of the float32 path vs transformers (fp32)
+TOL_Q8_REL = 0.08  # int8 path: ||logits - f32 logits|| / ||f32 logits||
+TOL_Q8_ARGMAX = 0.95  # int8 path: fraction of positions whose argmax matches f32
+TOL_Q8_SELF = 2e-3  # int8 path: prefill vs token-by-token decode (same quantized weights)
+
+
+@pytest.fixture(scope="module")
+def golden() -> dict[str, np.ndarray]:
+    return dict(np.load(DATA / "golden.npz"))
+
+
+def load(name: str, backend: str = "numpy", **kw) -> Q.Qwen35:
+    return Q.from_hf(DATA / name, name=name, backend=backend, cache=False, **kw)
+
+
+def decode_all(m: Q.Qwen35, ids: np.ndarray, start: int = 0) -> np.ndarray:
+    """Prefill ids[:start] (if any), then decode one token at a time; logits of every
+    position from `start` on (row 0 = the prefill's last token when start > 0)."""
+    st = m.new_state(len(ids) + 4)
+    rows = []
+    if start:
+        rows.append(m.forward(ids[:start], st)[-1])
+    for t in range(start, len(ids)):
+        rows.append(m.decode(int(ids[t]), st))
+    return np.stack(rows)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_prefill_matches_transformers(golden, name):
+    m = load(name)
+    ids, ref = golden[f"{name}.ids"], golden[f"{name}.logits"]
+    assert len(ids) > m.chunk  # the prompt crosses a prefill chunk
+    out = m.forward(ids, m.new_state(len(ids)), all_logits=True)
+    assert np.abs(out - ref).max() < TOL_EXACT
+    assert (out.argmax(1) == ref.argmax(1)).all()
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_decode_token_by_token_matches_transformers(golden, name):
+    m = load(name)
+    ids, ref = golden[f"{name}.ids"], golden[f"{name}.logits"]
+    out = decode_all(m, ids)
+    assert np.abs(out - ref).max() < TOL_EXACT
+    # transformers' own cached path (prefill 64, then one token at a time) agrees too
+    assert np.abs(out[63:] - golden[f"{name}.logits_cached"][63:]).max() < TOL_EXACT
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_prefill_then_decode(golden, name):
+    """Caches handed from a chunked prefill to the recurrent decode."""
+    m = load(name)
+    ids, ref = golden[f"{name}.ids"], golden[f"{name}.logits"]
+    out = decode_all(m, ids, start=66)
+    assert np.abs(out - ref[65:]).max() < TOL_EXACT
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 16, 64, 128])
+def test_chunk_size_does_not_change_results(golden, chunk):
+    m = load("tiny_text", chunk=chunk)
+    ids, ref = golden["tiny_text.ids"], golden["tiny_text.logits"]
+    out = m.forward(ids, m.new_state(len(ids)), all_logits=True)
+    assert np.abs(out - ref).max() < TOL_EXACT
+
+
+def test_prompt_in_several_prefill_calls(golden):
+    """The engine feeds long prompts in pieces: state must carry over between calls."""
+    m = load("tiny_text")
+    ids, ref = golden["tiny_text.ids"], golden["tiny_text.logits"]
+    st = m.new_state(len(ids))
+    for a, b in ((0, 5), (5, 40), (40, 41), (41, 80)):
+        last = m.prefill(ids[a:b], st)
+        assert np.abs(last - ref[b - 1]).max() < TOL_EXACT
+    assert st.pos == len(ids)
+
+
+def test_layerwise_hidden_states(golden):
+    """Each layer's output, fed the reference input, matches transformers' hidden state."""
+    m = load("tiny_mm")
+    ids, hid = golden["tiny_mm.ids"], golden["tiny_mm.hidden"]
+    st = m.new_state(len(ids))
+    cos, sin = Q.rope_tables(m.cfg, 0, len(ids))
+    assert np.array_equal(m.w.embed.rows(ids), hid[0])
+    for i, lw in enumerate(m.w.layers[:-1]):
+        x = hid[i].copy()
+        h = Q.rmsnorm1p(x, lw.input_norm, m.cfg.rms_eps)
+        if lw.kind == Q.LINEAR:
+            x += m.deltanet(h, lw.mixer, st, m.slot[i])
+        else:
+            x += m.attention(h, lw.mixer, st, m.slot[i], 0, cos, sin)
+        gu = lw.gate_up(Q.rmsnorm1p(x, lw.post_norm, m.cfg.rms_eps))
+        F = m.cfg.intermediate_size
+        x += lw.down(Q.silu(gu[:, :F]) * gu[:, F:])
+        assert np.abs(x - hid[i + 1]).max() < 1e-5, f"layer {i}"
+
+
+def test_a_wrong_convention_is_caught(golden, monkeypatch):
+    """The tolerance is tight enough to see a plain-w RMSNorm where (1+w) belongs."""
+    m = load("tiny_text")
+    monkeypatch.setattr(Q, "rmsnorm1p", lambda x, w, eps: x / np.sqrt(
+        np.mean(x * x, axis=-1, keepdims=True) + eps) * w)
+    ids, ref = golden["tiny_text.ids"], golden["tiny_text.logits"]
+    out = m.forward(ids, m.new_state(len(ids)), all_logits=True)
+    assert np.abs(out - ref).max() > 100 * TOL_EXACT
+
+
+def test_multimodal_names_and_ignored_tensors():
+    m = load("tiny_mm")
+    assert m.info.extra["prefix"] == "model.language_model."
+    ckpt = m._ckpt
+    assert any(n.startswith("model.visual.") for n in ckpt.tensors)
+    assert any(n.startswith("mtp.") for n in ckpt.tensors)
+    assert load("tiny_text").info.extra["prefix"] == "model."
+
+
+def test_config_and_info():
+    m = load("tiny_text")
+    c = m.cfg
+    assert c.layer_types == ("linear_attention",) * 3 + ("full_attention",)
+    assert (c.lin_k_heads, c.lin_v_heads, c.rotary_dim, c.rope_theta) == (2, 4, 8, 1e7)
+    assert m.info.arch == "qwen3_5" and m.info.synthetic is False
+    assert m.info.n_params == sum(int(np.prod(s)) for s in Q.tensor_table(c).values())
+    st = m.new_state(16)
+    assert st.ssm.shape == (3, 4, 16, 16) and st.conv.shape == (3, 3, 2 * 32 + 64)
+
+
+def test_bad_prompts_are_refused_before_any_change():
+    m = load("tiny_text")
+    st = m.new_state(8)
+    with pytest.raises(TokenError, match="out of the vocabulary"):
+        m.prefill([1, 2, 512], st)
+    with pytest.raises(TokenError, match="empty"):
+        m.prefill([], st)
+    with pytest.raises(ContextOverflowError):
+        m.prefill(list(range(9)), st)
+    assert st.pos == 0 and not st.ssm.any()
+    m.prefill([1, 2, 3], st)
+    with pytest.raises(ContextOverflowError, match="3 already used"):
+        m.prefill(list(range(6)), st)
+    assert st.pos == 3
+
+
+def test_kv_cache_grows_past_its_first_allocation():
+    m = load("tiny_text")
+    ids = np.random.default_rng(1).integers(0, 512, 300).astype(np.int32)
+    a = m.new_state(400)
+    m.prefill(ids, a)
+    assert a.k.shape[2] >= 300
+    b = m.new_state(400)
+    m.prefill(ids[:250], b)
+    m.prefill(ids[250:], b)
+    assert np.abs(m.decode(7, a) - m.decode(7, b)).max() < TOL_EXACT
+
+
+# ----------------------------------------------------------------------------- the int8 C path
+
+def native_or_skip() -> None:
+    from pyllm.kernels import native
+
+    if native() is None:
+        pytest.skip("C kernels not built")
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_int8_path_close_to_f32(golden, name):
+    native_or_skip()
+    m = load(name, backend="c")
+    assert m.info.weight_format == "q8x16" and m.info.backend.startswith("c-")
+    ids, ref = golden[f"{name}.ids"], golden[f"{name}.logits"]
+    out = m.forward(ids, m.new_state(len(ids)), all_logits=True)
+    assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < TOL_Q8_REL
+    assert (out.argmax(1) == ref.argmax(1)).mean() >= TOL_Q8_ARGMAX
+    dec = decode_all(m, ids)
+    assert np.abs(dec - out).max() < TOL_Q8_SELF * np.abs(out).max()
