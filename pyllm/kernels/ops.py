@@ -54,7 +54,8 @@ class QMat:
         assert data.ctypes.data % 64 == 0
         self.data, self.rows, self.cols, self.type = data, rows, cols, type_
         self.c = ffi.new("struct pyllm_qmat *")
-        self.c.data, self.c.rows, self.c.cols, self.c.type = ptr(data, "uint8_t *"), rows, cols, type_
+        self.c.data = ptr(data, "uint8_t *")
+        self.c.rows, self.c.cols, self.c.type = rows, cols, type_
 
     @classmethod
     def from_gguf(cls, type_: str, raw: np.ndarray, rows: int, cols: int,

@@ -13,7 +13,8 @@ Backends (`backend=`):
   "auto"       "c" when the extension is built, else "numpy-q8".
 
 RoPE: GGUF stores the Q/K rows of each head permuted for the interleaved convention, so here
-adjacent pairs (x[2i], x[2i+1]) are rotated by pos * theta^(-2i/head_dim) (smollm2.md, "the RoPE trap").
+adjacent pairs (x[2i], x[2i+1]) are rotated by pos * theta^(-2i/head_dim) (smollm2.md, "the RoPE
+trap").
 """
 
 from __future__ import annotations
