@@ -42,7 +42,7 @@ def native() -> tuple[Any, Any] | None:
 def _check_fresh(built: str) -> None:
     """Warn when the sources changed since the extension was built (a stale build misleads)."""
     try:
-        from pyllm.kernels.build import source_hash
+        from pyllm.kernels.srchash import source_hash
 
         if source_hash() != built:
             warnings.warn("pyllm C kernels are older than their sources: rebuild with "

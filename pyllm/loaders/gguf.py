@@ -104,13 +104,10 @@ class _Cursor:
             itype, count = self.unpack("<I"), self.unpack("<Q")
             start = self.off
             if itype == _STRING:  # skip over the strings, reading only their lengths
-                buf, off, size = self.buf, self.off, len(self.buf)
-                for _ in range(count):
-                    if off + 8 > size:
-                        raise FormatError(f"{self.path}: truncated GGUF header (string array)")
-                    off += 8 + int.from_bytes(buf[off:off + 8], "little")
-                if off > size:
-                    raise FormatError(f"{self.path}: truncated GGUF header (string array)")
+                off = _skip_strings(self.buf, self.off, count)
+                if off < 0:
+                    raise FormatError(f"{self.path}: truncated GGUF header (string array at "
+                                      f"byte {self.off})")
                 self.off = off
             elif itype in _SCALAR:
                 self.take(count * struct.calcsize(_SCALAR[itype]))
@@ -119,6 +116,22 @@ class _Cursor:
             return LazyArray(self.buf, itype, count, start, self.off)
         raise FormatError(f"{self.path}: malformed GGUF (metadata value type {vtype} at "
                           f"byte {self.off})")
+
+
+def _skip_strings(buf: memoryview, off: int, count: int) -> int:
+    """Offset after `count` length-prefixed strings at `off`, or -1 if they overrun the buffer."""
+    from pyllm.kernels import native
+
+    nat = native()
+    if nat is not None:
+        ffi, lib = nat
+        return int(lib.pyllm_gguf_skip_strings(ffi.from_buffer(buf), len(buf), off, count))
+    size = len(buf)
+    for _ in range(count):
+        if off + 8 > size:
+            return -1
+        off += 8 + int.from_bytes(buf[off:off + 8], "little")
+    return off if off <= size else -1
 
 
 def _open_map(path: Path) -> tuple[mmap.mmap, int]:

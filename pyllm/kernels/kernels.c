@@ -1,4 +1,4 @@
-// cpu.c: run-time CPU feature detection, so one build serves AVX-512 machines
+// kernels.c: run-time CPU feature detection, so one build serves AVX-512 machines
 // and older x86-64 alike.
 
 #include "kernels.h"
