@@ -239,6 +239,9 @@ growproc(int n)
     newsz = sz + n;
     if(newsz > TRAPFRAME)
       return -1;
+    // refuse at once what cannot fit, rather than take all of RAM first
+    if((PGROUNDUP(newsz) - PGROUNDUP(sz)) / PGSIZE > kfreepages())
+      return -1;
     if(uvmalloc(p->pagetable, sz, newsz, PTE_W) == 0)
       return -1;
   } else if(n < 0){
