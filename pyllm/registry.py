@@ -82,6 +82,12 @@ def models_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "models"
 
 
+def cache_dir() -> Path:
+    """Where repacked weights are cached: PYLLM_CACHE_DIR, else models/.cache."""
+    env = os.environ.get("PYLLM_CACHE_DIR")
+    return Path(env) if env else models_dir() / ".cache"
+
+
 def known_models() -> list[str]:
     return sorted(MODELS)
 

@@ -66,10 +66,15 @@ def make_builder(absolute: bool = False) -> FFI:
 ffibuilder = make_builder()
 
 if __name__ == "__main__":
+    import os
     import shutil
 
     tmp = HERE.parent.parent / "build" / "cffi"
     so = make_builder(absolute=True).compile(tmpdir=str(tmp), verbose=False)
     dest = HERE / Path(so).name
-    shutil.copy2(so, dest)
+    # copy then rename: overwriting the file in place would truncate the code that running
+    # processes have mapped (they die with SIGBUS); a rename leaves them the old inode
+    part = dest.with_name(dest.name + f".{os.getpid()}.tmp")
+    shutil.copy2(so, part)
+    os.replace(part, dest)
     print(f"built {dest}")

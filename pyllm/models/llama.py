@@ -261,7 +261,7 @@ class LlamaModel(Model):
     """SmolLM2 and other Llama GGUF files; see the module docstring for the backends."""
 
     def __init__(self, ck: Checkpoint, cfg: LlamaConfig, backend: str, n_threads: int,
-                 name: str, synthetic: bool) -> None:
+                 name: str, synthetic: bool, cache: bool = True) -> None:
         t0 = time.perf_counter()
         self.ck, self.cfg = ck, cfg
         self._tok: Tokenizer | None = None
@@ -272,10 +272,13 @@ class LlamaModel(Model):
         if backend == "c" and kernels.native() is None:
             raise FormatError(f"backend 'c' requested but {kernels.NATIVE_ERROR}")
         self.backend = backend
+        cache_status = "off"
         if backend == "c":
-            self._fast = _FastLlama(ck, cfg, n_threads)
+            self._fast = _FastLlama(ck, cfg, n_threads, cache)
             weight_bytes = self._fast.nbytes
             backend_name = kernels.backend_name()
+            if self._fast.cache is not None:
+                cache_status = self._fast.cache.status
         elif backend in ("numpy-q8", "numpy-f32"):
             self._np = _load_numpy(ck, cfg, exact=backend == "numpy-f32")
             weight_bytes = sum(
@@ -300,7 +303,8 @@ class LlamaModel(Model):
                    "n_heads": cfg.n_heads, "n_kv_heads": cfg.n_kv_heads,
                    "head_dim": cfg.head_dim, "rope_theta": cfg.rope_theta,
                    "kv_bytes_per_token": 2 * cfg.n_layers * cfg.kv_dim * 4,
-                   "gguf_name": str(meta.get("general.name", ""))})
+                   "gguf_name": str(meta.get("general.name", "")),
+                   "repack_cache": cache_status})
         self.build_seconds = time.perf_counter() - t0
 
     @property
@@ -345,7 +349,7 @@ class LlamaModel(Model):
 class _FastLlama:
     """Weights repacked into one aligned buffer + the C structs pointing into it."""
 
-    def __init__(self, ck: Checkpoint, cfg: LlamaConfig, n_threads: int) -> None:
+    def __init__(self, ck: Checkpoint, cfg: LlamaConfig, n_threads: int, cache: bool) -> None:
         from pyllm.kernels import native
         from pyllm.kernels.ops import aligned_empty, ptr
 
@@ -379,13 +383,18 @@ class _FastLlama:
                 sizes.append(nb)
             plan.append((field, i, parts, kind, total, sizes))
             total += -(-sum(sizes) // 64) * 64
-        self.buf = aligned_empty(total)
         self.nbytes = total
+        self.cache = RepackCache(ck, total) if cache else None
+        buf = self.cache.load() if self.cache else None
+        self.repacked = buf is None
+        self.buf = buf if buf is not None else aligned_empty(total)
         self.qmats = {f: ffi.new("struct pyllm_qmat[]", L) for f in ("wqkv", "wo", "wgu", "wdown")}
         self.qmats["head"] = ffi.new("struct pyllm_qmat[]", 1)
         for field, i, parts, kind, off, sizes in plan:
             at = off
             for t, nb in zip(parts, sizes, strict=True):
+                if not self.repacked:  # mapped from the cache
+                    break
                 dst = ptr(self.buf[at:at + nb], "uint8_t *")
                 rows, cols = t.shape
                 if t.type == "Q4_1" and kind == lib.PYLLM_Q4X16:
@@ -399,6 +408,8 @@ class _FastLlama:
             q = self.qmats[field][i]
             q.data = ptr(self.buf[off:off + 1], "uint8_t *")
             q.rows, q.cols, q.type = sum(t.shape[0] for t in parts), parts[0].shape[1], kind
+        if self.repacked and self.cache is not None:
+            self.cache.save(self.buf)
         # the small f32 tensors, stacked per kind
         def vecs(fmt: str) -> np.ndarray:
             return np.stack([dequantize(t.type, t.raw, t.shape) for t in
@@ -459,6 +470,70 @@ class _FastLlama:
         return logits
 
 
+class RepackCache:
+    """The repacked weights of a GGUF file, kept in `cache_dir()` and memory-mapped on later loads.
+
+    Keyed by the file's identity: a hash of its header (metadata + tensor table), size and
+    modification time, plus the record format version, so a changed file or a new format never
+    reuses a stale cache. File layout: 4096-byte header (magic, JSON key/size), then the buffer.
+    """
+
+    MAGIC = b"PYLLMRPK"
+    VERSION = 1  # bump when the Q4X16/Q8X16 records or the fusing plan change
+    HEADER = 4096
+
+    def __init__(self, ck: Checkpoint, total: int) -> None:
+        import hashlib
+
+        from pyllm.registry import cache_dir
+
+        st = os.stat(ck.path)
+        head = ck.keepalive[0][:min(st.st_size, 4 << 20)]  # header bytes (the mmap)
+        h = hashlib.sha256(f"{self.VERSION}|{st.st_size}|{st.st_mtime_ns}|{total}|".encode())
+        h.update(head)
+        self.key, self.total = h.hexdigest(), total
+        self.path = cache_dir() / f"{Path(ck.path).stem}.{self.key[:16]}.llama-q4x16"
+        self.status = "miss"
+
+    def load(self) -> np.ndarray | None:
+        """The cached buffer, mapped read-only and pre-faulted, or None."""
+        import json
+        import mmap
+
+        try:
+            with open(self.path, "rb") as f:
+                head = f.read(self.HEADER)
+                meta = json.loads(head[len(self.MAGIC):].rstrip(b"\0"))
+                if (not head.startswith(self.MAGIC) or meta.get("key") != self.key
+                        or os.fstat(f.fileno()).st_size != self.HEADER + self.total):
+                    return None
+                flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+                mm = mmap.mmap(f.fileno(), 0, flags=flags, prot=mmap.PROT_READ)
+        except (OSError, ValueError):
+            return None
+        self.status = "hit"
+        return np.frombuffer(mm, np.uint8, count=self.total, offset=self.HEADER)
+
+    def save(self, buf: np.ndarray) -> None:
+        """Write the buffer (atomically; stale caches of the same file are removed)."""
+        import json
+
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
+            head = self.MAGIC + json.dumps({"key": self.key, "bytes": self.total}).encode()
+            with open(tmp, "wb") as f:
+                f.write(head.ljust(self.HEADER, b"\0"))
+                f.write(memoryview(buf))
+            os.replace(tmp, self.path)
+            for old in self.path.parent.glob(f"{Path(self.path).name.split('.')[0]}.*.llama-q4x16"):
+                if old != self.path:
+                    old.unlink(missing_ok=True)
+            self.status = "miss (written)"
+        except OSError as exc:
+            self.status = f"miss (not written: {exc.strerror})"
+
+
 def _weight_format(ck: Checkpoint) -> str:
     ft = ck.metadata.get("general.file_type")
     names = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 32: "BF16"}
@@ -485,12 +560,18 @@ def default_threads() -> int:
 # ---------------------------------------------------------------- registry entry points
 
 def from_gguf(path: Path, *, name: str, synthetic: bool = False, backend: str = "auto",
-              n_threads: int | None = None) -> LlamaModel:
-    """Load a Llama GGUF file ready to run (see registry.load)."""
+              n_threads: int | None = None, cache: bool | None = None) -> LlamaModel:
+    """Load a Llama GGUF file ready to run (see registry.load).
+
+    cache: keep the repacked weights in registry.cache_dir() (default: on, unless the
+    environment sets PYLLM_CACHE=0).
+    """
     t0 = time.perf_counter()
     ck = open_gguf(path)
     cfg = LlamaConfig.from_gguf(ck.metadata, str(path))
-    model = LlamaModel(ck, cfg, backend, n_threads or default_threads(), name, synthetic)
+    if cache is None:
+        cache = os.environ.get("PYLLM_CACHE", "1") != "0"
+    model = LlamaModel(ck, cfg, backend, n_threads or default_threads(), name, synthetic, cache)
     model.info.load_seconds = time.perf_counter() - t0
     return model
 
