@@ -135,6 +135,8 @@ def _skip_strings(buf: memoryview, off: int, count: int) -> int:
 
 
 def _open_map(path: Path) -> tuple[mmap.mmap, int]:
+    if path.is_dir():
+        raise FormatError(f"{path}: is a folder, expected a .gguf file")
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
@@ -148,6 +150,8 @@ def _open_map(path: Path) -> tuple[mmap.mmap, int]:
         if size < 24:
             raise FormatError(f"{path}: too short to be a GGUF file ({size} bytes)")
         return mmap.mmap(fd, 0, access=mmap.ACCESS_READ), size
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot map the file ({exc.strerror})") from None
     finally:
         os.close(fd)
 
@@ -168,18 +172,13 @@ def _header(buf: memoryview, path: str) -> tuple[_Cursor, int, int, int]:
 def read_architecture(path: str | os.PathLike[str]) -> str:
     """`general.architecture` of a GGUF file (parses only as far as that key)."""
     mm, _ = _open_map(Path(path))
-    try:
-        buf = memoryview(mm)
-        cur, _, _, n_kv = _header(buf, str(path))
-        for _ in range(n_kv):
-            key, vtype = cur.string(), cur.unpack("<I")
-            val = cur.value(vtype)
-            if key == "general.architecture":
-                return str(val)
-        raise FormatError(f"{path}: GGUF metadata has no general.architecture")
-    finally:
-        del buf, cur
-        mm.close()
+    cur, _, _, n_kv = _header(memoryview(mm), str(path))
+    for _ in range(n_kv):
+        key, vtype = cur.string(), cur.unpack("<I")
+        val = cur.value(vtype)
+        if key == "general.architecture":
+            return str(val)
+    raise FormatError(f"{path}: GGUF metadata has no general.architecture")
 
 
 def open_gguf(path: str | os.PathLike[str]) -> Checkpoint:

@@ -1,0 +1,213 @@
+"""Every C kernel against its numpy twin, on the AVX-512 path and the generic C path, with the
+tolerances named below. Integer parts (repacking, activation quantization) must match exactly."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from pyllm_util import native_or_skip, smol_path
+
+from pyllm.kernels import twins
+
+# float results differ only by summation order / FMA contraction / the vectorised exp
+MATMUL_RTOL = 2e-5  # of max |out|, int8 x int4/int8 products with f32 block scales
+OPS_RTOL = 1e-5  # rmsnorm, rope, silu (vexp relative error ~2e-7 per element)
+ATTN_ATOL = 2e-5  # attention outputs (values ~1)
+
+
+@pytest.fixture(params=["avx512", "generic"])
+def lib(request: pytest.FixtureRequest) -> Iterator[object]:
+    _, lib = native_or_skip()
+    if request.param == "avx512" and not lib.pyllm_cpu_has_avx512vnni():
+        pytest.skip("CPU without AVX-512 VNNI")
+    lib.pyllm_force_generic(request.param == "generic")
+    yield lib
+    lib.pyllm_force_generic(0)
+
+
+def P(a: np.ndarray, t: str = "float *") -> object:  # noqa: N802
+    from pyllm.kernels.ops import ptr
+
+    return ptr(a, t)
+
+
+@pytest.fixture(scope="module")
+def ck():  # noqa: ANN201
+    from pyllm.loaders.gguf import open_gguf
+
+    return open_gguf(smol_path())
+
+
+def test_repack_matches_twin(ck) -> None:  # noqa: ANN001
+    native_or_skip()
+    from pyllm.kernels.ops import QMat
+
+    for name in ("blk.3.attn_k.weight", "blk.7.ffn_down.weight", "token_embd.weight"):
+        t = ck.tensors[name]
+        m = QMat.from_gguf(t.type, t.raw, *t.shape)
+        twin = twins.repack_q4_1 if t.type == "Q4_1" else twins.repack_q8_0
+        assert np.array_equal(m.data, twin(t.raw, *t.shape)), name
+
+
+def test_quantize_act_exact(lib) -> None:  # noqa: ANN001
+    from pyllm.kernels.ops import QAct
+
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((5, 576)) * rng.uniform(0.01, 30, (5, 1))).astype(np.float32)
+    x[2, :32] = 0.0  # an all-zero block
+    x[3, 40] = 1e4  # an outlier block
+    act = QAct(5, 576)
+    lib.pyllm_quantize_act(P(x), 5, 576, act.c)
+    q, d, s = twins.quantize_act(x)
+    assert np.array_equal(act.q, q) and np.array_equal(act.s, s)
+    assert np.array_equal(act.d, d)
+    assert np.allclose(act.ds, d * s.astype(np.float32), rtol=1e-7, atol=0)
+
+
+@pytest.mark.parametrize("n", [1, 3, 8, 13])
+@pytest.mark.parametrize("name", ["blk.0.attn_q.weight", "blk.1.ffn_down.weight",
+                                  "token_embd.weight"])
+def test_qmatmul_matches_twin(lib, ck, n: int, name: str) -> None:  # noqa: ANN001
+    from pyllm.kernels.ops import QMat
+
+    t = ck.tensors[name]
+    rows, cols = t.shape
+    if name == "token_embd.weight":  # the LM head: a slice of rows keeps the test fast
+        rows = 4096
+        t_raw = t.raw[: rows * cols // 32 * 34]
+    else:
+        t_raw = t.raw
+    m = QMat.from_gguf(t.type, t_raw, rows, cols)
+    x = np.random.default_rng(n).standard_normal((n, cols)).astype(np.float32)
+    got = m.matmul(x)
+    twin = twins.qmatmul_q4_1 if t.type == "Q4_1" else twins.qmatmul_q8_0
+    want = twin(t_raw, rows, cols, x)
+    assert np.abs(got - want).max() <= MATMUL_RTOL * np.abs(want).max()
+
+
+def test_quantize_f32_q8x16(lib) -> None:  # noqa: ANN001
+    from pyllm.kernels.ops import QMat
+
+    w = np.random.default_rng(3).standard_normal((48, 96)).astype(np.float32)
+    m = QMat.from_gguf("F32", w, 48, 96)
+    x = np.random.default_rng(4).standard_normal((2, 96)).astype(np.float32)
+    got = m.matmul(x)
+    # twin: per-block int8 weights with f16 scales, then the Q8_0 twin
+    wb = w.reshape(48, 3, 32)
+    d = (np.abs(wb).max(axis=2) / 127).astype(np.float16)
+    inv = np.where(d != 0, 1 / d.astype(np.float32), 0)
+    q = np.clip(np.rint(wb * inv[..., None]), -127, 127).astype(np.int8)
+    blocks = np.zeros((48, 3), dtype=[("d", "<f2"), ("qs", "i1", 32)])
+    blocks["d"], blocks["qs"] = d, q
+    want = twins.qmatmul_q8_0(blocks.view(np.uint8).reshape(-1), 48, 96, x)
+    assert np.abs(got - want).max() <= MATMUL_RTOL * np.abs(want).max()
+    assert np.abs(got - x @ w.T).max() < 0.05 * np.abs(x @ w.T).max()  # int8 precision
+
+
+def test_rmsnorm_rope_silu(lib) -> None:  # noqa: ANN001
+    from pyllm.models.llama import rmsnorm, rope
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 576)).astype(np.float32)
+    w = rng.standard_normal(576).astype(np.float32)
+    out = np.empty_like(x)
+    lib.pyllm_rmsnorm(P(x), P(w), P(out), 4, 576, 1e-5)
+    want = rmsnorm(x, w, 1e-5)
+    assert np.abs(out - want).max() <= OPS_RTOL * np.abs(want).max()
+
+    q = rng.standard_normal((4, 9 * 64)).astype(np.float32)
+    pos = np.array([0, 1, 500, 8191], np.int32)
+    got = q.copy()
+    lib.pyllm_rope(P(got), 4, 576, 9, 64, P(pos, "int32_t *"), 1e5)
+    want = rope(q.reshape(4, 9, 64), pos, 1e5).reshape(4, 576)
+    assert np.abs(got - want).max() <= OPS_RTOL * np.abs(want).max()
+
+    gu = (rng.standard_normal((3, 2 * 1536)) * 4).astype(np.float32)
+    h = np.empty((3, 1536), np.float32)
+    lib.pyllm_silu_mul(P(gu), 3, 1536, P(h))
+    g, u = gu[:, :1536], gu[:, 1536:]
+    want = g / (1 + np.exp(-g)) * u
+    assert np.abs(h - want).max() <= OPS_RTOL * np.abs(want).max()
+
+
+@pytest.mark.parametrize("n_pos", [1, 17, 300])
+def test_attention_matches_numpy(lib, n_pos: int) -> None:  # noqa: ANN001
+    """Causal GQA attention over a cache with keys stored transposed ([kv][dim][cap])."""
+    rng = np.random.default_rng(n_pos)
+    nh, nkv, hd, cap = 9, 3, 64, n_pos + 7
+    n = min(n_pos, 5)  # the last n positions are the query rows
+    q = rng.standard_normal((n, nh * hd)).astype(np.float32)
+    k = rng.standard_normal((nkv, n_pos, hd)).astype(np.float32) * 2
+    v = rng.standard_normal((nkv, n_pos, hd)).astype(np.float32)
+    kt = np.zeros((nkv, hd, cap), np.float32)
+    kt[:, :, :n_pos] = k.transpose(0, 2, 1)
+    vc = np.zeros((nkv, cap, hd), np.float32)
+    vc[:, :n_pos] = v
+    pos = np.arange(n_pos - n, n_pos, dtype=np.int32)
+    out = np.empty((n, nh * hd), np.float32)
+    lib.pyllm_attention(P(q), nh * hd, P(kt), P(vc), cap, P(pos, "int32_t *"), n, nh, nkv, hd,
+                        P(out), nh * hd)
+    want = np.empty_like(out)
+    for i in range(n):
+        for h in range(nh):
+            g = h // (nh // nkv)
+            s = k[g, : pos[i] + 1] @ q[i, h * hd:(h + 1) * hd] / np.sqrt(hd)
+            p = np.exp(s - s.max())
+            want[i, h * hd:(h + 1) * hd] = (p / p.sum()) @ v[g, : pos[i] + 1]
+    assert np.abs(out - want).max() <= ATTN_ATOL
+
+
+def test_embed_q8_0(lib, ck) -> None:  # noqa: ANN001
+    from pyllm.quants import dequantize
+
+    t = ck.tensors["token_embd.weight"]
+    toks = np.array([0, 504, 49151], np.int32)
+    out = np.empty((3, 576), np.float32)
+    lib.pyllm_embed_q8_0(P(t.raw, "uint8_t *"), 576, P(toks, "int32_t *"), 3, P(out))
+    rows = t.raw.reshape(49152, -1)[toks].reshape(-1)
+    assert np.array_equal(out, dequantize("Q8_0", rows, (3, 576)))
+
+
+def test_gguf_skip_strings_matches_python() -> None:
+    ffi, lib = native_or_skip()
+    import struct
+
+    buf = b"".join(struct.pack("<Q", len(s)) + s for s in (b"a", b"", b"hello" * 9))
+    arr = bytearray(buf)
+    assert lib.pyllm_gguf_skip_strings(ffi.from_buffer(arr), len(arr), 0, 3) == len(buf)
+    assert lib.pyllm_gguf_skip_strings(ffi.from_buffer(arr), len(arr) - 1, 0, 3) == -1
+    assert lib.pyllm_gguf_skip_strings(ffi.from_buffer(arr), len(arr), 0, 4) == -1
+
+
+def test_pool_threads_and_concurrent_callers(ck) -> None:  # noqa: ANN001
+    """1 or 2 threads give identical results, and two Python threads calling kernels at once
+    (two engines sharing the pool) each get their own correct answer."""
+    _, lib = native_or_skip()
+    from pyllm.kernels.ops import QMat
+
+    t = ck.tensors["blk.2.ffn_up.weight"]
+    m = QMat.from_gguf(t.type, t.raw, *t.shape)
+    x = np.random.default_rng(9).standard_normal((4, 576)).astype(np.float32)
+    before = lib.pyllm_get_threads()
+    try:
+        lib.pyllm_set_threads(1)
+        one = m.matmul(x)
+        lib.pyllm_set_threads(2)
+        assert np.array_equal(m.matmul(x), one)
+        results: dict[int, list[bool]] = {0: [], 1: []}
+
+        def worker(k: int) -> None:
+            for _ in range(50):
+                results[k].append(bool(np.array_equal(m.matmul(x[k:k + 2]), one[k:k + 2])))
+
+        ths = [threading.Thread(target=worker, args=(k,)) for k in (0, 1)]
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join()
+        assert all(results[0]) and all(results[1]) and len(results[0]) == 50
+    finally:
+        lib.pyllm_set_threads(before)
