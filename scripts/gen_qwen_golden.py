@@ -86,7 +86,7 @@ def record(model: torch.nn.Module, ids: np.ndarray) -> dict[str, np.ndarray]:
     pre = model(x[:, :PREFILL_SPLIT], use_cache=True)
     cache, steps = pre.past_key_values, [pre.logits[0].float()]
     for t in range(PREFILL_SPLIT, len(ids)):
-        o = model(x[:, t:t + 1], past_key_values=cache, use_cache=True)
+        o = model(x[:, t:t + 1], cache=cache, use_cache=True)
         cache = o.past_key_values
         steps.append(o.logits[0].float())
     cached = torch.cat(steps).numpy()

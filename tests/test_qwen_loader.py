@@ -78,7 +78,7 @@ def test_dtypes_load_to_the_same_values(tmp_path, dtype):
     name = "model.language_model.layers.0.mlp.down_proj.weight"
     assert ck.tensors[name].type == dtype
     ref = bf16_to_f32(SafetensorsFile(DATA / "tiny_mm" / "model.safetensors").raw(name))
-    got = from_hf(src, backend="numpy", cache=False).w.layers[0].down.w
+    got = from_hf(src, backend="numpy-f32", cache=False).w.layers[0].down.w
     assert np.array_equal(got, ref)  # bf16 values are exact in f16 range here, and in f32
 
 
@@ -235,5 +235,5 @@ def test_synthetic_flag_from_config(tmp_path):
     conf = json.loads((src / "config.json").read_text())
     conf["pyllm_synthetic"] = {"seed": 1}
     (src / "config.json").write_text(json.dumps(conf))
-    m = from_hf(src, backend="numpy", cache=False)
+    m = from_hf(src, backend="numpy-f32", cache=False)
     assert m.info.synthetic and m.info.label.endswith("(synthetic weights)")

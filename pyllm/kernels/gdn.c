@@ -17,10 +17,7 @@
 #include "gdn.h"
 #include "kernels.h"
 #include "pool.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
+#include "vmath.h"
 
 // ------------------------------------------------------------- conv step
 
@@ -41,54 +38,27 @@ conv_generic(float *state, const float *x, const float *w, int c, int kc, float 
   }
 }
 
-#if defined(__x86_64__)
-// exp(x) for 16 floats: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6
-// polynomial (rel. error < 2e-7), times 2^n via scalef. Inputs are clamped
-// to [-88, 88] (silu only needs the sign of overflow right).
-PYLLM_TARGET_AVX512 static inline __m512
-exp16(__m512 x)
-{
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-88.0f)), _mm512_set1_ps(88.0f));
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504089f)),
-                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-
+// c % 16 == 0
 PYLLM_TARGET_AVX512 static void
 conv_avx512(float *state, const float *x, const float *w, int c, int kc, float *out)
 {
-  int i = 0;
-  for (; i + 16 <= c; i += 16) {
+  for (int i = 0; i < c; i += 16) {
     __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(w + (kc - 1) * c + i), _mm512_loadu_ps(x + i));
     for (int j = 0; j < kc - 1; j++)
       acc = _mm512_fmadd_ps(_mm512_loadu_ps(w + j * c + i),
                             _mm512_loadu_ps(state + j * c + i), acc);
     __m512 den = _mm512_add_ps(_mm512_set1_ps(1.0f),
-                               exp16(_mm512_sub_ps(_mm512_setzero_ps(), acc)));
+                               vexp512(_mm512_sub_ps(_mm512_setzero_ps(), acc)));
     _mm512_storeu_ps(out + i, _mm512_div_ps(acc, den));
   }
-  if (i < c)
-    conv_generic(state, x, w, c, kc, out);  // tail: recomputes all, cheap and rare
 }
-#endif
 
 void
 pyllm_gdn_conv_step(float *state, const float *x, const float *w, int c, int kc, float *out)
 {
-#if defined(__x86_64__)
   if (pyllm_use_avx512() && c % 16 == 0)
     conv_avx512(state, x, w, c, kc, out);
   else
-#endif
     conv_generic(state, x, w, c, kc, out);
   // shift the window: drop the oldest row, append x
   if (kc > 2)
@@ -99,21 +69,12 @@ pyllm_gdn_conv_step(float *state, const float *x, const float *w, int c, int kc,
 
 // ------------------------------------------------------------- delta rule
 
-struct step_job {
-  float *S;
-  const float *q, *k, *v, *g, *beta;
-  int dk, dv;
-  float *out;
-};
-
 // One head, any sizes. kvq holds 2*dv floats of scratch.
 static void
-head_generic(const struct step_job *j, int h, float *kvq)
+head_generic(float *S, const float *q, const float *k, const float *v, float g, float beta,
+             int dk, int dv, float *out, float *kvq)
 {
-  int dk = j->dk, dv = j->dv;
-  float *S = j->S + (size_t)h * dk * dv;
-  const float *q = j->q + h * dk, *k = j->k + h * dk, *v = j->v + h * dv;
-  float e = expf(j->g[h]), beta = j->beta[h];
+  float e = expf(g);
   float *kv = kvq, *qv = kvq + dv;
   float kq = 0;
   for (int c = 0; c < dv; c++)
@@ -127,7 +88,7 @@ head_generic(const struct step_job *j, int h, float *kvq)
   }
   for (int c = 0; c < dv; c++) {
     float delta = beta * (v[c] - e * kv[c]);
-    j->out[h * dv + c] = e * qv[c] + delta * kq;
+    out[c] = e * qv[c] + delta * kq;
     kv[c] = delta;
   }
   for (int r = 0; r < dk; r++)  // pass 2: S = e S + k delta^T
@@ -135,15 +96,12 @@ head_generic(const struct step_job *j, int h, float *kvq)
       S[r * dv + c] = e * S[r * dv + c] + k[r] * kv[c];
 }
 
-#if defined(__x86_64__)
 // One head with dv == 128: the 128 columns live in 8 registers per vector.
 PYLLM_TARGET_AVX512 static void
-head_avx512_128(const struct step_job *j, int h)
+head_avx512_128(float *S, const float *q, const float *k, const float *v, float g, float b,
+                int dk, float *out)
 {
-  int dk = j->dk;
-  float *S = j->S + (size_t)h * dk * 128;
-  const float *q = j->q + h * dk, *k = j->k + h * dk, *v = j->v + h * 128;
-  __m512 e = _mm512_set1_ps(expf(j->g[h])), beta = _mm512_set1_ps(j->beta[h]);
+  __m512 e = _mm512_set1_ps(expf(g)), beta = _mm512_set1_ps(b);
   __m512 kv[8], qv[8];
   for (int c = 0; c < 8; c++)
     kv[c] = qv[c] = _mm512_setzero_ps();
@@ -161,8 +119,7 @@ head_avx512_128(const struct step_job *j, int h)
   __m512 vkq = _mm512_set1_ps(kq);
   for (int c = 0; c < 8; c++) {
     __m512 delta = _mm512_mul_ps(beta, _mm512_fnmadd_ps(e, kv[c], _mm512_loadu_ps(v + 16 * c)));
-    _mm512_storeu_ps(j->out + h * 128 + 16 * c,
-                     _mm512_fmadd_ps(delta, vkq, _mm512_mul_ps(e, qv[c])));
+    _mm512_storeu_ps(out + 16 * c, _mm512_fmadd_ps(delta, vkq, _mm512_mul_ps(e, qv[c])));
     kv[c] = delta;
   }
   for (int r = 0; r < dk; r++) {
@@ -173,20 +130,38 @@ head_avx512_128(const struct step_job *j, int h)
                        _mm512_fmadd_ps(kr, kv[c], _mm512_mul_ps(e, _mm512_loadu_ps(row + 16 * c))));
   }
 }
-#endif
+
+// One head of the delta rule (see the top of the file); dv <= 1024.
+void
+gdn_head(float *S, const float *q, const float *k, const float *v, float g, float beta,
+         int dk, int dv, float *out)
+{
+  // Subnormal floats in S (a long-decayed memory) would make every FMA take a
+  // microcode assist; flush them to zero while this head runs.
+  unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | 0x8040);  // FTZ | DAZ
+  if (dv == 128 && pyllm_use_avx512())
+    head_avx512_128(S, q, k, v, g, beta, dk, out);
+  else {
+    float scratch[2 * 1024];
+    head_generic(S, q, k, v, g, beta, dk, dv, out, scratch);
+  }
+  _mm_setcsr(csr);
+}
+
+struct step_job {
+  float *S;
+  const float *q, *k, *v, *g, *beta;
+  int dk, dv;
+  float *out;
+};
 
 static void
 step_head(void *arg, int h)
 {
   const struct step_job *j = arg;
-#if defined(__x86_64__)
-  if (j->dv == 128 && pyllm_use_avx512()) {
-    head_avx512_128(j, h);
-    return;
-  }
-#endif
-  float scratch[2 * 1024];  // dv <= 1024, checked by pyllm_gdn_step
-  head_generic(j, h, scratch);
+  gdn_head(j->S + (size_t)h * j->dk * j->dv, j->q + h * j->dk, j->k + h * j->dk,
+           j->v + h * j->dv, j->g[h], j->beta[h], j->dk, j->dv, j->out + h * j->dv);
 }
 
 // Returns 0, or -1 if dv exceeds the generic path's scratch (Qwen3.5: 128).

@@ -25,4 +25,9 @@ int pyllm_gdn_step(float *S, const float *q, const float *k, const float *v,
                     float *out);
 // cffi:end
 
+// One head of pyllm_gdn_step (S: dk x dv, q, k: dk, v, out: dv), for other
+// kernels (qwen35.c) that schedule heads themselves.
+void gdn_head(float *S, const float *q, const float *k, const float *v, float g, float beta,
+              int dk, int dv, float *out);
+
 #endif

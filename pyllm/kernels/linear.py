@@ -70,7 +70,7 @@ class Embedding:
 
 
 class NumpyOps:
-    """The reference path: float32 matrices, numpy DeltaNet step and conv."""
+    """The reference path ("numpy-f32"): float32 matrices, numpy DeltaNet step and conv."""
 
     backend = "numpy-f32"
     weight_format = "f32"
@@ -257,7 +257,7 @@ class Q8Ops(NumpyOps):
 
         self.ffi, self.lib = native()
         self.backend = backend_name()
-        self.n_threads = n_threads or min(2, os.cpu_count() or 1)
+        self.n_threads = n_threads or default_threads()
         self.lib.pyllm_set_threads(self.n_threads)
         self.cache = RepackCache(cache_key, cache_tag, cache_dir()) if cache_key else None
 
@@ -327,13 +327,71 @@ Linear = DenseLinear | Q8Linear
 TRAITS: dict[str, type] = {"f32": DenseLinear, "q8x16": Q8Linear}
 
 
+class Q8TwinLinear:
+    """The numpy twin of Q8Linear: the same Q8_0-style weight quantization (per 32 columns,
+    f16 scale, round half to even) and int8 activations, computed by pyllm.kernels.twins."""
+
+    format = "q8_0-numpy"
+
+    def __init__(self, w: np.ndarray) -> None:
+        from pyllm.quants import Q8_0_BLOCK
+
+        rows, cols = w.shape
+        xb = np.ascontiguousarray(w, dtype=F32).reshape(rows, cols // 32, 32)
+        amax = np.abs(xb).max(axis=2)
+        d16 = (amax / F32(127)).astype(np.float16)
+        d = d16.astype(F32)
+        with np.errstate(divide="ignore"):
+            inv = np.where(d != 0, F32(1) / d, F32(0)).astype(F32)
+        blocks = np.empty((rows, cols // 32), Q8_0_BLOCK)
+        blocks["d"] = d16
+        blocks["qs"] = np.clip(np.rint(xb * inv[:, :, None]), -127, 127).astype(np.int8)
+        self.raw = blocks.reshape(-1).view(np.uint8)
+        self.shape = (rows, cols)
+
+    @property
+    def nbytes(self) -> int:
+        return self.raw.nbytes
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        from pyllm.kernels.twins import qmatmul_q8_0
+
+        return qmatmul_q8_0(self.raw, *self.shape, np.ascontiguousarray(x, dtype=F32))
+
+
+class NumpyQ8Ops(NumpyOps):
+    """The numpy twin of the fast path: int8 matrices, numpy conv and DeltaNet step."""
+
+    backend = "numpy-q8"
+    weight_format = "q8_0-numpy"
+
+    def linear(self, name: str, parts: Sequence[Any]) -> Q8TwinLinear | DenseLinear:  # type: ignore[override]
+        if parts[0].shape[1] % 32:
+            return super().linear(name, parts)
+        rows = sum(t.shape[0] for t in parts)
+        lin = Q8TwinLinear(rows_f32(parts, 0, rows))
+        self.weight_bytes += lin.nbytes
+        return lin
+
+
+Ops = NumpyOps  # the protocol the model relies on (the other Ops have the same members)
+Linear = DenseLinear | Q8Linear | Q8TwinLinear
+TRAITS: dict[str, type] = {"f32": DenseLinear, "q8x16": Q8Linear, "q8_0-numpy": Q8TwinLinear}
+BACKENDS = ("auto", "c", "numpy-q8", "numpy-f32")
+
+
 def make_ops(backend: str = "auto", *, n_threads: int | None = None,
              cache_key: str | None = None, cache_tag: str = "") -> NumpyOps:
-    """Ops for a backend name: "numpy" (exact f32), "c" (Q8X16 + C kernels), "auto"."""
-    if backend not in ("auto", "c", "numpy"):
-        raise PyllmError(f"unknown backend '{backend}' (choose auto, c or numpy)")
-    if backend == "numpy":
+    """Ops for a backend: "c" (Q8X16 + C kernels), "numpy-q8" (its numpy twin),
+    "numpy-f32" (exact float32, alias "numpy"), "auto" ("c" when the kernels are built,
+    else "numpy-f32", which is both exact and faster than the int8 twin in numpy)."""
+    backend = {"numpy": "numpy-f32"}.get(backend, backend)
+    if backend not in BACKENDS:
+        raise PyllmError(f"unknown backend '{backend}' (choose {', '.join(BACKENDS)})")
+    if backend == "numpy-f32":
         return NumpyOps()
+    if backend == "numpy-q8":
+        return NumpyQ8Ops()
     from pyllm.kernels import native as _native
 
     if _native() is None:
@@ -343,3 +401,12 @@ def make_ops(backend: str = "auto", *, n_threads: int | None = None,
             raise PyllmError(f"backend 'c' requested but {NATIVE_ERROR}")
         return NumpyOps()
     return Q8Ops(n_threads=n_threads, cache_key=cache_key, cache_tag=cache_tag)
+
+
+def default_threads() -> int:
+    """PYLLM_THREADS, else the cores (at most 2: the engine shares the machine with the
+    emulator, and two memory streams already saturate the bandwidth)."""
+    env = os.environ.get("PYLLM_THREADS")
+    if env:
+        return max(1, int(env))
+    return max(1, min(os.cpu_count() or 1, 2))

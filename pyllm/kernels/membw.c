@@ -7,9 +7,7 @@
 #include "membw.h"
 #include "pool.h"
 
-#if defined(__x86_64__)
 #include <immintrin.h>
-#endif
 
 #define CHUNK (256 * 1024)
 
@@ -33,7 +31,6 @@ read_generic(const uint8_t *p, long long n)
   return (long long)(a ^ b ^ c ^ d);
 }
 
-#if defined(__x86_64__)
 PYLLM_TARGET_AVX512 static long long
 read_avx512(const uint8_t *p, long long n)
 {
@@ -47,7 +44,6 @@ read_avx512(const uint8_t *p, long long n)
   a = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d));
   return _mm512_reduce_add_epi64(a);
 }
-#endif
 
 static void
 read_chunk(void *arg, int i)
@@ -56,11 +52,9 @@ read_chunk(void *arg, int i)
   long long off = (long long)i * CHUNK;
   long long len = j->n - off < CHUNK ? j->n - off : CHUNK;
   long long s;
-#if defined(__x86_64__)
   if (pyllm_use_avx512())
     s = read_avx512(j->p + off, len);
   else
-#endif
     s = read_generic(j->p + off, len);
   __atomic_fetch_xor(&j->sum, s, __ATOMIC_RELAXED);
 }

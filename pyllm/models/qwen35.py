@@ -366,6 +366,7 @@ class Qwen35(Model):
                  tokenizer_path: Path | None = None, chunk: int = 64) -> None:
         self.cfg, self.w, self.ops, self.info = cfg, w, ops, info
         self.chunk = chunk  # DeltaNet prefill chunk length
+        self.fast: Any = None  # the C decode step (qwen35_c.FastDecode) when the weights allow
         self._tok_path = tokenizer_path
         self._tok: Tokenizer | None = None
         # index of each layer within its kind (its slot in the state arrays)
@@ -388,7 +389,23 @@ class Qwen35(Model):
 
     def decode(self, token: int, state: ModelState) -> np.ndarray:
         ids = self.check_prompt([token], state=state)
+        if self.fast is not None:
+            return self.fast([(state, int(ids[0]))])[0]
         return self.forward(ids, state)[-1]
+
+    def step(self, batch: list[tuple[ModelState, np.ndarray]]) -> np.ndarray:
+        """Prefill chunks one by one; all one-token items in a single C decode call."""
+        out = np.empty((len(batch), self.cfg.vocab_size), F32)
+        dec = [i for i, (_, toks) in enumerate(batch) if len(toks) == 1]
+        if self.fast is not None and len(dec) > 1:
+            for i, (st, toks) in enumerate(batch):
+                if len(toks) > 1:
+                    out[i] = self.prefill(toks, st)
+            items = [(batch[i][0], int(self.check_prompt(batch[i][1], state=batch[i][0])[0]))
+                     for i in dec]
+            out[dec] = self.fast(items)
+            return out
+        return super().step(batch)
 
     def forward(self, ids: np.ndarray, st: Qwen35State, all_logits: bool = False) -> np.ndarray:
         """Run tokens `ids` at positions st.pos.. ; returns logits (T, V), or (1, V) for the
@@ -626,8 +643,9 @@ def from_hf(path: Path, *, name: str = "qwen", synthetic: bool = False, backend:
             **_: Any) -> Qwen35:
     """Load a Qwen3.5 HF checkpoint folder (see pyllm.registry for the calling convention).
 
-    backend: "numpy" = exact float32 matrices (the reference path); "c" = int8 repacked
-    matrices and the C kernels; "auto" = "c" when the kernels are built, else "numpy".
+    backend: "c" = int8 Q8X16 matrices, C kernels and the C decode step; "numpy-q8" = the
+    numpy twin of that arithmetic; "numpy-f32" (or "numpy") = exact float32, the reference;
+    "auto" = "c" when the kernels are built, else "numpy-f32".
     cache: keep the repacked matrices in a file keyed by the checkpoint fingerprint, so the
     next load maps them instead of repacking.
     """
@@ -659,6 +677,13 @@ def from_hf(path: Path, *, name: str = "qwen", synthetic: bool = False, backend:
                "load_open_s": t1 - t0, "load_weights_s": t2 - t1, "repack_cache": ops.cache_status})
     model = Qwen35(cfg, w, ops, info, chunk=chunk)
     model._ckpt = ckpt  # keeps the mapped checkpoint alive (embedding rows are read from it)
+    if ops.weight_format == "q8x16":
+        from pyllm.models import qwen35_c
+
+        if qwen35_c.supported(model):
+            model.fast = qwen35_c.FastDecode(model)
+    info.extra["decode"] = "c" if model.fast is not None else "numpy"
+    info.load_seconds = time.perf_counter() - t0
     return model
 
 

@@ -1,0 +1,367 @@
+// qwen35.c: a Qwen3.5 decode step on the fast path: n sequences, one token
+// each, every matrix an int8 Q8X16 product (quant.h / matmul.c).
+//
+// The stages are those of pyllm/models/qwen35.py, whose numpy code is the
+// readable reference (and, run with the same int8 matrices, the twin this
+// file is tested against). Prefill stays there (the chunked delta rule is a
+// few batched matrix products); decode comes here so that a token costs one
+// call into C instead of ~600 numpy calls, which would otherwise be a fifth
+// of the time per token.
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <immintrin.h>
+
+#include "gdn.h"
+#include "kernels.h"
+#include "ops.h"
+#include "pool.h"
+#include "quant.h"
+#include "qwen35.h"
+
+// Scratch of one call.
+struct acts {
+  float *x;       // residual stream [n][dim]
+  float *xb;      // input of a matmul [n][wide]
+  float *p;       // output of mix_in / gate-up [n][pw]
+  float *qkv;     // DeltaNet q | k | v after conv [n][conv_dim]
+  float *bg;      // DeltaNet beta [n][lv_heads], then g [n][lv_heads]
+  float *tmp;     // output of mix_out / down [n][dim]
+  float *sc;      // attention scores [n * n_heads][maxpos + 1]
+  struct pyllm_qact qa;
+  void *mem[5];
+};
+
+static int
+conv_dim(const struct pyllm_qwen35 *m)
+{
+  return 2 * m->lk_heads * m->lk_dim + m->lv_heads * m->lv_dim;
+}
+
+static int
+max_rows(const struct pyllm_qwen35 *m)
+{
+  int w = m->head->rows;
+  for (int l = 0; l < m->n_layers; l++) {
+    w = m->mix_in[l].rows > w ? m->mix_in[l].rows : w;
+    w = m->wgu[l].rows > w ? m->wgu[l].rows : w;
+  }
+  return w;
+}
+
+static int
+alloc_acts(struct acts *a, const struct pyllm_qwen35 *m, int n, int maxpos)
+{
+  int wide = m->hidden;  // widest matmul input: hidden, value_dim or heads * head_dim
+  if (m->lv_heads * m->lv_dim > wide)
+    wide = m->lv_heads * m->lv_dim;
+  if (m->n_heads * m->head_dim > wide)
+    wide = m->n_heads * m->head_dim;
+  if (m->dim > wide)
+    wide = m->dim;
+  int pw = max_rows(m), nb = wide / 32;
+  long long floats = (long long)n * (2 * m->dim + wide + pw + conv_dim(m) + 2 * m->lv_heads)
+                     + (long long)n * m->n_heads * (maxpos + 1);
+  memset(a, 0, sizeof(*a));
+  a->mem[0] = a->x = malloc(sizeof(float) * floats);
+  a->mem[1] = a->qa.q = malloc((size_t)n * wide);
+  a->mem[2] = a->qa.d = malloc(sizeof(float) * n * nb);
+  a->mem[3] = a->qa.ds = malloc(sizeof(float) * n * nb);
+  a->mem[4] = a->qa.s = malloc(sizeof(int32_t) * n * nb);
+  for (int i = 0; i < 5; i++)
+    if (!a->mem[i])
+      return -1;
+  a->tmp = a->x + (long long)n * m->dim;
+  a->xb = a->tmp + (long long)n * m->dim;
+  a->p = a->xb + (long long)n * wide;
+  a->qkv = a->p + (long long)n * pw;
+  a->bg = a->qkv + (long long)n * conv_dim(m);
+  a->sc = a->bg + (long long)n * 2 * m->lv_heads;
+  return 0;
+}
+
+static void
+free_acts(struct acts *a)
+{
+  for (int i = 0; i < 5; i++)
+    free(a->mem[i]);
+}
+
+// out[n][w->rows] = W in[n][w->cols]: int8 activations, then the product.
+static void
+linear(const struct pyllm_qmat *w, const float *in, int n, struct pyllm_qact *qa, float *out)
+{
+  pyllm_quantize_act(in, n, w->cols, qa);
+  pyllm_qmatmul(w, qa, out);
+}
+
+// ------------------------------------------------------------ small vector ops
+
+static inline float
+sigmoid1(float x)
+{
+  return 1.0f / (1.0f + expf(-x));
+}
+
+static inline float
+softplus1(float x)  // torch's: x itself above 20
+{
+  return x > 20.0f ? x : log1pf(expf(x));
+}
+
+static float
+dot(const float *a, const float *b, int n)
+{
+  float acc[16] = { 0 }, s = 0;
+  int k = 0;
+  for (; k + 16 <= n; k += 16)  // 16 partial sums: vectorizes, fixed order
+    for (int j = 0; j < 16; j++)
+      acc[j] += a[k + j] * b[k + j];
+  for (; k < n; k++)
+    acc[0] += a[k] * b[k];
+  for (int j = 0; j < 16; j++)
+    s += acc[j];
+  return s;
+}
+
+// x *= 1 / sqrt(sum x^2 + eps) (the DeltaNet q/k l2norm: eps inside the root)
+static void
+l2norm(float *x, int n, float eps)
+{
+  float r = 1.0f / sqrtf(dot(x, x, n) + eps);
+  for (int k = 0; k < n; k++)
+    x[k] *= r;
+}
+
+// x = x / rms(x) * w, in place (w already 1 + weight where that applies)
+static void
+rmsnorm_inplace(float *x, const float *w, int n, float eps)
+{
+  float r = 1.0f / sqrtf(dot(x, x, n) / (float)n + eps);
+  for (int k = 0; k < n; k++)
+    x[k] = x[k] * r * w[k];
+}
+
+// ------------------------------------------------------------ Gated DeltaNet
+
+struct gdn_job {
+  const struct pyllm_qwen35 *m;
+  const struct pyllm_qwen35_seq *seqs;
+  struct acts *a;
+  int slot, pw;
+};
+
+// Row i: conv + SiLU, l2norm of q and k heads, beta and g of every value head.
+static void
+gdn_prep(void *arg, int i)
+{
+  struct gdn_job *j = arg;
+  const struct pyllm_qwen35 *m = j->m;
+  int C = conv_dim(m), kd = m->lk_heads * m->lk_dim, vd = m->lv_heads * m->lv_dim;
+  int H = m->lv_heads;
+  float *p = j->a->p + (long long)i * j->pw, *qkv = j->a->qkv + (long long)i * C;
+  float *conv = j->seqs[i].conv + (long long)j->slot * (m->conv_k - 1) * C;
+  pyllm_gdn_conv_step(conv, p, m->conv_w + (long long)j->slot * m->conv_k * C, C, m->conv_k,
+                      qkv);
+  float qscale = 1.0f / sqrtf((float)m->lk_dim);
+  for (int h = 0; h < m->lk_heads; h++) {
+    float *q = qkv + h * m->lk_dim, *k = qkv + kd + h * m->lk_dim;
+    l2norm(q, m->lk_dim, 1e-6f);
+    l2norm(k, m->lk_dim, 1e-6f);
+    for (int d = 0; d < m->lk_dim; d++)
+      q[d] *= qscale;
+  }
+  const float *b = p + C + vd, *a = b + H;
+  const float *na = m->neg_a + (long long)j->slot * H, *dt = m->dt_bias + (long long)j->slot * H;
+  float *beta = j->a->bg + (long long)i * 2 * H, *g = beta + H;
+  for (int h = 0; h < H; h++) {
+    beta[h] = sigmoid1(b[h]);
+    g[h] = na[h] * softplus1(a[h] + dt[h]);
+  }
+}
+
+// (row, value head) c: the delta-rule step, then the gated RMSNorm into xb.
+static void
+gdn_heads(void *arg, int c)
+{
+  struct gdn_job *j = arg;
+  const struct pyllm_qwen35 *m = j->m;
+  int H = m->lv_heads, i = c / H, h = c % H, dk = m->lk_dim, dv = m->lv_dim;
+  int C = conv_dim(m), kd = m->lk_heads * dk, vd = H * dv;
+  int kh = h / (H / m->lk_heads);  // q/k head serving this value head
+  const float *qkv = j->a->qkv + (long long)i * C;
+  const float *beta = j->a->bg + (long long)i * 2 * H, *g = beta + H;
+  float *S = j->seqs[i].ssm + ((long long)j->slot * H + h) * dk * dv;
+  float *o = j->a->xb + (long long)i * vd + h * dv;
+  gdn_head(S, qkv + kh * dk, qkv + kd + kh * dk, qkv + 2 * kd + h * dv, g[h], beta[h], dk, dv,
+           o);
+  // o = o / rms(o) * w * silu(z)
+  const float *z = j->a->p + (long long)i * j->pw + C + h * dv;
+  const float *w = m->gnorm + (long long)j->slot * dv;
+  float r = 1.0f / sqrtf(dot(o, o, dv) / (float)dv + m->eps);
+  for (int d = 0; d < dv; d++)
+    o[d] = w[d] * (o[d] * r) * (z[d] * sigmoid1(z[d]));
+}
+
+static void
+deltanet(const struct pyllm_qwen35 *m, int l, int n, const struct pyllm_qwen35_seq *seqs,
+         struct acts *a)
+{
+  const struct pyllm_qmat *in = &m->mix_in[l];
+  linear(in, a->xb, n, &a->qa, a->p);
+  struct gdn_job j = { m, seqs, a, m->slot[l], in->rows };
+  pool_run(gdn_prep, &j, n);
+  pool_run(gdn_heads, &j, n * m->lv_heads);
+  linear(&m->mix_out[l], a->xb, n, &a->qa, a->tmp);
+}
+
+// ------------------------------------------------------------ gated attention
+
+struct att_job {
+  const struct pyllm_qwen35 *m;
+  const struct pyllm_qwen35_seq *seqs;
+  const int32_t *pos;
+  struct acts *a;
+  int slot, pw, maxpos;
+};
+
+// Row i: q/k (1+w) RMSNorm per head, partial RoPE, k and v into the cache.
+static void
+att_prep(void *arg, int i)
+{
+  struct att_job *j = arg;
+  const struct pyllm_qwen35 *m = j->m;
+  int hd = m->head_dim, H = m->n_heads, KV = m->n_kv_heads, half = m->rot_dim / 2;
+  float *p = j->a->p + (long long)i * j->pw;  // [q0 | gate0 | q1 | gate1 ... | k | v]
+  float *k = p + 2 * H * hd, *v = k + KV * hd;
+  const float *qn = m->q_norm + (long long)j->slot * hd, *kn = m->k_norm + (long long)j->slot * hd;
+  float c[half], s[half];
+  for (int f = 0; f < half; f++) {
+    float ang = (float)j->pos[i] * m->inv_freq[f];
+    c[f] = cosf(ang);
+    s[f] = sinf(ang);
+  }
+  for (int h = 0; h < H + KV; h++) {
+    float *x = h < H ? p + h * 2 * hd : k + (h - H) * hd;
+    rmsnorm_inplace(x, h < H ? qn : kn, hd, m->eps);
+    for (int f = 0; f < half; f++) {  // rotate-half on the leading rot_dim dims
+      float x0 = x[f], x1 = x[f + half];
+      x[f] = x0 * c[f] - x1 * s[f];
+      x[f + half] = x1 * c[f] + x0 * s[f];
+    }
+  }
+  const struct pyllm_qwen35_seq *sq = &j->seqs[i];
+  for (int h = 0; h < KV; h++) {
+    long long at = (((long long)j->slot * KV + h) * sq->cap + j->pos[i]) * hd;
+    memcpy(sq->k + at, k + h * hd, sizeof(float) * hd);
+    memcpy(sq->v + at, v + h * hd, sizeof(float) * hd);
+  }
+}
+
+// (row, query head) c: softmax(q K^T / sqrt(hd)) V over positions 0..pos,
+// times the sigmoid output gate, into xb.
+static void
+att_heads(void *arg, int c)
+{
+  struct att_job *j = arg;
+  const struct pyllm_qwen35 *m = j->m;
+  int hd = m->head_dim, H = m->n_heads, KV = m->n_kv_heads, i = c / H, h = c % H;
+  int kvh = h / (H / KV), npos = j->pos[i] + 1;
+  const float *p = j->a->p + (long long)i * j->pw;
+  const float *q = p + h * 2 * hd, *gate = q + hd;
+  const struct pyllm_qwen35_seq *sq = &j->seqs[i];
+  const float *K = sq->k + ((long long)j->slot * KV + kvh) * sq->cap * hd;
+  const float *V = sq->v + ((long long)j->slot * KV + kvh) * sq->cap * hd;
+  float *sc = j->a->sc + (long long)c * (j->maxpos + 1), mx = -INFINITY, sum = 0;
+  float scale = 1.0f / sqrtf((float)hd);
+  for (int t = 0; t < npos; t++) {
+    sc[t] = dot(q, K + (long long)t * hd, hd) * scale;
+    mx = sc[t] > mx ? sc[t] : mx;
+  }
+  for (int t = 0; t < npos; t++) {
+    sc[t] = expf(sc[t] - mx);
+    sum += sc[t];
+  }
+  float *o = j->a->xb + (long long)i * H * hd + h * hd, inv = 1.0f / sum;
+  memset(o, 0, sizeof(float) * hd);
+  for (int t = 0; t < npos; t++) {
+    float w = sc[t] * inv;
+    const float *vt = V + (long long)t * hd;
+    for (int d = 0; d < hd; d++)
+      o[d] += w * vt[d];
+  }
+  for (int d = 0; d < hd; d++)
+    o[d] *= sigmoid1(gate[d]);
+}
+
+static void
+attention(const struct pyllm_qwen35 *m, int l, int n, const int32_t *pos,
+          const struct pyllm_qwen35_seq *seqs, int maxpos, struct acts *a)
+{
+  const struct pyllm_qmat *in = &m->mix_in[l];
+  linear(in, a->xb, n, &a->qa, a->p);
+  struct att_job j = { m, seqs, pos, a, m->slot[l], in->rows, maxpos };
+  pool_run(att_prep, &j, n);
+  pool_run(att_heads, &j, n * m->n_heads);
+  linear(&m->mix_out[l], a->xb, n, &a->qa, a->tmp);
+}
+
+// ------------------------------------------------------------ the decode step
+
+int
+pyllm_qwen35_decode(const struct pyllm_qwen35 *m, int n, const int32_t *tokens,
+                    const int32_t *pos, const struct pyllm_qwen35_seq *seqs, float *logits)
+{
+  int dim = m->dim, maxpos = 0;
+  for (int i = 0; i < n; i++) {
+    if (pos[i] < 0 || pos[i] >= seqs[i].cap || tokens[i] < 0 || tokens[i] >= m->vocab)
+      return -2;
+    maxpos = pos[i] > maxpos ? pos[i] : maxpos;
+  }
+  struct acts a;
+  if (alloc_acts(&a, m, n, maxpos) < 0) {
+    free_acts(&a);
+    return -1;
+  }
+
+  // token embeddings (bf16 rows convert exactly)
+  for (int i = 0; i < n; i++) {
+    float *x = a.x + (long long)i * dim;
+    if (m->embd_bf16) {
+      const uint16_t *e = m->embd_bf16 + (long long)tokens[i] * dim;
+      for (int d = 0; d < dim; d++) {
+        uint32_t u = (uint32_t)e[d] << 16;
+        memcpy(x + d, &u, 4);
+      }
+    } else {
+      memcpy(x, m->embd_f32 + (long long)tokens[i] * dim, sizeof(float) * dim);
+    }
+  }
+
+  for (int l = 0; l < m->n_layers; l++) {
+    // token mixer on the normalised stream, residual
+    pyllm_rmsnorm(a.x, m->norm1 + (long long)l * dim, a.xb, n, dim, m->eps);
+    if (m->kind[l] == 0)
+      deltanet(m, l, n, seqs, &a);
+    else
+      attention(m, l, n, pos, seqs, maxpos, &a);
+    for (long long k = 0; k < (long long)n * dim; k++)
+      a.x[k] += a.tmp[k];
+
+    // SwiGLU MLP, residual
+    pyllm_rmsnorm(a.x, m->norm2 + (long long)l * dim, a.xb, n, dim, m->eps);
+    linear(&m->wgu[l], a.xb, n, &a.qa, a.p);
+    pyllm_silu_mul(a.p, n, m->hidden, a.xb);
+    linear(&m->wdown[l], a.xb, n, &a.qa, a.tmp);
+    for (long long k = 0; k < (long long)n * dim; k++)
+      a.x[k] += a.tmp[k];
+  }
+
+  // final norm and the LM head
+  pyllm_rmsnorm(a.x, m->out_norm, a.xb, n, dim, m->eps);
+  linear(m->head, a.xb, n, &a.qa, logits);
+  free_acts(&a);
+  return 0;
+}

@@ -1,0 +1,128 @@
+"""The C decode step of Qwen3.5 (pyllm/kernels/qwen35.c) bound to a loaded model's weights.
+
+`Qwen35.decode` and `Qwen35.step` use it when every matrix is an int8 Q8X16 product; it
+runs the same stages as `Qwen35.forward` (the readable numpy code, which stays the
+reference and does all prefills) in one call per token for any number of sequences.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from pyllm.models.qwen35 import Qwen35, Qwen35State
+
+F32 = np.float32
+
+
+def supported(model: Qwen35) -> bool:
+    """True when the model's matrices are all Q8X16 and shaped as the C step expects."""
+    from pyllm.kernels.linear import Q8Linear
+
+    w, cfg = model.w, model.cfg
+    mats = [w.head]
+    for lw in w.layers:
+        mats += [lw.gate_up, lw.down, *mixer_mats(lw)]
+    if not all(isinstance(m, Q8Linear) for m in mats):
+        return False
+    two_f = 2 * cfg.intermediate_size
+    return all(lw.gate_up.qm.rows == two_f for lw in w.layers) and cfg.lin_v_dim <= 1024 \
+        and w.embed.t.type in ("BF16", "F32", "F16")
+
+
+def mixer_mats(lw: Any) -> tuple[Any, Any]:
+    """(input projection, output projection) of a layer's token mixer."""
+    if lw.kind == "linear_attention":
+        return lw.mixer.in_proj, lw.mixer.out_proj
+    return lw.mixer.qkv, lw.mixer.o_proj
+
+
+class FastDecode:
+    """Holds the cffi struct pyllm_qwen35 and every array it points to."""
+
+    def __init__(self, model: Qwen35) -> None:
+        from pyllm.kernels import native
+
+        self.ffi, self.lib = native()
+        ffi = self.ffi
+        cfg, w = model.cfg, model.w
+        self.vocab = cfg.vocab_size
+        keep: list[Any] = []  # arrays the struct points into
+
+        def arr(a: np.ndarray, ctype: str = "float *") -> Any:
+            a = np.ascontiguousarray(a)
+            keep.append(a)
+            return ffi.cast(ctype, a.ctypes.data)
+
+        lin = [lw for lw in w.layers if lw.kind == "linear_attention"]
+        att = [lw for lw in w.layers if lw.kind != "linear_attention"]
+        s = ffi.new("struct pyllm_qwen35 *")
+        s.dim, s.hidden, s.n_layers, s.vocab = (cfg.hidden_size, cfg.intermediate_size,
+                                                cfg.n_layers, cfg.vocab_size)
+        s.eps = cfg.rms_eps
+        s.kind = arr(np.array([0 if lw.kind == "linear_attention" else 1 for lw in w.layers],
+                              np.int32), "int32_t *")
+        s.slot = arr(np.array(model.slot, np.int32), "int32_t *")
+        s.n_heads, s.n_kv_heads, s.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        s.rot_dim = cfg.rotary_dim
+        half = cfg.rotary_dim // 2
+        # the same float32 frequencies as rope_tables()
+        s.inv_freq = arr(F32(1) / (F32(cfg.rope_theta) ** (np.arange(half, dtype=F32) * F32(2)
+                                                          / F32(cfg.rotary_dim))))
+        one = F32(1)
+        if att:
+            s.q_norm = arr(np.stack([one + lw.mixer.q_norm for lw in att]).astype(F32))
+            s.k_norm = arr(np.stack([one + lw.mixer.k_norm for lw in att]).astype(F32))
+        s.lk_heads, s.lv_heads = cfg.lin_k_heads, cfg.lin_v_heads
+        s.lk_dim, s.lv_dim, s.conv_k = cfg.lin_k_dim, cfg.lin_v_dim, cfg.conv_kernel
+        if lin:
+            s.conv_w = arr(np.stack([lw.mixer.conv for lw in lin]).astype(F32))
+            s.neg_a = arr(np.stack([-np.exp(lw.mixer.A_log) for lw in lin]).astype(F32))
+            s.dt_bias = arr(np.stack([lw.mixer.dt_bias for lw in lin]).astype(F32))
+            s.gnorm = arr(np.stack([lw.mixer.norm for lw in lin]).astype(F32))
+        emb = w.embed.t
+        if emb.type == "BF16":
+            s.embd_bf16 = arr(np.asarray(emb.raw), "uint16_t *")
+        else:  # F32 as stored, F16 converted once
+            s.embd_f32 = arr(np.asarray(emb.raw, dtype=F32))
+        s.norm1 = arr(np.stack([one + lw.input_norm for lw in w.layers]).astype(F32))
+        s.norm2 = arr(np.stack([one + lw.post_norm for lw in w.layers]).astype(F32))
+        s.out_norm = arr((one + w.norm).astype(F32))
+        L = cfg.n_layers
+        self.mats = {k: ffi.new("struct pyllm_qmat[]", L) for k in ("in", "out", "gu", "down")}
+        for i, lw in enumerate(w.layers):
+            mi, mo = mixer_mats(lw)
+            for key, m in (("in", mi), ("out", mo), ("gu", lw.gate_up), ("down", lw.down)):
+                self.mats[key][i] = m.qm.c[0]
+        s.mix_in, s.mix_out = self.mats["in"], self.mats["out"]
+        s.wgu, s.wdown = self.mats["gu"], self.mats["down"]
+        s.head = w.head.qm.c
+        self.head_rows = w.head.qm.rows
+        self.s, self.keep, self.model = s, keep, model
+
+    def __call__(self, items: list[tuple[Qwen35State, int]]) -> np.ndarray:
+        """Decode one token for each (state, token); returns logits (n, vocab)."""
+        ffi, n = self.ffi, len(items)
+        seqs = ffi.new("struct pyllm_qwen35_seq[]", n)
+        tokens = np.array([t for _, t in items], np.int32)
+        pos = np.array([st.pos for st, _ in items], np.int32)
+        for i, (st, _) in enumerate(items):
+            st.reserve(st.pos + 1)
+            seqs[i].conv = ffi.cast("float *", st.conv.ctypes.data)
+            seqs[i].ssm = ffi.cast("float *", st.ssm.ctypes.data)
+            seqs[i].k = ffi.cast("float *", st.k.ctypes.data)
+            seqs[i].v = ffi.cast("float *", st.v.ctypes.data)
+            seqs[i].cap = st.k.shape[2]
+        out = np.empty((n, self.head_rows), F32)
+        rc = self.lib.pyllm_qwen35_decode(self.s, n, ffi.cast("int32_t *", tokens.ctypes.data),
+                                          ffi.cast("int32_t *", pos.ctypes.data), seqs,
+                                          ffi.cast("float *", out.ctypes.data))
+        if rc == -1:
+            raise MemoryError("pyllm_qwen35_decode: out of memory")
+        if rc != 0:
+            raise ValueError(f"pyllm_qwen35_decode: bad arguments (rc {rc})")
+        for st, _ in items:
+            st.pos += 1
+        return out[:, :self.vocab]
