@@ -71,6 +71,7 @@ ARCHITECTURES: dict[tuple[str, str], str] = {
     ("gguf", "llama"): "pyllm.models.llama:from_gguf",
     ("hf", "qwen3_5"): "pyllm.models.qwen35:from_hf",
     ("hf", "qwen3_5_text"): "pyllm.models.qwen35:from_hf",
+    ("gguf", "qwen35"): "pyllm.models.qwen35:from_gguf",  # refuses with the reason
 }
 
 
@@ -172,9 +173,23 @@ def load(name_or_path: str | os.PathLike[str], **opts: Any) -> Model:
     return _builder(fmt, arch, path)(path, name=name, synthetic=is_synthetic(path), **opts)
 
 
+# short name -> "module:class" of a tokenizer that needs no weights file (its vocabulary ships
+# in a Python package), so `harness tokens --model NAME` works before the weights are installed
+TOKENIZERS_WITHOUT_WEIGHTS: dict[str, str] = {
+    "qwen": "pyllm.tokenizers.qwen:QwenTokenizer",
+}
+
+
 def load_tokenizer(name_or_path: str | os.PathLike[str]) -> Tokenizer:
     """Only the tokenizer of a model (no weights are loaded or repacked)."""
-    name, path = resolve(name_or_path)
+    try:
+        name, path = resolve(name_or_path)
+    except ModelNotFoundError:
+        target = TOKENIZERS_WITHOUT_WEIGHTS.get(str(name_or_path))
+        if target is None:
+            raise
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)()
     fmt, arch = detect(path)
     mod = importlib.import_module(_builder(fmt, arch, path).__module__)
     fn = getattr(mod, f"tokenizer_from_{fmt}", None)

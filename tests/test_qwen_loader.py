@@ -237,3 +237,19 @@ def test_synthetic_flag_from_config(tmp_path):
     (src / "config.json").write_text(json.dumps(conf))
     m = from_hf(src, backend="numpy-f32", cache=False)
     assert m.info.synthetic and m.info.label.endswith("(synthetic weights)")
+
+
+def test_qwen35_gguf_is_refused_with_the_reason(tmp_path):
+    gguf = pytest.importorskip("gguf")
+    from pyllm.registry import load
+
+    p = tmp_path / "qwen35.gguf"
+    w = gguf.GGUFWriter(str(p), "qwen35")
+    w.add_tensor("token_embd.weight", np.zeros((8, 4), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(UnsupportedArchitectureError) as e:
+        load(p)
+    one_line_error(e, "Qwen3.5 GGUF files are not supported", "checkpoint folder")

@@ -78,7 +78,8 @@ class NumpyOps:
 
     def __init__(self) -> None:
         self.weight_bytes = 0
-        self.n_threads = 1
+        # OpenBLAS runs numpy's matrix products on every core unless told otherwise
+        self.n_threads = int(os.environ.get("OPENBLAS_NUM_THREADS") or os.cpu_count() or 1)
 
     def linear(self, name: str, parts: Sequence[Any]) -> DenseLinear:
         w = np.concatenate([tensor_f32(t) for t in parts], axis=0) if len(parts) > 1 \
@@ -211,7 +212,11 @@ class RepackCache:
         return "miss" if self.new else "empty"
 
     def save(self) -> None:
-        """Write the file (atomically) if anything was repacked; failures only warn."""
+        """Write the file (atomically) if anything was repacked; failures only warn. On a
+        hit, fault the mapped file in instead (load time then covers the whole read)."""
+        if self.file is not None and not self.new:
+            self.file.populate()
+            return
         if not self.new or self.file is not None:
             return
         import warnings
@@ -277,8 +282,9 @@ class Q8Ops(NumpyOps):
         if data is None:
             data = aligned_empty(nbytes)
             per_group = nbytes // (padded // 16)
-            slab = max(16, (1 << 24) // (cols * 4) // 16 * 16)  # ~16 MB of f32 at a time
-            for r0 in range(0, padded, slab):
+            slab = max(16, (1 << 22) // (cols * 4) // 16 * 16)  # ~4 MB of f32 at a time
+
+            def quantize(r0: int) -> None:  # rows [r0, r0 + slab): convert, then quantize
                 r1 = min(padded, r0 + slab)
                 x = rows_f32(parts, r0, r1)
                 out = data[r0 // 16 * per_group:]
@@ -286,6 +292,16 @@ class Q8Ops(NumpyOps):
                     self.ffi.cast("float *", x.ctypes.data), r1 - r0, cols,
                     self.ffi.cast("uint8_t *", out.ctypes.data))
                 assert rc == 0
+
+            starts = range(0, padded, slab)
+            if len(starts) > 1 and self.n_threads > 1:  # numpy and cffi release the GIL
+                from concurrent.futures import ThreadPoolExecutor
+
+                with ThreadPoolExecutor(self.n_threads) as ex:
+                    list(ex.map(quantize, starts))
+            else:
+                for r0 in starts:
+                    quantize(r0)
             if self.cache is not None:
                 self.cache.put(name, data)
         lin = Q8Linear(data, rows, cols)

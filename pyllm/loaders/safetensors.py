@@ -170,6 +170,16 @@ class SafetensorsFile:
             except (OSError, AttributeError):
                 pass
 
+    def populate(self) -> None:
+        """Fault every page of the file in now (MADV_POPULATE_READ, Linux 5.14+; else touch
+        one byte per page), so the first token does not pay for it."""
+        if self._mm is None:
+            return
+        try:
+            self._mm.madvise(getattr(mmap, "MADV_POPULATE_READ", 22))
+        except (OSError, ValueError):
+            int(self._buf[::4096].sum())  # one read per page
+
     def close(self) -> None:
         self._buf = None
         if self._mm is not None:

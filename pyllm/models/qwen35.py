@@ -704,6 +704,19 @@ def _fingerprint(ckpt: Checkpoint) -> str:
     return h.hexdigest()[:24]
 
 
+def from_gguf(path: Path, **_: Any) -> Qwen35:
+    """GGUF files of this architecture (general.architecture = "qwen35") are refused.
+
+    gguf-py names the tensors (blk.N.ssm_a, ssm_alpha, ssm_beta, ssm_conv1d, attn_gate, ...),
+    but llama.cpp's converter also changes values on the way (A_log stored as -exp(A_log),
+    norm-weight offsets, head reordering) and no real Qwen3.5 GGUF is available here to check
+    a reader against; an unverified reader would be a guess. Use the HF checkpoint folder.
+    """
+    raise UnsupportedArchitectureError(
+        f"{path}: Qwen3.5 GGUF files are not supported (their value transforms could not be "
+        "verified); use the Hugging Face checkpoint folder (config.json + *.safetensors)")
+
+
 def _path_tag(path: Path) -> str:
     """A short tag of the checkpoint's absolute path (names its repack-cache files)."""
     import hashlib
