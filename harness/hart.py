@@ -21,6 +21,7 @@ _ffi = cffi.FFI()
 _ffi.cdef("""
     int uc_reg_read(void *uc, int regid, void *value);
     int uc_reg_write(void *uc, int regid, const void *value);
+    int uc_reg_write2(void *uc, int regid, const void *value, size_t *size);
     int uc_vmem_read(void *uc, uint64_t address, int prot, void *bytes, size_t size);
     int uc_vmem_translate(void *uc, uint64_t address, int prot, uint64_t *paddr);
 """)
@@ -57,6 +58,7 @@ class Hart:
         self.uc = uc
         self._h = _ffi.cast("void *", uc._uch.value)
         self._v = _ffi.new("uint64_t *")
+        self._size = _ffi.new("size_t *")
         self._buf = _ffi.new("char[16]")
 
     # ---------------------------------------------------------------- registers
@@ -67,7 +69,15 @@ class Hart:
 
     def set(self, reg: int, value: int) -> None:
         self._v[0] = value & 0xFFFF_FFFF_FFFF_FFFF
-        _lib.uc_reg_write(self._h, reg, self._v)
+        if reg == REG_PC:
+            # uc_reg_write would also set Unicorn's skip_sync_pc_on_exit, which stays set
+            # for the rest of the run: the next stop at a load/store would then leave the
+            # PC at the start of the translated block and re-execute its first part.
+            # uc_reg_write2 only ends the block, which is all a trap delivery needs.
+            self._size[0] = 8
+            _lib.uc_reg_write2(self._h, reg, self._v, self._size)
+        else:
+            _lib.uc_reg_write(self._h, reg, self._v)
 
     @property
     def pc(self) -> int:

@@ -222,14 +222,15 @@ class Machine:
         self.waker.set_deadline(self._deadline_ns())
 
     def _on_power(self, cmd: PowerCmd, status: int) -> None:
-        pc = self.hart.get(REG_PC)
+        # the PC is not exact inside an MMIO callback; _run_slice fills it in after the stop
+        self._flush_output()
         if cmd == PowerCmd.PASS:
-            self._finish(RunResult(Exit.POWEROFF, status=status, pc=pc))
+            self._finish(RunResult(Exit.POWEROFF, status=status))
         elif cmd == PowerCmd.FAIL:
-            self._finish(RunResult(Exit.PANIC, status=status, pc=pc,
+            self._finish(RunResult(Exit.PANIC, status=status,
                                    message=self.panic_message() or f"POWER_FAIL code {status}"))
         else:
-            self._finish(RunResult(Exit.RESET, pc=pc))
+            self._finish(RunResult(Exit.RESET))
         self.uc.emu_stop()
 
     def _tx(self, byte: int) -> None:
@@ -325,9 +326,9 @@ class Machine:
         count = 0
         if icount:
             assert isinstance(self.clock, IcountClock)
-            cmp = self.clint.mtimecmp
-            ahead = (cmp - self.clock.mtime()) * INSNS_PER_TICK if cmp < NEVER else ICOUNT_SLICE
-            count = max(1, min(ICOUNT_SLICE, ahead))
+            cmp, now = self.clint.mtimecmp, self.clock.mtime()
+            ahead = (cmp - now) * INSNS_PER_TICK if now < cmp < NEVER else ICOUNT_SLICE
+            count = min(ICOUNT_SLICE, ahead)
             deadline = self._timeout_at
         else:
             deadline = self._deadline_ns()
@@ -349,6 +350,8 @@ class Machine:
             if icount:
                 self.clock.insns += count  # type: ignore[union-attr]
         self._pc = self.hart.get(REG_PC)
+        if self.result is not None and self.result.pc is None:
+            self.result.pc = self._pc
         if err is not None:
             if (isinstance(err, UcError) and err.errno == UC_ERR_EXCEPTION
                     and self.traps.ebreak_delivered):

@@ -11,9 +11,12 @@ from the waker thread that lands between an MMIO callback and that check would r
 the device access: a byte popped twice from the UART, a second PLIC claim. So the bus
 records the accesses of the most recent MMIO instruction, and when a run that was asked
 to stop ends with the PC on exactly that instruction (decoded: same effective physical
-address and width), it arms a replay for that PC: when an instruction at that PC next
-makes the same accesses, reads return the recorded values and writes of the same value
-are dropped, so the device sees each access once.
+address and width), it arms a replay: when the next accesses to that device register
+repeat the recorded ones, reads return the recorded values and writes of the same value
+are dropped, so the device sees each access once. (The PC inside an MMIO callback is
+not exact, only the start of the translated block, so the replay cannot match on it;
+the restarted instruction is in practice the next MMIO access, because device accesses
+run with interrupts off.)
 """
 
 from __future__ import annotations
@@ -23,10 +26,8 @@ from dataclasses import dataclass
 from unicorn import Uc
 
 from harness.devices.base import Device
-from harness.hart import REG_PC, Hart
+from harness.hart import Hart
 from harness.traps import mem_operand
-
-MAX_REPLAYS = 16
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class MmioBus:
         self.accesses = 0
         self.replayed = 0
         self._last: list[Access] = []
-        self._replays: dict[int, list[Access]] = {}
+        self._replay: list[Access] = []
 
     def map(self, base: int, device: Device) -> None:
         self.windows.append((base, device))
@@ -66,20 +67,16 @@ class MmioBus:
     # ---------------------------------------------------------------- callbacks
     def _read(self, uc: Uc, offset: int, size: int, win: tuple[int, Device]) -> int:
         base, dev = win
-        if self._replays:
-            hit = self._replay(dev, offset, size, False, 0)
-            if hit is not None:
-                return hit
-        value = dev.read(offset, size)
+        hit = self._replayed(dev, offset, size, False, 0) if self._replay else None
+        value = dev.read(offset, size) if hit is None else hit
         self._record(Access(dev, base, offset, size, False, value))
         return value
 
     def _write(self, uc: Uc, offset: int, size: int, value: int,
                win: tuple[int, Device]) -> None:
         base, dev = win
-        if self._replays and self._replay(dev, offset, size, True, value) is not None:
-            return
-        dev.write(offset, size, value)
+        if not (self._replay and self._replayed(dev, offset, size, True, value) is not None):
+            dev.write(offset, size, value)
         self._record(Access(dev, base, offset, size, True, value))
 
     def _record(self, a: Access) -> None:
@@ -91,18 +88,16 @@ class MmioBus:
         else:
             self._last = [a]
 
-    def _replay(self, dev: Device, offset: int, size: int, write: bool, value: int) -> int | None:
-        pc = self.hart.get(REG_PC)
-        todo = self._replays.get(pc)
-        if not todo:
-            return None
-        a = todo[0]
+    def _replayed(self, dev: Device, offset: int, size: int, write: bool,
+                  value: int) -> int | None:
+        """The recorded value if this access repeats the next armed one, else None.
+        A replayed access is recorded again like a real one: the restarted instruction
+        may itself be stopped and restarted."""
+        a = self._replay[0]
         if (a.device is not dev or a.offset != offset or a.size != size or a.write != write
                 or (write and a.value != value)):
             return None
-        todo.pop(0)
-        if not todo:
-            del self._replays[pc]
+        self._replay.pop(0)
         self.replayed += 1
         return a.value
 
@@ -127,6 +122,4 @@ class MmioBus:
         va = (self.hart.x(rs1) + disp) & 0xFFFF_FFFF_FFFF_FFFF
         if self.hart.translate(va) != first.base + first.offset:
             return
-        if len(self._replays) >= MAX_REPLAYS:
-            self._replays.pop(next(iter(self._replays)))
-        self._replays[pc] = last
+        self._replay = last
