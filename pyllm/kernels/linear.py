@@ -169,22 +169,25 @@ def rows_f32(parts: Sequence[Any], r0: int, r1: int) -> np.ndarray:
 
 class RepackCache:
     """The repacked matrices of one checkpoint, kept in one file so the next load maps them
-    instead of quantizing again (0.8B: ~0.8 GB, written once).
+    instead of quantizing again (0.8B: ~0.9 GB, written once).
 
-    File: `<cache dir>/qwen35-<fingerprint>.q8x16.safetensors`, a safetensors file of U8
-    tensors (one per fused matrix, 64-byte aligned) whose metadata names the format. The
-    fingerprint covers the checkpoint's headers, sizes and mtimes, so a changed checkpoint
-    gets a new file; older files for the same checkpoint path are deleted when one is written.
+    File: `<cache dir>/qwen35-<path tag>-<key>.q8x16.safetensors`, a safetensors file of U8
+    tensors (one per fused matrix, 64-byte aligned). The key covers the checkpoint's headers,
+    sizes and mtimes and the record format (quant.h's record size and a hash of the
+    quantizer's sources), so a changed checkpoint or format gets a new file; older files for
+    the same checkpoint path are deleted when one is written.
     """
 
-    FORMAT = "q8x16-v1"
+    FORMAT = "q8x16-v2"
 
     def __init__(self, key: str, path_tag: str, folder: Path) -> None:
         self.folder = folder
+        key = _format_key(self.FORMAT + key)
         self.path = folder / f"qwen35-{path_tag}-{key}.q8x16.safetensors"
         self.tag = path_tag
         self.file = None
-        self.new: dict[str, np.ndarray] = {}
+        self.arrays: dict[str, np.ndarray] = {}  # every matrix, mapped or freshly packed
+        self.fresh = False  # some matrix was not in the file: write a new one
         if self.path.exists():
             from pyllm.loaders.safetensors import SafetensorsFile
 
@@ -200,24 +203,25 @@ class RepackCache:
         if self.file is None or name not in self.file.tensors:
             return None
         arr = self.file.raw(name)
-        return arr if arr.nbytes == nbytes and arr.ctypes.data % 64 == 0 else None
+        if arr.nbytes != nbytes or arr.ctypes.data % 64:
+            return None
+        self.arrays[name] = arr
+        return arr
 
     def put(self, name: str, data: np.ndarray) -> None:
-        self.new[name] = data
+        self.arrays[name] = data
+        self.fresh = True
 
     @property
     def status(self) -> str:
-        if self.file is not None and not self.new:
-            return "hit"
-        return "miss" if self.new else "empty"
+        return "miss" if self.fresh else "hit" if self.file is not None else "empty"
 
     def save(self) -> None:
-        """Write the file (atomically) if anything was repacked; failures only warn. On a
-        hit, fault the mapped file in instead (load time then covers the whole read)."""
-        if self.file is not None and not self.new:
-            self.file.populate()
-            return
-        if not self.new or self.file is not None:
+        """After loading: write the file (atomically) if anything was repacked, else fault the
+        mapped file in (so load time covers the whole read). Write failures only warn."""
+        if not self.fresh:
+            if self.file is not None:
+                self.file.populate()
             return
         import warnings
 
@@ -226,9 +230,9 @@ class RepackCache:
         tmp = self.path.with_name(self.path.name + f".tmp{os.getpid()}")
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            specs = [(n, "U8", a.shape) for n, a in self.new.items()]
+            specs = [(n, "U8", a.shape) for n, a in self.arrays.items()]
             with SafetensorsWriter(tmp, specs, {"format": self.FORMAT}, align=64) as w:
-                for n, a in self.new.items():
+                for n, a in self.arrays.items():
                     w.write(n, a)
             os.replace(tmp, self.path)
             for old in self.folder.glob(f"qwen35-{self.tag}-*.q8x16.safetensors"):
@@ -237,6 +241,20 @@ class RepackCache:
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             warnings.warn(f"could not write the repack cache {self.path}: {exc}", stacklevel=2)
+
+
+def _format_key(base: str) -> str:
+    """Fold the record format into a cache key: record size and the quantizer's sources."""
+    import hashlib
+
+    h = hashlib.sha256(base.encode())
+    _, lib = native()
+    h.update(str(lib.PYLLM_Q8X16_RECORD).encode())
+    for name in ("quant.h", "quant.c"):
+        src = Path(__file__).with_name(name)
+        if src.exists():
+            h.update(src.read_bytes())
+    return h.hexdigest()[:24]
 
 
 def cache_dir() -> Path:
