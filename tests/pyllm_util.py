@@ -29,7 +29,8 @@ def smol(backend: str = "c") -> Any:
     import pyllm
 
     smol_path()
-    return pyllm.load("smol", backend=backend)
+    # numpy paths on 1 BLAS thread: a 2-thread OpenBLAS crawls when other jobs share the cores
+    return pyllm.load("smol", backend=backend, n_threads=1 if backend.startswith("numpy") else 2)
 
 
 @cache

@@ -32,6 +32,7 @@ from pyllm.loaders import Checkpoint
 from pyllm.loaders.gguf import open_gguf, tensor_array
 from pyllm.models.base import Model, ModelInfo, ModelState
 from pyllm.quants import dequantize
+from pyllm.threads import blas_threads, set_blas_threads
 from pyllm.tokenizers.base import Tokenizer
 
 Trace = Any  # callable(name: str, layer: int, x: np.ndarray) or None
@@ -210,8 +211,9 @@ def rope(x: np.ndarray, pos: np.ndarray, theta: float) -> np.ndarray:
 
 
 def forward_numpy(cfg: LlamaConfig, w: NumpyWeights, embed: Any, tokens: np.ndarray,
-                  state: LlamaState, trace: Trace = None) -> np.ndarray:
-    """Run `tokens` (n,) at positions state.pos..; return the logits (vocab,) of the last one."""
+                  state: LlamaState, trace: Trace = None, all_logits: bool = False) -> np.ndarray:
+    """Run `tokens` (n,) at positions state.pos..; return the logits (vocab,) of the last one
+    (or (n, vocab) of every one with all_logits)."""
     n, p0 = len(tokens), state.pos
     hd, nh, nkv = cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
     pos = np.arange(p0, p0 + n)
@@ -249,8 +251,10 @@ def forward_numpy(cfg: LlamaConfig, w: NumpyWeights, embed: Any, tokens: np.ndar
         x = x + lw.w_down(g / (1.0 + np.exp(-g)) * u)
         if trace:
             trace("layer_out", i, x)
-    # final norm and the LM head on the last position only
+    # final norm and the LM head (on the last position only, unless all are wanted)
     state.pos += n
+    if all_logits:
+        return w.head(rmsnorm(x, w.out_norm, cfg.norm_eps)).astype(np.float32)
     last = rmsnorm(x[-1:], w.out_norm, cfg.norm_eps)
     return w.head(last)[0].astype(np.float32)
 
@@ -272,6 +276,8 @@ class LlamaModel(Model):
         if backend == "c" and kernels.native() is None:
             raise FormatError(f"backend 'c' requested but {kernels.NATIVE_ERROR}")
         self.backend = backend
+        # one pool owns the cores: ours for the fast path, OpenBLAS for the numpy paths
+        set_blas_threads(1 if backend == "c" else n_threads)
         cache_status = "off"
         if backend == "c":
             self._fast = _FastLlama(ck, cfg, n_threads, cache)
@@ -296,7 +302,7 @@ class LlamaModel(Model):
             name=name, arch="llama", vocab_size=cfg.vocab_size, max_context=cfg.max_context,
             n_params=n_params, weight_bytes=int(weight_bytes), load_seconds=0.0,
             synthetic=synthetic, path=ck.path, weight_format=_weight_format(ck),
-            backend=backend_name, n_threads=n_threads if backend == "c" else _blas_threads(),
+            backend=backend_name, n_threads=n_threads if backend == "c" else blas_threads(),
             bos_id=int(bos) if bos is not None else None,
             eos_ids=(int(eos),) if eos is not None else (),
             extra={"dim": cfg.dim, "hidden": cfg.hidden, "n_layers": cfg.n_layers,
@@ -333,6 +339,14 @@ class LlamaModel(Model):
             assert isinstance(state, LlamaState)
             out[i] = forward_numpy(self.cfg, self._np, self._embed, np.asarray(toks), state)
         return out
+
+    def logits_all(self, tokens: Any, state: ModelState) -> np.ndarray:
+        """Consume tokens like prefill, but return the logits of every position (n, vocab)."""
+        toks = self.check_prompt(tokens, state=state)
+        assert isinstance(state, LlamaState)
+        if self.backend == "c":
+            return self._fast.forward([(state, toks)], all_rows=True)
+        return forward_numpy(self.cfg, self._np, self._embed, toks, state, all_logits=True)
 
     def forward_traced(self, tokens: Any, state: LlamaState, trace: Trace) -> np.ndarray:
         """The numpy forward with a trace hook (tests compare stages with transformers)."""
@@ -436,7 +450,9 @@ class _FastLlama:
         m.wdown, m.head = self.qmats["wdown"], self.qmats["head"]
         self.m = m
 
-    def forward(self, batch: list[tuple[ModelState, np.ndarray]]) -> np.ndarray:
+    def forward(self, batch: list[tuple[ModelState, np.ndarray]],
+                all_rows: bool = False) -> np.ndarray:
+        """One C call for the whole batch; logits of each item's last row (or of every row)."""
         ffi, lib = self.ffi, self.lib
         seqs = ffi.new("struct pyllm_seq[]", len(batch))
         toks, pos, seq, out_rows = [], [], [], []
@@ -456,8 +472,8 @@ class _FastLlama:
             seq.append(np.full(n, s_i, np.int32))
             out_rows.append(sum(len(x) for x in toks) - 1)
         tk, ps, sq = np.concatenate(toks), np.concatenate(pos), np.concatenate(seq)
-        orow = np.asarray(out_rows, np.int32)
-        logits = np.empty((len(batch), self.cfg.vocab_size), np.float32)
+        orow = np.arange(len(tk), dtype=np.int32) if all_rows else np.asarray(out_rows, np.int32)
+        logits = np.empty((len(orow), self.cfg.vocab_size), np.float32)
         rc = lib.pyllm_llama_forward(
             self.m, len(tk), ffi.cast("int32_t *", tk.ctypes.data),
             ffi.cast("int32_t *", ps.ctypes.data), ffi.cast("int32_t *", sq.ctypes.data), seqs,
@@ -538,16 +554,6 @@ def _weight_format(ck: Checkpoint) -> str:
     ft = ck.metadata.get("general.file_type")
     names = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 32: "BF16"}
     return names.get(int(ft), f"file_type {ft}") if ft is not None else "mixed"
-
-
-def _blas_threads() -> int:
-    try:
-        from threadpoolctl import threadpool_info
-
-        return max((p.get("num_threads", 1) for p in threadpool_info()
-                    if p.get("user_api") == "blas"), default=1)
-    except ImportError:
-        return os.cpu_count() or 1
 
 
 def default_threads() -> int:
