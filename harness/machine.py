@@ -350,6 +350,8 @@ class Machine:
             if icount:
                 self.clock.insns += count  # type: ignore[union-attr]
         self._pc = self.hart.get(REG_PC)
+        if err is None and self.bus.fault is not None:
+            err, self.bus.fault = self.bus.fault, None
         if self.result is not None and self.result.pc is None:
             self.result.pc = self._pc
         if err is not None:

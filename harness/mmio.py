@@ -1,8 +1,10 @@
 """The MMIO bus: Unicorn's MMIO callbacks dispatched to the devices of the memory map.
 
 One `mmio_map` per device window; the callback calls `device.read(offset, size)` or
-`device.write(offset, size, value)`. Exceptions (DeviceError) propagate: the Unicorn
-binding stops emulation and re-raises them from `emu_start`.
+`device.write(offset, size, value)`. A MachineFault (DeviceError) from a device is kept
+in `fault` and emulation stops right after the access, with the PC on the instruction
+(the machine reports it); any other exception is a harness bug and propagates through
+the Unicorn binding, which re-raises it from `emu_start`.
 
 Restarted accesses. Unicorn checks for a pending stop right after every load and store
 and, if one is pending, exits with the PC restored to that instruction, which then runs
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 
 from unicorn import Uc
 
-from harness.devices.base import Device
+from harness.devices.base import Device, MachineFault
 from harness.hart import Hart
 from harness.traps import mem_operand
 
@@ -52,6 +54,7 @@ class MmioBus:
         self.replayed = 0
         self._last: list[Access] = []
         self._replay: list[Access] = []
+        self.fault: MachineFault | None = None
 
     def map(self, base: int, device: Device) -> None:
         self.windows.append((base, device))
@@ -68,7 +71,11 @@ class MmioBus:
     def _read(self, uc: Uc, offset: int, size: int, win: tuple[int, Device]) -> int:
         base, dev = win
         hit = self._replayed(dev, offset, size, False, 0) if self._replay else None
-        value = dev.read(offset, size) if hit is None else hit
+        try:
+            value = dev.read(offset, size) if hit is None else hit
+        except MachineFault as e:
+            self._stop(e)
+            return 0
         self._record(Access(dev, base, offset, size, False, value))
         return value
 
@@ -76,8 +83,17 @@ class MmioBus:
                win: tuple[int, Device]) -> None:
         base, dev = win
         if not (self._replay and self._replayed(dev, offset, size, True, value) is not None):
-            dev.write(offset, size, value)
+            try:
+                dev.write(offset, size, value)
+            except MachineFault as e:
+                self._stop(e)
+                return
         self._record(Access(dev, base, offset, size, True, value))
+
+    def _stop(self, fault: MachineFault) -> None:
+        if self.fault is None:
+            self.fault = fault
+        self.uc.emu_stop()
 
     def _record(self, a: Access) -> None:
         self.accesses += 1

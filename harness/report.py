@@ -113,8 +113,11 @@ def format_report(m: Machine, result: RunResult) -> str:
     scause = h.csr(R.UC_RISCV_REG_SCAUSE)
     sepc = h.csr(R.UC_RISCV_REG_SEPC)
     stval = h.csr(R.UC_RISCV_REG_STVAL)
-    out.append(f"last trap: scause {scause:#x} ({cause_name(scause)})  sepc {sepc:#x} "
-               f"{_where(elf, sepc)}  stval {stval:#x}".rstrip())
+    if scause == sepc == 0:
+        out.append("last trap: none yet")
+    else:
+        out.append(f"last trap: scause {scause:#x} ({cause_name(scause)})  sepc {sepc:#x} "
+                   f"{_where(elf, sepc)}  stval {stval:#x}".rstrip())
     out.append("  " + "  ".join(f"{name} {h.csr(reg):#x}" for name, reg in (
         ("sstatus", R.UC_RISCV_REG_SSTATUS), ("sie", R.UC_RISCV_REG_SIE),
         ("sip", R.UC_RISCV_REG_SIP), ("stvec", R.UC_RISCV_REG_STVEC),

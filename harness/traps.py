@@ -133,7 +133,7 @@ class Traps:
                 raise MachineFault(
                     f"ecall from {PRIV_NAMES.get(priv, priv)}-mode at {epc:#x}: this machine "
                     "has no SBI (the harness is the firmware; use the MMIO devices of "
-                    "kernel_c/memlayout.h)")
+                    "kernel_c/memlayout.h)", pc=epc)
             self.deliver(ECALL, epc, 0)
         elif intno == ILLEGAL:
             self._illegal(epc)
@@ -143,7 +143,7 @@ class Traps:
             self.deliver(intno, epc, self.effective_address(epc))
         else:
             raise MachineFault(f"Unicorn reported exception {intno} at {epc:#x}, which this "
-                               "machine does not model")
+                               "machine does not model", pc=epc)
 
     def _on_invalid(self, uc: Uc, _data: object) -> bool:
         h = self.hart
@@ -188,7 +188,8 @@ class Traps:
         if stvec == 0 or (cause in FETCH_FAULTS and epc == stvec):
             h.set(REG_PRIV, prev)
             why = "stvec is not set" if stvec == 0 else "the trap vector itself cannot be fetched"
-            raise MachineFault(f"{cause_name(cause)} at {epc:#x} (stval {tval:#x}) and {why}")
+            raise MachineFault(f"{cause_name(cause)} at {epc:#x} (stval {tval:#x}) and {why}",
+                               pc=epc)
         st = h.get(R.UC_RISCV_REG_SSTATUS)
         st2 = st & ~(SSTATUS_SPP | SSTATUS_SPIE | SSTATUS_SIE)
         if prev == PRIV_S:

@@ -24,7 +24,13 @@ if TYPE_CHECKING:
 
 class MachineFault(Exception):
     """The guest did something this machine does not implement or allow; the run stops
-    and the harness reports it like a panic (registers, instruction, backtrace)."""
+    and the harness reports it like a panic (registers, instruction, backtrace).
+    `pc` is the guest instruction responsible, when the raiser knows it better than the
+    PC at which emulation stopped."""
+
+    def __init__(self, message: str, pc: int | None = None) -> None:
+        super().__init__(message)
+        self.pc = pc
 
 
 class DeviceError(MachineFault):

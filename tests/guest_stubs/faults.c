@@ -37,6 +37,9 @@ main(uint64 hartid, struct bootinfo *bi)
     R32(POWER) = 0x1234;
   if(is(c, "no-stvec"))
     asm volatile(".word 0");
+  if(is(c, "spin"))
+    for(;;)
+      ;
   puts("no fault happened\n");
   return 1;
 }
