@@ -102,6 +102,7 @@ class MachineConfig:
     timeout: float | None = None   # wall-clock seconds
     output: Callable[[bytes], None] | None = None  # console output sink (default: stdout)
     flags: int = 0                 # extra BOOT_F_* bits
+    disk_data: bytearray | None = None  # disk contents to use instead of reading `fs`
 
 
 @dataclass
@@ -168,7 +169,8 @@ class Machine:
         if cls is Uart16550:
             return {"tx": self._tx}
         if cls is VirtioBlk:
-            return {"image": self.config.fs, "persist": self.config.persist}
+            return {"image": self.config.fs, "persist": self.config.persist,
+                    "data": self.config.disk_data}
         return {}
 
     def _load_kernel(self) -> None:

@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable
 
 RESTOP_S = 0.001
+MAX_WAIT_S = 3600.0  # Condition.wait needs a timeout the platform can represent
 
 
 class Waker:
@@ -90,7 +91,8 @@ class Waker:
         with self._cond:
             if self._posted:
                 return
-            timeout = None if until is None else (until - time.monotonic_ns()) / 1e9
+            timeout = None if until is None else min((until - time.monotonic_ns()) / 1e9,
+                                                     MAX_WAIT_S)
             if timeout is None or timeout > 0:
                 self._cond.wait(timeout)
 
@@ -120,5 +122,6 @@ class Waker:
                     self._stop()
                     self._cond.wait(RESTOP_S)
                     continue
-                timeout = None if self._deadline is None else (self._deadline - now) / 1e9
+                timeout = (None if self._deadline is None
+                           else min((self._deadline - now) / 1e9, MAX_WAIT_S))
                 self._cond.wait(timeout)

@@ -33,10 +33,12 @@ class VirtioBlk(VirtioMmio):
     device_id = V["VIRTIO_ID_BLOCK"]
 
     def __init__(self, name: str, ctx: DeviceContext, *, image: str | Path | None,
-                 persist: bool = False) -> None:
+                 persist: bool = False, data: bytearray | None = None) -> None:
         super().__init__(name, ctx)
         self.path = Path(image) if image is not None else None
-        if self.path is None:
+        if data is not None:
+            self.disk = data  # a reboot keeps the disk as the guest left it
+        elif self.path is None:
             self.disk = bytearray()
         else:
             try:

@@ -1,0 +1,172 @@
+"""`harness run`: boot the kernel on the machine, interactively or with commands."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from harness.console import Console
+from harness.elf import ElfLoadError
+from harness.machine import Exit, Machine, MachineConfig, RunResult
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_KERNEL = ROOT / "build" / "kernel" / "kernel.elf"
+DEFAULT_FS = ROOT / "build" / "fs.img"
+
+# process exit codes besides the guest's own status (0-255)
+EXIT_PANIC = 101     # the kernel panicked (POWER_FAIL)
+EXIT_FAULT = 102     # the machine stopped the guest (unknown MMIO, unmapped memory, ...)
+EXIT_TIMEOUT = 124   # --timeout passed (like coreutils timeout)
+EXIT_INTERRUPTED = 130
+
+
+def parse_size(text: str) -> int:
+    """"128M", "1G", "65536" -> bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*([KkMmGg]?)(?:i?[Bb])?\s*", text)
+    if not m:
+        raise ValueError(f"'{text}' is not a size like 128M or 1G")
+    return int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2).lower()]
+
+
+def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
+    try:
+        size = parse_size(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+    if not (16 << 20) <= size <= (2 << 30) or size % 4096:
+        raise click.BadParameter(f"{value}: RAM must be 16M..2G in whole 4 KiB pages")
+    return size
+
+
+def _file(what: str, path: Path, hint: str) -> Path:
+    if not path.is_file():
+        raise click.ClickException(f"{what} not found: {path} ({hint})")
+    return path
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-c", "--command", "cmd", metavar="CMDS",
+              help="Run these shell commands (e.g. 'echo hi | wc; ls') instead of an "
+                   "interactive shell, then power off; exit with the last command's status.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Stop the machine after this many wall-clock seconds (exit code 124). "
+                   "Default: no limit.")
+@click.option("--mem", "ram", default="128M", show_default=True, callback=_size,
+              metavar="SIZE", help="Guest RAM, 16M..2G (suffix K, M or G).")
+@click.option("--kernel", type=click.Path(dir_okay=False, path_type=Path),
+              default=DEFAULT_KERNEL, show_default="build/kernel/kernel.elf",
+              help="Kernel ELF to boot.")
+@click.option("--fs", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_FS,
+              show_default="build/fs.img", help="File-system disk image (virtio-blk).")
+@click.option("--persist", is_flag=True,
+              help="Write the guest's disk changes back to the --fs image "
+                   "(default: changes are kept in memory and dropped at exit).")
+@click.option("--clock", type=click.Choice(["host", "icount"]), default="host",
+              show_default=True,
+              help="Guest time source: host = real time (idle guest costs no CPU); "
+                   "icount = instruction count (reproducible runs, for tests).")
+@click.option("-q", "--quiet", is_flag=True, help="No banner or summary on stderr.")
+def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path,
+        persist: bool, clock: str, quiet: bool) -> None:
+    """Boot the kernel and attach the terminal to its console.
+
+    \b
+    Interactive (default): the shell runs on your terminal in raw mode.
+      Ctrl-A X   quit            Ctrl-A H   help
+      Ctrl-A Ctrl-A sends a literal Ctrl-A; Ctrl-C goes to the guest.
+    Scripted: harness run -c "echo hi | wc; ls"   (exit status = the last command's)
+
+    \b
+    Exit codes: the guest's status (0-255) when it powers off; 101 kernel panic;
+    102 machine fault (unknown MMIO, unmapped memory, ...); 124 timeout; 130 interrupted.
+    A panic or fault prints a report on stderr: registers, the faulting instruction and
+    a symbolised backtrace.
+    """
+    _file("kernel", kernel, "build it with `make build`")
+    _file("disk image", fs, "build it with `make build`")
+    config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd=cmd or "",
+                           persist=persist, timeout=timeout)
+    code = boot(config, interactive=cmd is None, quiet=quiet)
+    sys.exit(code)
+
+
+def boot(config: MachineConfig, *, interactive: bool, quiet: bool) -> int:
+    """Run the machine (rebooting on POWER_RESET) and return the process exit code."""
+    while True:
+        t0 = time.perf_counter()
+        holder: list[Machine] = []  # the console exists before the machine it feeds
+        console = _console(holder)
+        config.output = console.write
+        try:
+            machine = Machine(config)
+            holder.append(machine)
+        except (ElfLoadError, ValueError) as e:
+            raise click.ClickException(str(e)) from None
+        if not quiet:
+            ready_ms = (time.perf_counter() - t0) * 1e3
+            click.echo(f"{machine.banner()} (ready in {ready_ms:.0f} ms)", err=True)
+        try:
+            if interactive:
+                with console:
+                    result = machine.run()
+            else:
+                with _quit_on_signals(machine):
+                    result = machine.run()
+        finally:
+            machine.close()
+        if result.exit != Exit.RESET:
+            return _finish(machine, result, quiet)
+        if not quiet:
+            click.echo("\r\n[harness] the guest asked for a reset: rebooting", err=True)
+        config.disk_data = machine.disk.disk
+
+
+def _console(holder: list[Machine]) -> Console:
+    return Console(lambda data: holder[0].send_input(data),
+                   lambda why: holder[0].request_quit(why))
+
+
+def _finish(machine: Machine, result: RunResult, quiet: bool) -> int:
+    from harness.report import format_report
+
+    if result.exit == Exit.POWEROFF:
+        return result.status & 0xFF
+    if result.exit == Exit.QUIT:
+        if not quiet:
+            click.echo(f"\r\n[harness] {result.message}", err=True)
+        return 0 if result.message == "Ctrl-A X" else EXIT_INTERRUPTED
+    sys.stdout.flush()
+    click.echo("", err=True)
+    if result.exit == Exit.TIMEOUT:
+        click.echo(f"[harness] {result.message}; the guest was at "
+                   f"{result.pc or 0:#x} {machine.kernel.symbolize(result.pc or 0)}", err=True)
+        return EXIT_TIMEOUT
+    click.echo(format_report(machine, result), err=True)
+    return EXIT_PANIC if result.exit == Exit.PANIC else EXIT_FAULT
+
+
+class _quit_on_signals:
+    """SIGTERM/SIGHUP end the run cleanly (the machine stops, output is flushed)."""
+
+    def __init__(self, machine: Machine) -> None:
+        self.machine = machine
+        self.old: dict[int, object] = {}
+
+    def __enter__(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            self.old[sig] = signal.signal(
+                sig, lambda n, f: self.machine.request_quit(f"received {signal.Signals(n).name}"))
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self.old.items():
+            signal.signal(sig, old)  # type: ignore[arg-type]
+
+
+if os.name != "posix":  # pragma: no cover
+    raise ImportError("harness run needs a POSIX terminal")
