@@ -82,19 +82,20 @@ def test_gdn_step_with_subnormal_state(paths):
     assert np.abs(o - o_ref).max() < 1e-6 * np.abs(o_ref).max()
 
 
-@pytest.mark.parametrize("C,kc", [(6144, 4), (96, 4), (40, 3)])
-def test_conv_step_matches_twin(paths, C, kc):
+@pytest.mark.parametrize("C,kc,n", [(6144, 4, 1), (96, 4, 1), (40, 3, 1), (96, 4, 2),
+                                    (96, 4, 3), (6144, 4, 37), (40, 3, 5)])
+def test_conv_matches_twin(paths, C, kc, n):
     ffi, lib = paths
-    rng = np.random.default_rng(C)
+    rng = np.random.default_rng(C + n)
     state = rng.standard_normal((kc - 1, C)).astype(np.float32)
-    x = (rng.standard_normal(C) * 3).astype(np.float32)
+    x = (rng.standard_normal((n, C)) * 3).astype(np.float32)
     w = rng.standard_normal((kc, C)).astype(np.float32)
     st_ref = state.copy()
-    ref = Q.causal_conv(x[None], st_ref, w)[0]
-    out = np.empty(C, np.float32)
-    lib.pyllm_gdn_conv_step(ptr(ffi, state), ptr(ffi, x), ptr(ffi, w), C, kc, ptr(ffi, out))
+    ref = Q.causal_conv(x, st_ref, w)
+    out = np.empty((n, C), np.float32)
+    lib.pyllm_gdn_conv(ptr(ffi, state), ptr(ffi, x), n, ptr(ffi, w), C, kc, ptr(ffi, out))
     assert np.abs(out - ref).max() < TOL_CONV * max(1.0, np.abs(ref).max())
-    assert np.array_equal(state, st_ref)  # the window shifted, x appended
+    assert np.array_equal(state, st_ref)  # the last kc-1 pre-conv rows, oldest first
 
 
 def test_chunked_equals_recurrent_with_initial_state():

@@ -19,52 +19,65 @@
 #include "pool.h"
 #include "vmath.h"
 
-// ------------------------------------------------------------- conv step
+// ------------------------------------------------------------- conv
 
-static inline float
-silu1(float x)
+// Input row t - (kc - 1) + j of the window of row t: from the state while
+// the index is negative, else from x.
+static inline const float *
+tap_row(const float *state, const float *x, int t, int j, int c, int kc)
 {
-  return x / (1.0f + expf(-x));
+  int r = t - (kc - 1) + j;
+  return r < 0 ? state + (long long)(r + kc - 1) * c : x + (long long)r * c;
 }
 
 static void
-conv_generic(float *state, const float *x, const float *w, int c, int kc, float *out)
+conv_generic(const float *state, const float *x, int n, const float *w, int c, int kc,
+             float *out)
 {
-  for (int i = 0; i < c; i++) {
-    float acc = w[(kc - 1) * c + i] * x[i];
-    for (int j = 0; j < kc - 1; j++)
-      acc += w[j * c + i] * state[j * c + i];
-    out[i] = silu1(acc);
-  }
+  for (int t = 0; t < n; t++)
+    for (int i = 0; i < c; i++) {
+      float acc = 0;
+      for (int j = 0; j < kc; j++)
+        acc += w[(long long)j * c + i] * tap_row(state, x, t, j, c, kc)[i];
+      out[(long long)t * c + i] = acc / (1.0f + expf(-acc));
+    }
 }
 
 // c % 16 == 0
 PYLLM_TARGET_AVX512 static void
-conv_avx512(float *state, const float *x, const float *w, int c, int kc, float *out)
+conv_avx512(const float *state, const float *x, int n, const float *w, int c, int kc,
+            float *out)
 {
-  for (int i = 0; i < c; i += 16) {
-    __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(w + (kc - 1) * c + i), _mm512_loadu_ps(x + i));
-    for (int j = 0; j < kc - 1; j++)
-      acc = _mm512_fmadd_ps(_mm512_loadu_ps(w + j * c + i),
-                            _mm512_loadu_ps(state + j * c + i), acc);
-    __m512 den = _mm512_add_ps(_mm512_set1_ps(1.0f),
-                               vexp512(_mm512_sub_ps(_mm512_setzero_ps(), acc)));
-    _mm512_storeu_ps(out + i, _mm512_div_ps(acc, den));
-  }
+  for (int t = 0; t < n; t++)
+    for (int i = 0; i < c; i += 16) {
+      __m512 acc = _mm512_setzero_ps();
+      for (int j = 0; j < kc; j++)
+        acc = _mm512_fmadd_ps(_mm512_loadu_ps(w + (long long)j * c + i),
+                              _mm512_loadu_ps(tap_row(state, x, t, j, c, kc) + i), acc);
+      __m512 den = _mm512_add_ps(_mm512_set1_ps(1.0f),
+                                 vexp512(_mm512_sub_ps(_mm512_setzero_ps(), acc)));
+      _mm512_storeu_ps(out + (long long)t * c + i, _mm512_div_ps(acc, den));
+    }
 }
 
 void
-pyllm_gdn_conv_step(float *state, const float *x, const float *w, int c, int kc, float *out)
+pyllm_gdn_conv(float *state, const float *x, int n, const float *w, int c, int kc, float *out)
 {
+  if (n < 1)
+    return;
   if (pyllm_use_avx512() && c % 16 == 0)
-    conv_avx512(state, x, w, c, kc, out);
+    conv_avx512(state, x, n, w, c, kc, out);
   else
-    conv_generic(state, x, w, c, kc, out);
-  // shift the window: drop the oldest row, append x
-  if (kc > 2)
-    memmove(state, state + c, sizeof(float) * (size_t)(kc - 2) * c);
-  if (kc > 1)
-    memcpy(state + (size_t)(kc - 2) * c, x, sizeof(float) * c);
+    conv_generic(state, x, n, w, c, kc, out);
+  // the new state: the last kc - 1 rows of [state | x], oldest first
+  int keep = kc - 1 - n;  // old rows that stay (when n < kc - 1)
+  if (keep > 0)
+    memmove(state, state + (long long)n * c, sizeof(float) * (size_t)keep * c);
+  else
+    keep = 0;
+  int from_x = kc - 1 - keep;
+  memcpy(state + (long long)keep * c, x + (long long)(n - from_x) * c,
+         sizeof(float) * (size_t)from_x * c);
 }
 
 // ------------------------------------------------------------- delta rule

@@ -7,13 +7,13 @@
 #define PYLLM_GDN_H
 
 // cffi:begin
-// One token through the causal depthwise conv + SiLU.
+// n tokens through the causal depthwise conv + SiLU.
 //   state: (kc-1, c) pre-conv rows of the previous tokens, oldest first;
-//          shifted in place to end with x.
-//   x: (c) this token's pre-conv row; w: (kc, c) taps, w[kc-1] for x.
-//   out: (c) silu(sum_j w[j] * window[j]).
-void pyllm_gdn_conv_step(float *state, const float *x, const float *w, int c, int kc,
-                         float *out);
+//          replaced by the last kc-1 rows of [state | x].
+//   x: (n, c) the tokens' pre-conv rows; w: (kc, c) taps, w[kc-1] for the
+//   current token. out: (n, c), row t = silu(sum_j w[j] * window_t[j]).
+void pyllm_gdn_conv(float *state, const float *x, int n, const float *w, int c, int kc,
+                    float *out);
 
 // One token of the gated delta rule for every value head, in place on S.
 //   S: (heads, dk, dv) state; q, k: (heads, dk) (q already scaled);

@@ -163,8 +163,8 @@ gdn_prep(void *arg, int i)
   int H = m->lv_heads;
   float *p = j->a->p + (long long)i * j->pw, *qkv = j->a->qkv + (long long)i * C;
   float *conv = j->seqs[i].conv + (long long)j->slot * (m->conv_k - 1) * C;
-  pyllm_gdn_conv_step(conv, p, m->conv_w + (long long)j->slot * m->conv_k * C, C, m->conv_k,
-                      qkv);
+  pyllm_gdn_conv(conv, p, 1, m->conv_w + (long long)j->slot * m->conv_k * C, C, m->conv_k,
+                 qkv);
   float qscale = 1.0f / sqrtf((float)m->lk_dim);
   for (int h = 0; h < m->lk_heads; h++) {
     float *q = qkv + h * m->lk_dim, *k = qkv + kd + h * m->lk_dim;

@@ -243,7 +243,11 @@ def l2norm(x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
 
 
 def silu(x: np.ndarray) -> np.ndarray:
-    return x / (F32(1) + np.exp(-x))
+    """x * sigmoid(x), with one temporary."""
+    t = np.negative(x)
+    np.exp(t, out=t)
+    t += F32(1)
+    return np.divide(x, t, out=t)
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
@@ -301,31 +305,41 @@ def delta_rule_chunked(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarra
         Vn = U - Wk @ S                                 new values (what S did not predict)
         o  = (q*exp(G)) @ S + lower(q @ k^T * D) @ Vn
         S  = S*exp(G_last) + (k*exp(G_last - G))^T @ Vn
+    Everything but the last three lines is computed for all chunks at once; the tokens are
+    padded to whole chunks with k = v = beta = g = 0, which leaves S unchanged.
     """
     T, H, _ = k.shape
-    q, k, v = (np.ascontiguousarray(a.transpose(1, 0, 2)) for a in (q, k, v))  # (H, T, d)
-    g, beta = g.T, beta.T  # (H, T)
-    out = np.empty((H, T, v.shape[-1]), F32)
-    for s in range(0, T, chunk):
-        e = min(s + chunk, T)
-        n = e - s
-        qc, kc, vc, bc = q[:, s:e], k[:, s:e], v[:, s:e], beta[:, s:e, None]
-        G = np.cumsum(g[:, s:e], axis=-1, dtype=F32)  # (H, n)
-        lower = np.tril(np.ones((n, n), bool))
-        D = decay(np.where(lower, G[:, :, None] - G[:, None, :], -np.inf))
-        kT = kc.transpose(0, 2, 1)
-        kb = kc * bc
-        Minv = inv_unit_lower(np.tril((kb @ kT) * D, -1))  # (I + A)^-1
-        eG = decay(G)[..., None]
-        U = Minv @ (vc * bc)  # (H, n, dv)
-        Wk = Minv @ (kb * eG)  # (H, n, dk)
-        Vn = U - Wk @ S
-        o = (qc * eG) @ S + ((qc @ kT) * D) @ Vn
-        tail = decay(G[:, -1:] - G)[..., None]  # (H, n, 1)
-        S *= decay(G[:, -1])[:, None, None]
-        S += (kc * tail).transpose(0, 2, 1) @ Vn
-        out[:, s:e] = o
-    return out.transpose(1, 0, 2)
+    n = min(chunk, T)  # chunk length
+    N = -(-T // n)  # chunks
+    pad = N * n - T
+
+    def split(a: np.ndarray) -> np.ndarray:  # (T, H, ...) -> (N, H, n, ...), chunk-major
+        if pad:
+            a = np.concatenate([a, np.zeros((pad,) + a.shape[1:], F32)], axis=0)
+        a = a.reshape((N, n, H) + a.shape[2:])
+        return np.ascontiguousarray(np.moveaxis(a, 2, 1))
+
+    q, k, v, g, beta = (split(a) for a in (q, k, v, g, beta))
+    G = np.cumsum(g, axis=-1, dtype=F32)  # (N, H, n) decay since the chunk start
+    lower = np.tril(np.ones((n, n), bool))
+    D = decay(np.where(lower, G[..., :, None] - G[..., None, :], -np.inf))  # (N, H, n, n)
+    kT = k.swapaxes(-1, -2)
+    kb = k * beta[..., None]
+    Minv = inv_unit_lower(np.tril((kb @ kT) * D, -1))  # (I + A)^-1
+    eG = decay(G)[..., None]
+    U = Minv @ (v * beta[..., None])  # (N, H, n, dv)
+    Wk = Minv @ (kb * eG)  # (N, H, n, dk)
+    QK = (q @ kT) * D  # (N, H, n, n)
+    qG = q * eG
+    kt = np.ascontiguousarray((k * decay(G[..., -1:] - G)[..., None]).swapaxes(-1, -2))
+    last = decay(G[..., -1])[..., None, None]  # (N, H, 1, 1) decay over a whole chunk
+    out = np.empty(v.shape, F32)
+    for c in range(N):  # the state carries from chunk to chunk
+        Vn = U[c] - Wk[c] @ S
+        out[c] = qG[c] @ S + QK[c] @ Vn
+        S *= last[c]
+        S += kt[c] @ Vn
+    return np.moveaxis(out, 1, 2).reshape(N * n, H, -1)[:T]
 
 
 def decay(x: np.ndarray) -> np.ndarray:
@@ -410,6 +424,10 @@ class Qwen35(Model):
     def forward(self, ids: np.ndarray, st: Qwen35State, all_logits: bool = False) -> np.ndarray:
         """Run tokens `ids` at positions st.pos.. ; returns logits (T, V), or (1, V) for the
         last token only unless `all_logits`."""
+        with self.ops.scope():
+            return self._forward(ids, st, all_logits)
+
+    def _forward(self, ids: np.ndarray, st: Qwen35State, all_logits: bool) -> np.ndarray:
         cfg, w = self.cfg, self.w
         T, pos = len(ids), st.pos
         st.reserve(pos + T)
@@ -425,8 +443,7 @@ class Qwen35(Model):
             # SwiGLU MLP
             h = rmsnorm1p(x, lw.post_norm, cfg.rms_eps)
             gu = lw.gate_up(h)  # (T, 2F) [gate | up]
-            F = cfg.intermediate_size
-            x += lw.down(silu(gu[:, :F]) * gu[:, F:])
+            x += lw.down(self.ops.silu_mul(gu))  # silu(gate) * up
         st.pos = pos + T
         # final norm and the (tied) LM head
         x = rmsnorm1p(x if all_logits else x[-1:], w.norm, cfg.rms_eps)
