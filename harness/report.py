@@ -27,7 +27,7 @@ from unicorn import riscv_const as R
 from harness.elf import ElfImage
 from harness.hart import ABI_NAMES, PRIV_NAMES, REG_S0, Hart
 from harness.machine import Exit, Machine, RunResult
-from harness.traps import cause_name
+from harness.traps import INTERRUPT, cause_name
 
 MAX_FRAMES = 32
 
@@ -84,9 +84,24 @@ def backtrace(hart: Hart, elf: ElfImage, pc: int) -> list[int | None]:
     return frames
 
 
+def follows_call(hart: Hart, addr: int) -> bool:
+    """True if the instruction before addr is a call (jal/jalr/c.jalr linking ra)."""
+    word = hart.vread(addr - 4, 4)
+    if word is not None:
+        bits = int.from_bytes(word, "little")
+        if bits & 0x7F in (0x6F, 0x67) and (bits >> 7) & 31 == 1:  # jal/jalr ra, ...
+            return True
+    half = hart.vread(addr - 2, 2)
+    if half is not None:
+        h = int.from_bytes(half, "little")
+        return h & 0xF07F == 0x9002 and (h >> 7) & 31 != 0  # c.jalr rs1
+    return False
+
+
 def _where(elf: ElfImage, addr: int, return_address: bool = False) -> str:
-    """"sym+off  file:line"; a return address is looked up at addr-1, because after a
-    call to a function that never returns it may point past the caller's end."""
+    """"sym+off  file:line". A return address right after a call is looked up at
+    addr-1: after a call to a function that never returns it points past the caller's
+    end, at the next function."""
     look = addr - 1 if return_address else addr
     hit = elf.lookup(look)
     if hit is None:
@@ -122,7 +137,7 @@ def format_report(m: Machine, result: RunResult) -> str:
         ("sstatus", R.UC_RISCV_REG_SSTATUS), ("sie", R.UC_RISCV_REG_SIE),
         ("sip", R.UC_RISCV_REG_SIP), ("stvec", R.UC_RISCV_REG_STVEC),
         ("satp", R.UC_RISCV_REG_SATP))))
-    if result.exit == Exit.PANIC and sepc:
+    if result.exit == Exit.PANIC and sepc and not scause & INTERRUPT:
         out.append("instruction at sepc (the last trap):")
         out += ["  " + line for line in disassemble(h, sepc)]
     out.append("instruction at pc:")
@@ -135,7 +150,8 @@ def format_report(m: Machine, result: RunResult) -> str:
             out.append(f"  #{i:<2} ?  (a leaf function: its return address was not saved)")
             prev_in_vector = False
             continue
-        exact = i == 0 or prev_in_vector  # pc, or the interrupted pc in a trap's frame record
+        # pc, the interrupted pc in a trap's frame record, or a thread's first function
+        exact = i == 0 or prev_in_vector or not follows_call(h, addr)
         note = "  <- trapped here (sepc)" if i and addr == sepc and prev_in_vector else ""
         out.append(f"  #{i:<2} {addr:#x}  {_where(elf, addr, not exact)}{note}".rstrip())
         hit = elf.lookup(addr - 1)
