@@ -71,7 +71,12 @@ if __name__ == "__main__":
 
     tmp = HERE.parent.parent / "build" / "cffi"
     so = make_builder(absolute=True).compile(tmpdir=str(tmp), verbose=False)
-    dest = HERE / Path(so).name
+    # the name `pip install -e .` gives it (cffi modules use the stable ABI), so the two ways
+    # of building never leave two copies where the older one could shadow the newer
+    dest = HERE / "_native.abi3.so"
+    for other in HERE.glob("_native.*.so"):
+        if other != dest:
+            other.unlink()
     # copy then rename: overwriting the file in place would truncate the code that running
     # processes have mapped (they die with SIGBUS); a rename leaves them the old inode
     part = dest.with_name(dest.name + f".{os.getpid()}.tmp")
