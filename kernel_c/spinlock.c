@@ -28,9 +28,20 @@ acquire(struct spinlock *lk)
   if(holding(lk))
     panic("acquire: %s already held", lk->name);
 
+#if NCPU == 1
+  // One hart, interrupts off: nothing else runs, so plain loads and stores
+  // take the lock. No AMO on purpose: when the harness stops a run
+  // asynchronously (emu_stop) right at an AMO, Unicorn can leave the PC on
+  // the AMO after executing it, and the resumed run executes it again; a
+  // doubled amoswap here would spin forever on the lock it just took.
+  while(*(volatile uint *)&lk->locked != 0)
+    ;
+  *(volatile uint *)&lk->locked = 1;
+#else
   // amoswap.w.aq: atomically set locked, see the old value
   while(__sync_lock_test_and_set(&lk->locked, 1) != 0)
     ;
+#endif
 
   // keep the critical section's loads and stores after the lock is taken
   __sync_synchronize();
@@ -45,7 +56,11 @@ release(struct spinlock *lk)
   lk->cpu = 0;
   // make the critical section's stores visible before the lock is free
   __sync_synchronize();
+#if NCPU == 1
+  *(volatile uint *)&lk->locked = 0;   // no AMO: see acquire()
+#else
   __sync_lock_release(&lk->locked);
+#endif
   pop_off();
 }
 
