@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <immintrin.h>
 
@@ -20,6 +21,18 @@
 #include "pool.h"
 #include "quant.h"
 #include "qwen35.h"
+
+// Where decode time goes (seconds, summed over calls; pyllm_qwen35_profile).
+enum { T_MATMUL, T_DELTANET, T_ATTENTION, T_OTHER, T_TOTAL, T_CALLS, T_N };
+static double prof[T_N];
+
+static inline double
+now_s(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 // Scratch of one call.
 struct acts {
@@ -93,8 +106,10 @@ free_acts(struct acts *a)
 static void
 linear(const struct pyllm_qmat *w, const float *in, int n, struct pyllm_qact *qa, float *out)
 {
+  double t = now_s();
   pyllm_quantize_act(in, n, w->cols, qa);
   pyllm_qmatmul(w, qa, out);
+  prof[T_MATMUL] += now_s() - t;
 }
 
 // ------------------------------------------------------------ small vector ops
@@ -211,9 +226,11 @@ deltanet(const struct pyllm_qwen35 *m, int l, int n, const struct pyllm_qwen35_s
 {
   const struct pyllm_qmat *in = &m->mix_in[l];
   linear(in, a->xb, n, &a->qa, a->p);
+  double t = now_s();
   struct gdn_job j = { m, seqs, a, m->slot[l], in->rows };
   pool_run(gdn_prep, &j, n);
   pool_run(gdn_heads, &j, n * m->lv_heads);
+  prof[T_DELTANET] += now_s() - t;
   linear(&m->mix_out[l], a->xb, n, &a->qa, a->tmp);
 }
 
@@ -260,6 +277,65 @@ att_prep(void *arg, int i)
   }
 }
 
+// Scores s[t] = q . K[t] * scale for t < npos, and their maximum.
+static float
+scores_generic(const float *q, const float *K, int npos, int hd, float scale, float *s)
+{
+  float mx = -INFINITY;
+  for (int t = 0; t < npos; t++) {
+    s[t] = dot(q, K + (long long)t * hd, hd) * scale;
+    mx = s[t] > mx ? s[t] : mx;
+  }
+  return mx;
+}
+
+// o = sum_t w[t] V[t]
+static void
+mix_generic(const float *w, const float *V, int npos, int hd, float *o)
+{
+  memset(o, 0, sizeof(float) * hd);
+  for (int t = 0; t < npos; t++) {
+    const float *vt = V + (long long)t * hd;
+    for (int d = 0; d < hd; d++)
+      o[d] += w[t] * vt[d];
+  }
+}
+
+// hd % 16 == 0, hd <= 512
+PYLLM_TARGET_AVX512 static float
+scores_avx512(const float *q, const float *K, int npos, int hd, float scale, float *s)
+{
+  __m512 qv[32];
+  for (int d = 0; d < hd / 16; d++)
+    qv[d] = _mm512_loadu_ps(q + 16 * d);
+  float mx = -INFINITY;
+  for (int t = 0; t < npos; t++) {
+    const float *kt = K + (long long)t * hd;
+    __m512 acc = _mm512_setzero_ps();
+    for (int d = 0; d < hd / 16; d++)
+      acc = _mm512_fmadd_ps(qv[d], _mm512_loadu_ps(kt + 16 * d), acc);
+    s[t] = _mm512_reduce_add_ps(acc) * scale;
+    mx = s[t] > mx ? s[t] : mx;
+  }
+  return mx;
+}
+
+PYLLM_TARGET_AVX512 static void
+mix_avx512(const float *w, const float *V, int npos, int hd, float *o)
+{
+  __m512 acc[32];
+  for (int d = 0; d < hd / 16; d++)
+    acc[d] = _mm512_setzero_ps();
+  for (int t = 0; t < npos; t++) {
+    const float *vt = V + (long long)t * hd;
+    __m512 wt = _mm512_set1_ps(w[t]);
+    for (int d = 0; d < hd / 16; d++)
+      acc[d] = _mm512_fmadd_ps(wt, _mm512_loadu_ps(vt + 16 * d), acc[d]);
+  }
+  for (int d = 0; d < hd / 16; d++)
+    _mm512_storeu_ps(o + 16 * d, acc[d]);
+}
+
 // (row, query head) c: softmax(q K^T / sqrt(hd)) V over positions 0..pos,
 // times the sigmoid output gate, into xb.
 static void
@@ -269,29 +345,28 @@ att_heads(void *arg, int c)
   const struct pyllm_qwen35 *m = j->m;
   int hd = m->head_dim, H = m->n_heads, KV = m->n_kv_heads, i = c / H, h = c % H;
   int kvh = h / (H / KV), npos = j->pos[i] + 1;
+  int avx = pyllm_use_avx512() && hd % 16 == 0 && hd <= 512;
   const float *p = j->a->p + (long long)i * j->pw;
   const float *q = p + h * 2 * hd, *gate = q + hd;
   const struct pyllm_qwen35_seq *sq = &j->seqs[i];
   const float *K = sq->k + ((long long)j->slot * KV + kvh) * sq->cap * hd;
   const float *V = sq->v + ((long long)j->slot * KV + kvh) * sq->cap * hd;
-  float *sc = j->a->sc + (long long)c * (j->maxpos + 1), mx = -INFINITY, sum = 0;
+  float *sc = j->a->sc + (long long)c * (j->maxpos + 1), sum = 0;
   float scale = 1.0f / sqrtf((float)hd);
-  for (int t = 0; t < npos; t++) {
-    sc[t] = dot(q, K + (long long)t * hd, hd) * scale;
-    mx = sc[t] > mx ? sc[t] : mx;
-  }
+  float mx = avx ? scores_avx512(q, K, npos, hd, scale, sc)
+                 : scores_generic(q, K, npos, hd, scale, sc);
   for (int t = 0; t < npos; t++) {
     sc[t] = expf(sc[t] - mx);
     sum += sc[t];
   }
-  float *o = j->a->xb + (long long)i * H * hd + h * hd, inv = 1.0f / sum;
-  memset(o, 0, sizeof(float) * hd);
-  for (int t = 0; t < npos; t++) {
-    float w = sc[t] * inv;
-    const float *vt = V + (long long)t * hd;
-    for (int d = 0; d < hd; d++)
-      o[d] += w * vt[d];
-  }
+  float inv = 1.0f / sum;
+  for (int t = 0; t < npos; t++)
+    sc[t] *= inv;
+  float *o = j->a->xb + (long long)i * H * hd + h * hd;
+  if (avx)
+    mix_avx512(sc, V, npos, hd, o);
+  else
+    mix_generic(sc, V, npos, hd, o);
   for (int d = 0; d < hd; d++)
     o[d] *= sigmoid1(gate[d]);
 }
@@ -302,9 +377,11 @@ attention(const struct pyllm_qwen35 *m, int l, int n, const int32_t *pos,
 {
   const struct pyllm_qmat *in = &m->mix_in[l];
   linear(in, a->xb, n, &a->qa, a->p);
+  double t = now_s();
   struct att_job j = { m, seqs, pos, a, m->slot[l], in->rows, maxpos };
   pool_run(att_prep, &j, n);
   pool_run(att_heads, &j, n * m->n_heads);
+  prof[T_ATTENTION] += now_s() - t;
   linear(&m->mix_out[l], a->xb, n, &a->qa, a->tmp);
 }
 
@@ -320,6 +397,7 @@ pyllm_qwen35_decode(const struct pyllm_qwen35 *m, int n, const int32_t *tokens,
       return -2;
     maxpos = pos[i] > maxpos ? pos[i] : maxpos;
   }
+  double t0 = now_s(), inner0 = prof[T_MATMUL] + prof[T_DELTANET] + prof[T_ATTENTION];
   struct acts a;
   if (alloc_acts(&a, m, n, maxpos) < 0) {
     free_acts(&a);
@@ -363,5 +441,22 @@ pyllm_qwen35_decode(const struct pyllm_qwen35 *m, int n, const int32_t *tokens,
   pyllm_rmsnorm(a.x, m->out_norm, a.xb, n, dim, m->eps);
   linear(m->head, a.xb, n, &a.qa, logits);
   free_acts(&a);
+  double total = now_s() - t0;
+  prof[T_TOTAL] += total;
+  prof[T_OTHER] += total - (prof[T_MATMUL] + prof[T_DELTANET] + prof[T_ATTENTION] - inner0);
+  prof[T_CALLS] += 1;
   return 0;
+}
+
+// out[6] = seconds in int8 matmuls, DeltaNet (conv, state update, norm),
+// attention, everything else, total, and the number of calls; reset after
+// reading if asked. Not thread-safe (the engine decodes on one thread).
+void
+pyllm_qwen35_profile(double *out, int reset)
+{
+  for (int i = 0; i < T_N; i++) {
+    out[i] = prof[i];
+    if (reset)
+      prof[i] = 0;
+  }
 }

@@ -54,6 +54,10 @@ struct pyllm_qwen35_seq {
 int pyllm_qwen35_decode(const struct pyllm_qwen35 *m, int n, const int32_t *tokens,
                         const int32_t *pos, const struct pyllm_qwen35_seq *seqs,
                         float *logits);
+
+// Cumulative time of the decode steps: out[6] = seconds in int8 matmuls,
+// DeltaNet, attention, other, total, and the call count; reset = 1 zeroes them.
+void pyllm_qwen35_profile(double *out, int reset);
 // cffi:end
 
 #endif
