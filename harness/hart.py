@@ -22,6 +22,8 @@ _ffi.cdef("""
     int uc_reg_read(void *uc, int regid, void *value);
     int uc_reg_write(void *uc, int regid, const void *value);
     int uc_reg_write2(void *uc, int regid, const void *value, size_t *size);
+    int uc_reg_read_batch(void *uc, int *regs, void **vals, int count);
+    int uc_reg_write_batch(void *uc, int *regs, void **vals, int count);
     int uc_vmem_read(void *uc, uint64_t address, int prot, void *bytes, size_t size);
     int uc_vmem_translate(void *uc, uint64_t address, int prot, uint64_t *paddr);
 """)
@@ -60,6 +62,7 @@ class Hart:
         self._v = _ffi.new("uint64_t *")
         self._size = _ffi.new("size_t *")
         self._buf = _ffi.new("char[16]")
+        self._batches: dict[tuple[int, ...], tuple[object, object, object]] = {}
 
     # ---------------------------------------------------------------- registers
     def get(self, reg: int) -> int:
@@ -78,6 +81,29 @@ class Hart:
             _lib.uc_reg_write2(self._h, reg, self._v, self._size)
         else:
             _lib.uc_reg_write(self._h, reg, self._v)
+
+    def _batch(self, regs: tuple[int, ...]) -> tuple[object, object, object]:
+        b = self._batches.get(regs)
+        if b is None:
+            ids = _ffi.new("int[]", list(regs))
+            vals = _ffi.new("uint64_t[]", len(regs))
+            ptrs = _ffi.new("void *[]", [vals + i for i in range(len(regs))])
+            b = self._batches[regs] = (ids, vals, ptrs)
+        return b
+
+    def get_many(self, regs: tuple[int, ...]) -> list[int]:
+        """Several registers in one libunicorn call (trap delivery's hot path)."""
+        ids, vals, ptrs = self._batch(regs)
+        _lib.uc_reg_read_batch(self._h, ids, ptrs, len(regs))
+        return list(vals)  # type: ignore[call-overload]
+
+    def set_many(self, regs: tuple[int, ...], values: tuple[int, ...]) -> None:
+        """Write several registers in order, in one call. Writing the PC this way ends
+        the translated block without uc_reg_write's skip_sync side effect (see set)."""
+        ids, vals, ptrs = self._batch(regs)
+        for i, v in enumerate(values):
+            vals[i] = v & 0xFFFF_FFFF_FFFF_FFFF  # type: ignore[index]
+        _lib.uc_reg_write_batch(self._h, ids, ptrs, len(regs))
 
     @property
     def pc(self) -> int:

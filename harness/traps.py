@@ -64,6 +64,11 @@ EBREAK, C_EBREAK = 0x0010_0073, 0x9002
 RDTIME_MASK, RDTIME = 0xFFFF_F07F, 0xC010_2073  # csrrs rd, time, x0
 SCOUNTEREN_TM = 1 << 1
 
+_PC_PRIV = (REG_PC, REG_PRIV)
+_STATUS_VEC = (R.UC_RISCV_REG_SSTATUS, R.UC_RISCV_REG_STVEC)
+_DELIVER = (R.UC_RISCV_REG_SSTATUS, R.UC_RISCV_REG_SCAUSE, R.UC_RISCV_REG_SEPC,
+            R.UC_RISCV_REG_STVAL, REG_PC)
+
 
 def cause_name(scause: int) -> str:
     if scause & INTERRUPT:
@@ -126,15 +131,15 @@ class Traps:
     # ---------------------------------------------------------------- hooks
     def _on_intr(self, uc: Uc, intno: int, _data: object) -> None:
         h = self.hart
-        epc = h.get(REG_PC) - 4  # Unicorn advanced the PC by 4, whatever the length
+        pc, priv = h.get_many(_PC_PRIV)
+        epc = pc - 4  # Unicorn advanced the PC by 4, whatever the length
         if intno == ECALL:
-            priv = h.get(REG_PRIV)
             if priv != PRIV_U:
                 raise MachineFault(
                     f"ecall from {PRIV_NAMES.get(priv, priv)}-mode at {epc:#x}: this machine "
                     "has no SBI (the harness is the firmware; use the MMIO devices of "
                     "kernel_c/memlayout.h)", pc=epc)
-            self.deliver(ECALL, epc, 0)
+            self.deliver(ECALL, epc, 0, priv)
         elif intno == ILLEGAL:
             self._illegal(epc)
         elif intno in FETCH_FAULTS:
@@ -178,27 +183,25 @@ class Traps:
         base, disp, _ = op
         return (self.hart.x(base) + disp) & 0xFFFF_FFFF_FFFF_FFFF
 
-    def deliver(self, cause: int, epc: int, tval: int) -> None:
-        """Take a synchronous trap into S-mode, as the privileged spec describes."""
+    def deliver(self, cause: int, epc: int, tval: int, prev: int | None = None) -> None:
+        """Take a synchronous trap into S-mode, as the privileged spec describes.
+        (Four libunicorn calls: this is every system call's path.)"""
         h = self.hart
-        prev = h.get(REG_PRIV)
+        if prev is None:
+            prev = h.get(REG_PRIV)
         if prev != PRIV_S:
             h.set(REG_PRIV, PRIV_S)  # S CSRs are accessible from here on
-        stvec = h.get(R.UC_RISCV_REG_STVEC) & ~3
+        st, stvec = h.get_many(_STATUS_VEC)
+        stvec &= ~3
         if stvec == 0 or (cause in FETCH_FAULTS and epc == stvec):
             h.set(REG_PRIV, prev)
             why = "stvec is not set" if stvec == 0 else "the trap vector itself cannot be fetched"
             raise MachineFault(f"{cause_name(cause)} at {epc:#x} (stval {tval:#x}) and {why}",
                                pc=epc)
-        st = h.get(R.UC_RISCV_REG_SSTATUS)
         st2 = st & ~(SSTATUS_SPP | SSTATUS_SPIE | SSTATUS_SIE)
         if prev == PRIV_S:
             st2 |= SSTATUS_SPP
         if st & SSTATUS_SIE:
             st2 |= SSTATUS_SPIE
-        h.set(R.UC_RISCV_REG_SSTATUS, st2)
-        h.set(R.UC_RISCV_REG_SCAUSE, cause)
-        h.set(R.UC_RISCV_REG_SEPC, epc)
-        h.set(R.UC_RISCV_REG_STVAL, tval)
-        h.set(REG_PC, stvec)
+        h.set_many(_DELIVER, (st2, cause, epc, tval, stvec))
         self.counts[cause] += 1
