@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import itertools
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -159,7 +160,13 @@ class Request:
 class Engine:
     """Serves one model to any number of threads; see the module docstring."""
 
-    def __init__(self, model: Model, *, max_batch: int = 8, prefill_chunk: int = 256) -> None:
+    def __init__(self, model: Model, *, max_batch: int = 8, prefill_chunk: int = 256,
+                 switch_interval: float | None = 0.0005) -> None:
+        """`switch_interval`: lower Python's GIL switch interval to this many seconds (if it is
+        higher), because each return from the kernels into Python may wait that long while
+        another thread (the emulator) runs Python code; None leaves it alone."""
+        if switch_interval is not None and sys.getswitchinterval() > switch_interval:
+            sys.setswitchinterval(switch_interval)
         self.model = model
         self.max_batch = max_batch  # sequences decoded together at most
         self.prefill_chunk = prefill_chunk  # prompt tokens fed per step at most
@@ -285,10 +292,14 @@ class Engine:
         if not batch:
             return
         logits = self.model.step(batch)
-        for r, row in zip(owners, logits, strict=True):
+        greedy = getattr(logits, "greedy", None)  # argmax from the kernels, if they made it
+        for k, (r, row) in enumerate(zip(owners, logits, strict=True)):
             if r.fed < r.prompt.size:  # a chunk of a longer prompt: no token yet
                 continue
-            tok = r.sampler(row)
+            if greedy is not None and r.params.temperature <= 0.0:
+                tok = int(greedy[k])
+            else:
+                tok = r.sampler(np.asarray(row))
             t = time.perf_counter()
             if not r.tokens:
                 r.timings.first_token = t

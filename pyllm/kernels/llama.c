@@ -150,13 +150,16 @@ store_kv(const struct pyllm_llama *m, int l, int n, const float *qkv, const int3
 // ------------------------------------------------------------ the forward pass
 
 // Run n rows (token, position, sequence) through the model; write the logits
-// of rows out_rows[0..n_out) to logits[n_out][vocab]. Each row's K/V go into
-// its sequence's cache at its position before any row attends, so rows of one
-// prompt chunk see each other causally. Returns 0, or -1 if out of memory.
+// of rows out_rows[0..n_out) to logits[n_out][vocab], and, if greedy is not
+// NULL, each of those rows' argmax (lowest id on ties) to greedy[n_out] -- so
+// a greedy decode step needs no second trip through Python. Each row's K/V go
+// into its sequence's cache at its position before any row attends, so rows
+// of one prompt chunk see each other causally. Returns 0, or -1 if out of
+// memory.
 int
 pyllm_llama_forward(const struct pyllm_llama *m, int n, const int32_t *tokens,
                     const int32_t *pos, const int32_t *seq, const struct pyllm_seq *seqs,
-                    int n_out, const int32_t *out_rows, float *logits)
+                    int n_out, const int32_t *out_rows, float *logits, int32_t *greedy)
 {
   struct acts a;
   int dim = m->dim, hd = m->head_dim, qkvw = dim + 2 * m->n_kv_heads * hd;
@@ -205,6 +208,15 @@ pyllm_llama_forward(const struct pyllm_llama *m, int n, const int32_t *tokens,
     pyllm_rmsnorm(a.x + (long long)out_rows[o] * dim, m->out_norm,
                   a.xb + (long long)o * dim, 1, dim, m->eps);
   linear(m->head, a.xb, n_out, &a.qa, logits);
+  if (greedy)
+    for (int o = 0; o < n_out; o++) {
+      const float *row = logits + (long long)o * m->vocab;
+      int best = 0;
+      for (int v = 1; v < m->vocab; v++)
+        if (row[v] > row[best])
+          best = v;
+      greedy[o] = best;
+    }
   free_acts(&a);
   return 0;
 }

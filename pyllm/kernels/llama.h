@@ -40,7 +40,7 @@ struct pyllm_seq {
 
 int pyllm_llama_forward(const struct pyllm_llama *m, int n, const int32_t *tokens,
                         const int32_t *pos, const int32_t *seq, const struct pyllm_seq *seqs,
-                        int n_out, const int32_t *out_rows, float *logits);
+                        int n_out, const int32_t *out_rows, float *logits, int32_t *greedy);
 // cffi:end
 
 #endif

@@ -13,10 +13,20 @@
 //   sleep on a futex; the caller wakes them only if someone sleeps.
 // * A claim carries the generation, so a worker that wakes late can never run
 //   a chunk of a newer job with an older job's function.
+// * Whether the workers help at all depends on who else wants the cores, which
+//   changes while we run (the emulator thread comes and goes). So the pool
+//   keeps measuring: it runs 40 ms with workers, 40 ms on the caller alone,
+//   compares the time per chunk, and uses the faster mode for the next 400 ms
+//   before measuring again. On a core shared with a busy thread, one thread
+//   beats two that keep preempting each other.
+// * If the caller still had to wait long for a claimed chunk (the worker was
+//   preempted mid-chunk), jobs run on the caller alone for a while (10 ms,
+//   doubling while it keeps happening, up to 0.5 s).
 
 #define _GNU_SOURCE
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/syscall.h>
@@ -29,6 +39,11 @@
 #define MAXTHREADS 16
 #define SPIN_IDLE_NS 200000  // a worker spins this long for the next job, then sleeps
 #define SPIN_DONE_NS 50000   // the caller spins this long for stragglers, then sleeps
+#define STALL_NS 300000      // a wait this long for a claimed chunk counts as a stall
+#define SOLO_MIN_NS 10000000  // first solo period after a stall
+#define SOLO_MAX_NS 500000000 // longest solo period
+#define PROBE_NS 40000000    // length of each measuring window
+#define EXPLOIT_WINDOWS 10   // windows in the chosen mode between measurements
 
 static struct {
   pthread_mutex_t lock;        // guards thread creation
@@ -43,7 +58,15 @@ static struct {
   _Atomic int done;            // chunks finished in the current job
   _Atomic int sleepers;        // workers asleep on gen
   _Atomic uint32_t waiting;    // 1 while the caller sleeps on done
+  uint64_t solo_until;         // caller works alone until this time (ns)
+  uint64_t solo_ns;            // length of the next solo period
+  // the mode chooser (guarded by run): phase 0 = measuring with workers,
+  // 1 = measuring alone, 2 = using the winner for `left` more windows
+  int phase, left, alone;
+  uint64_t win_start, win_ns, win_chunks;
+  double par_cost;             // ns per chunk measured with workers
   _Atomic long long jobs, chunks_by_workers, sleeps, wakes;  // statistics
+  _Atomic long long stalls, solo_jobs, alone_windows, par_windows;
 } pool = {
   .lock = PTHREAD_MUTEX_INITIALIZER,
   .run = PTHREAD_MUTEX_INITIALIZER,
@@ -102,9 +125,12 @@ worker(void *idxp)
     uint64_t t0 = now_ns();
     uint32_t g;
     int spins = 0;
-    // wait for a new job: spin a little, then sleep
+    // wait for a new job: spin a little (yielding, so that on a shared core
+    // the thread with work runs first), then sleep
     while ((g = atomic_load(&pool.gen)) == seen) {
-      if (++spins % 64 == 0 && now_ns() - t0 > SPIN_IDLE_NS) {
+      if (++spins % 16 == 0)
+        sched_yield();
+      if (spins % 64 == 0 && now_ns() - t0 > SPIN_IDLE_NS) {
         atomic_fetch_add(&pool.sleepers, 1);
         atomic_fetch_add(&pool.sleeps, 1);
         futex(&pool.gen, FUTEX_WAIT, seen);
@@ -151,14 +177,48 @@ pyllm_get_threads(void)
   return pool.nthreads;
 }
 
-// jobs run, chunks run by workers, worker sleeps, caller wake-ups sent.
+// jobs run in parallel, chunks run by workers, worker sleeps, wake-ups sent,
+// stalls seen, jobs run alone, measurements won by "alone", won by "workers".
 void
-pyllm_pool_stats(long long *out4)
+pyllm_pool_stats(long long *out8)
 {
-  out4[0] = pool.jobs;
-  out4[1] = pool.chunks_by_workers;
-  out4[2] = pool.sleeps;
-  out4[3] = pool.wakes;
+  out8[0] = pool.jobs;
+  out8[1] = pool.chunks_by_workers;
+  out8[2] = pool.sleeps;
+  out8[3] = pool.wakes;
+  out8[4] = pool.stalls;
+  out8[5] = pool.solo_jobs;
+  out8[6] = pool.alone_windows;
+  out8[7] = pool.par_windows;
+}
+
+// Account a job of n chunks that took ns, and move the mode chooser along.
+// Caller holds pool.run.
+static void
+choose_mode(uint64_t now, uint64_t ns, int n)
+{
+  if (pool.win_start == 0)
+    pool.win_start = now;
+  pool.win_ns += ns;
+  pool.win_chunks += n;
+  if (now - pool.win_start < PROBE_NS)
+    return;
+  double cost = (double)pool.win_ns / (pool.win_chunks ? pool.win_chunks : 1);
+  if (pool.phase == 0) {         // measured with workers; now measure alone
+    pool.par_cost = cost;
+    pool.phase = 1;
+    pool.alone = 1;
+  } else if (pool.phase == 1) {  // measured alone; keep the cheaper mode
+    pool.alone = cost < pool.par_cost;
+    atomic_fetch_add(pool.alone ? &pool.alone_windows : &pool.par_windows, 1);
+    pool.phase = 2;
+    pool.left = EXPLOIT_WINDOWS;
+  } else if (--pool.left <= 0) {  // time to measure again
+    pool.phase = 0;
+    pool.alone = 0;
+  }
+  pool.win_start = now;
+  pool.win_ns = pool.win_chunks = 0;
 }
 
 void
@@ -172,6 +232,17 @@ pool_run(pool_fn fn, void *arg, int n)
     return;
   }
   pthread_mutex_lock(&pool.run);
+  uint64_t t_start = now_ns();
+  if (t_start < pool.solo_until || pool.alone) {
+    atomic_fetch_add(&pool.solo_jobs, 1);
+    for (int i = 0; i < n; i++)
+      fn(arg, i);
+    uint64_t t_end = now_ns();
+    if (t_start >= pool.solo_until)  // a measured alone-window, not a stall backoff
+      choose_mode(t_end, t_end - t_start, n);
+    pthread_mutex_unlock(&pool.run);
+    return;
+  }
   atomic_fetch_add(&pool.jobs, 1);
   uint32_t g = atomic_load(&pool.gen) + 1;
   atomic_store(&pool.fn, fn);
@@ -187,9 +258,12 @@ pool_run(pool_fn fn, void *arg, int n)
   drain(g);
   // every chunk is claimed; wait for the ones still running elsewhere
   uint64_t t0 = now_ns();
+  int waited = atomic_load(&pool.done) < n;
   int spins = 0;
   while (atomic_load(&pool.done) < n) {
-    if (++spins % 64 == 0 && now_ns() - t0 > SPIN_DONE_NS) {
+    if (++spins % 16 == 0)
+      sched_yield();  // the straggler may be waiting for this very core
+    if (spins % 64 == 0 && now_ns() - t0 > SPIN_DONE_NS) {
       atomic_store(&pool.waiting, 1);
       if (atomic_load(&pool.done) < n)
         futex((_Atomic uint32_t *)&pool.waiting, FUTEX_WAIT, 1);
@@ -197,5 +271,18 @@ pool_run(pool_fn fn, void *arg, int n)
     }
     cpu_relax();
   }
+  uint64_t t1 = waited ? now_ns() : t0;
+  if (t1 - t0 > STALL_NS) {  // a preempted worker held us up: go solo for a while
+    atomic_fetch_add(&pool.stalls, 1);
+    pool.solo_ns = pool.solo_ns ? pool.solo_ns * 2 : SOLO_MIN_NS;
+    if (pool.solo_ns > SOLO_MAX_NS)
+      pool.solo_ns = SOLO_MAX_NS;
+    pool.solo_until = t1 + pool.solo_ns;
+  } else if (pool.solo_ns && t1 > pool.solo_until + pool.solo_ns) {
+    pool.solo_ns /= 2;  // calm again for a while: forget the backoff gradually
+    if (pool.solo_ns < SOLO_MIN_NS)
+      pool.solo_ns = 0;
+  }
+  choose_mode(t1, t1 - t_start, n);
   pthread_mutex_unlock(&pool.run);
 }

@@ -6,7 +6,7 @@
 // cffi:begin
 void pyllm_set_threads(int n);
 int pyllm_get_threads(void);
-void pyllm_pool_stats(long long *out4);
+void pyllm_pool_stats(long long *out8);
 // cffi:end
 
 // A task processes chunk `i` (0 <= i < n) of a job; arg is the job's data.

@@ -15,7 +15,8 @@ A model must provide (subclass `Model`):
 * optionally `step(batch) -> logits` - advance several sequences in one call, where each item is
   `(state, tokens)` (a prefill chunk or one decode token); returns `(len(batch), vocab)` logits of
   each item's last token. The default loops over `prefill`/`decode`; an architecture that can batch
-  rows of different sequences into one GEMM overrides it (the engine always calls `step`).
+  rows of different sequences into one GEMM overrides it (the engine always calls `step`). It may
+  return `with_greedy(logits, argmax_ids)` when its kernels computed the argmax (see GreedyLogits).
 
 Threading: the engine calls a model from one thread at a time (its scheduler thread), which is not
 the thread that built it. Long kernels must release the GIL (cffi calls do), and must not
@@ -32,11 +33,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from pyllm.errors import ContextOverflowError, TokenError
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from pyllm.tokenizers.base import Tokenizer
 
 
@@ -69,6 +70,23 @@ class ModelInfo:
     def label(self) -> str:
         """Display name, marking synthetic weights: 'qwen (synthetic weights)'."""
         return f"{self.name} (synthetic weights)" if self.synthetic else self.name
+
+
+class GreedyLogits(np.ndarray):
+    """Logits from `step` with each row's argmax attached (`.greedy`), computed by the kernels.
+
+    The engine then picks greedy tokens without another numpy call; that matters when an
+    emulator thread holds the GIL, since every return from C into Python may wait one GIL
+    switch interval. Optional: for plain arrays the engine uses np.argmax.
+    """
+
+    greedy: np.ndarray
+
+
+def with_greedy(logits: np.ndarray, greedy: np.ndarray) -> GreedyLogits:
+    out = logits.view(GreedyLogits)
+    out.greedy = np.asarray(greedy)
+    return out
 
 
 class ModelState:
@@ -112,8 +130,6 @@ class Model(ABC):
 
     def step(self, batch: list[tuple[ModelState, np.ndarray]]) -> np.ndarray:
         """Advance several sequences; (len(batch), vocab) logits of each item's last token."""
-        import numpy as np
-
         out = np.empty((len(batch), self.info.vocab_size), dtype=np.float32)
         for i, (state, toks) in enumerate(batch):
             if len(toks) == 1:
@@ -128,8 +144,6 @@ class Model(ABC):
 
         Returns it as a contiguous int32 array; raises TokenError / ContextOverflowError.
         """
-        import numpy as np
-
         arr = np.asarray(tokens)
         if arr.ndim != 1 or arr.size == 0:
             raise TokenError("the prompt is empty: give at least one token id")

@@ -30,7 +30,7 @@ import numpy as np
 from pyllm.errors import FormatError, UnsupportedArchitectureError
 from pyllm.loaders import Checkpoint
 from pyllm.loaders.gguf import open_gguf, tensor_array
-from pyllm.models.base import Model, ModelInfo, ModelState
+from pyllm.models.base import Model, ModelInfo, ModelState, with_greedy
 from pyllm.quants import dequantize
 from pyllm.threads import blas_threads, set_blas_threads
 from pyllm.tokenizers.base import Tokenizer
@@ -325,11 +325,11 @@ class LlamaModel(Model):
 
     def prefill(self, tokens: Any, state: ModelState) -> np.ndarray:
         toks = self.check_prompt(tokens, state=state)
-        return self.step([(state, toks)])[0]
+        return np.asarray(self.step([(state, toks)])[0])
 
     def decode(self, token: int, state: ModelState) -> np.ndarray:
         toks = self.check_prompt([token], state=state)
-        return self.step([(state, toks)])[0]
+        return np.asarray(self.step([(state, toks)])[0])
 
     def step(self, batch: list[tuple[ModelState, np.ndarray]]) -> np.ndarray:
         if self.backend == "c":
@@ -474,16 +474,17 @@ class _FastLlama:
         tk, ps, sq = np.concatenate(toks), np.concatenate(pos), np.concatenate(seq)
         orow = np.arange(len(tk), dtype=np.int32) if all_rows else np.asarray(out_rows, np.int32)
         logits = np.empty((len(orow), self.cfg.vocab_size), np.float32)
+        greedy = np.empty(len(orow), np.int32)
         rc = lib.pyllm_llama_forward(
             self.m, len(tk), ffi.cast("int32_t *", tk.ctypes.data),
             ffi.cast("int32_t *", ps.ctypes.data), ffi.cast("int32_t *", sq.ctypes.data), seqs,
             len(orow), ffi.cast("int32_t *", orow.ctypes.data),
-            ffi.cast("float *", logits.ctypes.data))
+            ffi.cast("float *", logits.ctypes.data), ffi.cast("int32_t *", greedy.ctypes.data))
         if rc != 0:
             raise MemoryError("pyllm_llama_forward: out of memory")
         for state, t in batch:
             state.pos += len(t)
-        return logits
+        return with_greedy(logits, greedy)
 
 
 class RepackCache:
