@@ -20,6 +20,7 @@ import json
 import re
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -210,8 +211,7 @@ def system(reps: int, idle_seconds: float, kernel: Path, fs: Path,
         floor = _assemble(FLOOR_S, "floor", Path(tmp))
         r: dict[str, list[float]] = {k: [] for k in (
             "boot_ms", "kernel_boot_ms", "guest_mips", "raw_mips", "syscall_us", "floor_us")}
-        err = click.get_text_stream("stderr")
-        with click.progressbar(range(reps), label="measuring", file=err) as bar:
+        with click.progressbar(range(reps), label="measuring", file=sys.stderr) as bar:
             for _ in bar:
                 r["raw_mips"].append(raw_mips(spin, LOOPS))
                 r["guest_mips"].append(_field(guest(kernel, fs, f"sysbench cpu {LOOPS}"), "mips"))

@@ -14,6 +14,7 @@ from pathlib import Path
 from elftools.common.exceptions import ELFError
 from elftools.elf.constants import P_FLAGS
 from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
 
 EM_RISCV = "EM_RISCV"
 
@@ -129,9 +130,9 @@ def _flags(p_flags: int) -> str:
 
 def _symbols(elf: ELFFile) -> list[Symbol]:
     tab = elf.get_section_by_name(".symtab")
-    if tab is None:
+    if not isinstance(tab, SymbolTableSection):
         return []
-    out = {}
+    out: dict[int, Symbol] = {}
     for s in tab.iter_symbols():
         kind = s["st_info"]["type"]
         if not s.name or s["st_shndx"] == "SHN_UNDEF" or kind not in ("STT_FUNC", "STT_OBJECT",

@@ -169,6 +169,11 @@ def test_backtrace_crosses_a_trap_frame_record(stub: dict[str, Path]) -> None:
     assert "trapped here (sepc)" in trace and "main+" in trace
 
 
+def test_power_reset_ends_the_run_for_a_reboot(stub: dict[str, Path]) -> None:
+    r = Run(stub["faults"], cmd="reset")
+    assert r.run().exit == Exit.RESET
+
+
 def test_timeout_stops_a_spinning_guest(stub: dict[str, Path]) -> None:
     r = Run(stub["faults"], cmd="spin", timeout=0.3)
     res = r.run()

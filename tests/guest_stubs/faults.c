@@ -37,6 +37,8 @@ main(uint64 hartid, struct bootinfo *bi)
     R32(POWER) = 0x1234;
   if(is(c, "no-stvec"))
     asm volatile(".word 0");
+  if(is(c, "reset"))
+    R32(POWER) = POWER_RESET;
   if(is(c, "spin"))
     for(;;)
       ;
