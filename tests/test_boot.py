@@ -4,6 +4,7 @@ codes, the panic report and the options of `harness run`."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -108,6 +109,17 @@ def test_piped_stdin_reaches_the_shell() -> None:
 pexpect = pytest.importorskip("pexpect")
 
 
+def _harness_pid(shell_pid: int) -> int:
+    import psutil
+
+    for _ in range(100):
+        kids = psutil.Process(shell_pid).children()
+        if kids:
+            return kids[0].pid
+        time.sleep(0.05)
+    raise AssertionError("the harness process did not start")
+
+
 def test_interactive_session_on_a_terminal() -> None:
     # `stty -a` after the harness exits shows whether the terminal was restored
     child = pexpect.spawn("/bin/sh", ["-c", f"{sys.executable} -m harness run -q; "
@@ -129,5 +141,20 @@ def test_interactive_session_on_a_terminal() -> None:
         child.expect(pexpect.EOF)
         stty = child.before
         assert " icanon" in stty and " echo" in stty and "-icanon" not in stty
+    finally:
+        child.close(force=True)
+
+
+def test_sigterm_restores_the_terminal() -> None:
+    child = pexpect.spawn("/bin/sh", ["-c", f"{sys.executable} -m harness run -q; "
+                                            "echo EXIT=$?; stty -a"],
+                          cwd=str(ROOT), timeout=30, encoding="utf-8")
+    try:
+        child.expect(r"\$ ")
+        os.kill(_harness_pid(child.pid), signal.SIGTERM)
+        child.expect(r"EXIT=(\d+)")
+        assert child.match.group(1) == "130"
+        child.expect(pexpect.EOF)
+        assert " icanon" in child.before and "-icanon" not in child.before
     finally:
         child.close(force=True)
