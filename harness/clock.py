@@ -6,8 +6,10 @@ Two clocks:
   guest time is real time and a sleeping guest costs nothing.
 - IcountClock (`--clock icount`): mtime follows the number of executed instructions
   (INSNS_PER_TICK instructions per tick, i.e. a 100-MIPS virtual CPU at 10 MHz), and
-  time jumps forward to the next deadline while the guest waits in wfi. Runs without
-  host input are then reproducible instruction for instruction.
+  time jumps forward to the next deadline while the guest waits in wfi. The instruction
+  count is only known at slice boundaries, so every guest read of the time also adds one
+  tick: time never stands still for a guest that polls it. Runs without host input are
+  then reproducible instruction for instruction.
 """
 
 from __future__ import annotations
@@ -26,7 +28,11 @@ class Clock(Protocol):
     hz: int
 
     def mtime(self) -> int:
-        """Current mtime."""
+        """Current mtime (for the machine's own decisions)."""
+        ...
+
+    def guest_read(self) -> int:
+        """mtime as the guest reads it (rdtime, the MTIME register)."""
         ...
 
     def host_ns(self, mtime: int) -> int | None:
@@ -46,6 +52,9 @@ class HostClock:
     def mtime(self) -> int:
         return (time.monotonic_ns() - self.t0) * self.hz // 1_000_000_000
 
+    def guest_read(self) -> int:
+        return self.mtime()
+
     def host_ns(self, mtime: int) -> int | None:
         if mtime >= NEVER:
             return None
@@ -59,13 +68,18 @@ class IcountClock:
 
     def __init__(self) -> None:
         self.insns = 0
+        self.reads = 0  # guest reads so far, one tick each
 
     def mtime(self) -> int:
-        return self.insns // INSNS_PER_TICK
+        return self.insns // INSNS_PER_TICK + self.reads
+
+    def guest_read(self) -> int:
+        self.reads += 1
+        return self.mtime()
 
     def host_ns(self, mtime: int) -> int | None:
         return None
 
     def advance_to(self, mtime: int) -> None:
         """Skip idle time (the guest waits in wfi) up to `mtime`."""
-        self.insns = max(self.insns, mtime * INSNS_PER_TICK)
+        self.insns = max(self.insns, (mtime - self.reads) * INSNS_PER_TICK)

@@ -128,7 +128,7 @@ class Machine:
         self.ram = PhysMem(self.uc, self.hart, ML["KERNBASE"], config.ram_size)
         self.waker = Waker(self.uc.emu_stop)
         self.bus = MmioBus(self.uc, self.hart)
-        self.traps = Traps(self.uc, self.hart, self.clock.mtime)
+        self.traps = Traps(self.uc, self.hart, self.clock.guest_read)
         self.stats = Stats()
         self.result: RunResult | None = None
         self.console_tail = bytearray()

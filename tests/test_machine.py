@@ -107,8 +107,9 @@ def test_dma_replaces_translated_code(stub: dict[str, Path], tmp_path: Path) -> 
     assert r.text == "code 1 2\n"
 
 
-def test_user_mode_traps_get_scause_sepc_stval(stub: dict[str, Path]) -> None:
-    r = Run(stub["utraps"])
+@pytest.mark.parametrize("clock", ["host", "icount"])
+def test_user_mode_traps_get_scause_sepc_stval(stub: dict[str, Path], clock: str) -> None:
+    r = Run(stub["utraps"], clock=clock)
     res = r.run()
     assert res.exit == Exit.POWEROFF, r.text
     # ecall, load/store page faults (also compressed and AMO), illegal (csr, rdtime

@@ -52,10 +52,10 @@ class Clint(Device):
         if offset in (MTIME, MTIME + 4):
             self.need_size(offset, size, 4)
             if offset == MTIME:
-                self._latched_mtime = self.clock.mtime()
+                self._latched_mtime = self.clock.guest_read()
                 return self._latched_mtime & 0xFFFF_FFFF
             # the high half of an 8-byte load pairs with the low half just read
-            t = self._latched_mtime if self._latched_mtime is not None else self.clock.mtime()
+            t = self._latched_mtime if self._latched_mtime is not None else self.clock.guest_read()
             self._latched_mtime = None
             return t >> 32
         if offset in (MTIMECMP, MTIMECMP + 4):
