@@ -135,15 +135,18 @@ def test_rmsnorm_rope_silu(lib) -> None:  # noqa: ANN001
 
 @pytest.mark.parametrize("n_pos", [1, 17, 300])
 def test_attention_matches_numpy(lib, n_pos: int) -> None:  # noqa: ANN001
-    """Causal GQA attention over a cache with keys stored transposed ([kv][dim][cap])."""
+    """Causal GQA attention over a cache with keys stored blocked and transposed
+    ([kv][cap / B][dim][B], B = PYLLM_KV_BLOCK)."""
     rng = np.random.default_rng(n_pos)
-    nh, nkv, hd, cap = 9, 3, 64, n_pos + 7
+    B = lib.PYLLM_KV_BLOCK
+    nh, nkv, hd, cap = 9, 3, 64, -(-(n_pos + 7) // B) * B
     n = min(n_pos, 5)  # the last n positions are the query rows
     q = rng.standard_normal((n, nh * hd)).astype(np.float32)
     k = rng.standard_normal((nkv, n_pos, hd)).astype(np.float32) * 2
     v = rng.standard_normal((nkv, n_pos, hd)).astype(np.float32)
-    kt = np.zeros((nkv, hd, cap), np.float32)
-    kt[:, :, :n_pos] = k.transpose(0, 2, 1)
+    kpad = np.zeros((nkv, cap, hd), np.float32)
+    kpad[:, :n_pos] = k
+    kt = np.ascontiguousarray(kpad.reshape(nkv, cap // B, B, hd).transpose(0, 1, 3, 2))
     vc = np.zeros((nkv, cap, hd), np.float32)
     vc[:, :n_pos] = v
     pos = np.arange(n_pos - n, n_pos, dtype=np.int32)

@@ -128,7 +128,7 @@ kv_attend(void *arg, int c)
                j->att + (long long)i * m->dim + kvh * group * hd);
 }
 
-// k of every row into its sequence's cache (transposed: [kv head][dim][pos]),
+// k of every row into its sequence's cache (blocked and transposed, ops.h),
 // v as rows ([kv head][pos][dim]), at the row's position.
 static void
 store_kv(const struct pyllm_llama *m, int l, int n, const float *qkv, const int32_t *pos,
@@ -140,8 +140,10 @@ store_kv(const struct pyllm_llama *m, int l, int n, const float *qkv, const int3
     for (int h = 0; h < m->n_kv_heads; h++) {
       long long base = ((long long)l * m->n_kv_heads + h) * s->cap * hd;
       const float *k = qkv + (long long)i * qkvw + m->dim + h * hd, *v = k + kvd;
+      float *kb = s->k + base + ((long long)(pos[i] / PYLLM_KV_BLOCK) * hd) * PYLLM_KV_BLOCK
+                  + pos[i] % PYLLM_KV_BLOCK;
       for (int d = 0; d < hd; d++)
-        s->k[base + (long long)d * s->cap + pos[i]] = k[d];
+        kb[(long long)d * PYLLM_KV_BLOCK] = k[d];
       memcpy(s->v + base + (long long)pos[i] * hd, v, sizeof(float) * hd);
     }
   }

@@ -79,20 +79,25 @@ pyllm_rope(float *x, int n, int stride, int n_heads, int head_dim, const int32_t
 
 #define MAXGROUP 8  // query heads per KV head
 
+#define KB PYLLM_KV_BLOCK
+
 static void
-attend_generic(const float *q, const float *kt, const float *v, int cap, int npos, int group,
-               int hd, float *out, float *sc)
+attend_generic(const float *q, const float *kt, const float *v, int npos, int group, int hd,
+               float *out, float *sc)
 {
   float scale = 1.0f / sqrtf((float)hd);
   for (int h = 0; h < group; h++) {
     float *s = sc + (long long)h * npos, mx = -INFINITY, sum = 0;
     for (int t = 0; t < npos; t++)
       s[t] = 0;
-    for (int d = 0; d < hd; d++) {  // scores, key-transposed: one row of kt per dim
-      float qd = q[h * hd + d];
-      const float *kd = kt + (long long)d * cap;
-      for (int t = 0; t < npos; t++)
-        s[t] += qd * kd[t];
+    for (int t0 = 0; t0 < npos; t0 += KB) {  // scores, one key block at a time
+      const float *blk = kt + (long long)(t0 / KB) * hd * KB;
+      int tn = npos - t0 < KB ? npos - t0 : KB;
+      for (int d = 0; d < hd; d++) {
+        float qd = q[h * hd + d];
+        for (int t = 0; t < tn; t++)
+          s[t0 + t] += qd * blk[d * KB + t];
+      }
     }
     for (int t = 0; t < npos; t++) {
       s[t] *= scale;
@@ -113,22 +118,21 @@ attend_generic(const float *q, const float *kt, const float *v, int cap, int npo
   }
 }
 
-#define TBLK 128  // positions per score block: 8 vectors per head
-
 static PYLLM_TARGET_AVX512 void
-attend_avx512(const float *q, const float *kt, const float *v, int cap, int npos, int group,
-              int hd, float *out, float *sc)
+attend_avx512(const float *q, const float *kt, const float *v, int npos, int group, int hd,
+              float *out, float *sc)
 {
   int padded = (npos + 15) & ~15;
   float scale = 1.0f / sqrtf((float)hd);
-  // scores: for a block of positions, walk the head dims; each kt row segment
-  // is contiguous, and the block's partial sums stay in the score buffer (L1)
-  for (int t0 = 0; t0 < padded; t0 += TBLK) {
-    int tn = padded - t0 < TBLK ? padded - t0 : TBLK;
+  // scores: for each key block, walk the head dims; each block row is
+  // contiguous, and the block's partial sums stay in the score buffer (L1)
+  for (int t0 = 0; t0 < padded; t0 += KB) {
+    int tn = padded - t0 < KB ? padded - t0 : KB;
+    const float *blk = kt + (long long)(t0 / KB) * hd * KB;
     for (int h = 0; h < group; h++)
       memset(sc + (long long)h * padded + t0, 0, sizeof(float) * tn);
     for (int d = 0; d < hd; d++) {
-      const float *kd = kt + (long long)d * cap + t0;
+      const float *kd = blk + (long long)d * KB;
       for (int t = 0; t < tn; t += 16) {
         __mmask16 m = npos - t0 - t >= 16 ? 0xFFFF
                       : npos - t0 - t <= 0 ? 0 : (__mmask16)((1u << (npos - t0 - t)) - 1);
@@ -193,9 +197,9 @@ attend_group(const float *q, const float *kt, const float *v, int cap, int pos, 
   const float *k = kt + (long long)kvh * head_dim * cap;
   const float *vv = v + (long long)kvh * cap * head_dim;
   if (pyllm_use_avx512() && head_dim % 16 == 0 && group <= MAXGROUP)
-    attend_avx512(q, k, vv, cap, npos, group, head_dim, out, sc);
+    attend_avx512(q, k, vv, npos, group, head_dim, out, sc);
   else
-    attend_generic(q, k, vv, cap, npos, group, head_dim, out, sc);
+    attend_generic(q, k, vv, npos, group, head_dim, out, sc);
 }
 
 struct att_job {
@@ -216,7 +220,7 @@ att_chunk(void *arg, int c)
 }
 
 // Causal attention of n query rows of one sequence: row i sees positions
-// 0..pos[i] of the cache layer (kt [n_kv][head_dim][cap], v [n_kv][cap][head_dim]).
+// 0..pos[i] of the cache layer (kt blocked as in ops.h, v [n_kv][cap][head_dim]).
 void
 pyllm_attention(const float *q, int qstride, const float *kt, const float *v, int cap,
                 const int32_t *pos, int n, int n_heads, int n_kv_heads, int head_dim,

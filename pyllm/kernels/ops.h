@@ -6,6 +6,11 @@
 #include <stdint.h>
 
 // cffi:begin
+// Keys are cached transposed in blocks of positions: for each KV head,
+// [cap / KV_BLOCK][head_dim][KV_BLOCK], so the scores of 16 positions are one
+// vector op and writing position p touches only p's block (a fresh cache is
+// not faulted in all at once). cap is a multiple of PYLLM_KV_BLOCK.
+#define PYLLM_KV_BLOCK 64
 void pyllm_rmsnorm(const float *x, const float *w, float *out, int n, int dim, float eps);
 void pyllm_rope(float *x, int n, int stride, int n_heads, int head_dim, const int32_t *pos,
                 float theta);
@@ -17,9 +22,9 @@ void pyllm_embed_q8_0(const uint8_t *table, int dim, const int32_t *tokens, int 
 // cffi:end
 
 // Attention of the query heads sharing KV head kvh, for one row at position
-// pos, over one cache layer of one sequence: kt is [n_kv][head_dim][cap]
-// (keys transposed, so scores of 16 positions are one vector op), v is
-// [n_kv][cap][head_dim]. q and out point at the group's first head.
+// pos, over one cache layer of one sequence: kt is the blocked transposed
+// key cache above, v is [n_kv][cap][head_dim]. q and out point at the
+// group's first head.
 void attend_group(const float *q, const float *kt, const float *v, int cap, int pos, int kvh,
                   int group, int head_dim, float *out);
 

@@ -87,15 +87,31 @@ class LlamaConfig:
                    norm_eps=float(get("attention.layer_norm_rms_epsilon")))
 
 
+KV_BLOCK = 64  # = PYLLM_KV_BLOCK in pyllm/kernels/ops.h (checked when the kernels load)
+
+
 class LlamaState(ModelState):
-    """KV cache of one sequence, float32. Keys are stored transposed, so that the scores of 16
-    positions are one vector operation in C: k (n_layers, n_kv_heads, head_dim, capacity),
+    """KV cache of one sequence, float32. Keys are stored transposed in blocks of KV_BLOCK
+    positions, so that the scores of 16 positions are one vector operation in C and a new
+    position touches only its block: k (n_layers, n_kv_heads, blocks, head_dim, KV_BLOCK),
     v (n_layers, n_kv_heads, capacity, head_dim). Only positions < pos are ever read."""
 
     def __init__(self, cfg: LlamaConfig, capacity: int) -> None:
         super().__init__(capacity)
-        self.k = np.empty((cfg.n_layers, cfg.n_kv_heads, cfg.head_dim, capacity), np.float32)
-        self.v = np.empty((cfg.n_layers, cfg.n_kv_heads, capacity, cfg.head_dim), np.float32)
+        blocks = -(-capacity // KV_BLOCK)
+        self.k = np.empty((cfg.n_layers, cfg.n_kv_heads, blocks, cfg.head_dim, KV_BLOCK),
+                          np.float32)
+        self.v = np.empty((cfg.n_layers, cfg.n_kv_heads, blocks * KV_BLOCK, cfg.head_dim),
+                          np.float32)
+
+    @property
+    def cap_rounded(self) -> int:
+        return self.v.shape[2]
+
+    def keys(self, layer: int, n: int) -> np.ndarray:
+        """Keys of positions < n of one layer as (n_kv_heads, head_dim, n) (a copy)."""
+        k = self.k[layer]
+        return k.transpose(0, 2, 1, 3).reshape(k.shape[0], k.shape[2], -1)[:, :, :n]
 
     @property
     def nbytes(self) -> int:
@@ -229,10 +245,10 @@ def forward_numpy(cfg: LlamaConfig, w: NumpyWeights, embed: Any, tokens: np.ndar
         v = lw.wv(h).reshape(n, nkv, hd)
         # RoPE on q and k (interleaved pairs)
         q, k = rope(q, pos, cfg.rope_theta), rope(k, pos, cfg.rope_theta)
-        # append k, v to the cache (keys transposed, see LlamaState)
-        state.k[i, :, :, p0:p0 + n] = k.transpose(1, 2, 0)
+        # append k, v to the cache (keys blocked and transposed, see LlamaState)
+        state.k[i][:, pos // KV_BLOCK, :, pos % KV_BLOCK] = k  # (n, nkv, hd)
         state.v[i, :, p0:p0 + n] = v.transpose(1, 0, 2)
-        keys, vals = state.k[i, :, :, :p0 + n], state.v[i, :, :p0 + n]  # (nkv, hd, T), (nkv, T, hd)
+        keys, vals = state.keys(i, p0 + n), state.v[i, :, :p0 + n]  # (nkv, hd, T), (nkv, T, hd)
         # grouped-query attention: query head j uses kv head j // (nh // nkv)
         qg = q.reshape(n, nkv, nh // nkv, hd)
         scores = np.einsum("ngqd,gdt->ngqt", qg, keys) / np.float32(np.sqrt(hd))
@@ -369,6 +385,7 @@ class _FastLlama:
 
         ffi, lib = native()
         self.ffi, self.lib, self.cfg = ffi, lib, cfg
+        assert lib.PYLLM_KV_BLOCK == KV_BLOCK
         lib.pyllm_set_threads(n_threads)
         L = cfg.n_layers
         head_name = "output.weight" if "output.weight" in ck.tensors else "token_embd.weight"
@@ -466,7 +483,7 @@ class _FastLlama:
                                            f"{state.capacity} tokens")
             seqs[s_i].k = ffi.cast("float *", state.k.ctypes.data)
             seqs[s_i].v = ffi.cast("float *", state.v.ctypes.data)
-            seqs[s_i].cap = state.capacity
+            seqs[s_i].cap = state.cap_rounded
             toks.append(np.asarray(t, np.int32))
             pos.append(np.arange(state.pos, state.pos + n, dtype=np.int32))
             seq.append(np.full(n, s_i, np.int32))
