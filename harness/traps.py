@@ -29,6 +29,7 @@ from collections.abc import Callable
 from unicorn import UC_HOOK_INSN_INVALID, UC_HOOK_INTR, Uc
 from unicorn import riscv_const as R
 
+from harness import cheader
 from harness.devices.base import MachineFault
 from harness.hart import (
     PRIV_NAMES,
@@ -65,6 +66,15 @@ RDTIME_MASK, RDTIME = 0xFFFF_F07F, 0xC010_2073  # csrrs rd, time, x0
 SCOUNTEREN_TM = 1 << 1
 
 _PC_PRIV = (REG_PC, REG_PRIV)
+# System calls that put new program text into physical pages (exec loads it,
+# fork copies it). Unicorn does not notice the kernel writing a page through
+# its own mapping when that page's old contents were once translated as code
+# at a user address, and would go on running the old translation (a forked
+# or exec'd program then runs another program's code). Flushing the
+# translation cache as such a call enters the kernel, before the writes,
+# keeps every later fetch fresh.
+_SYSCALLS = cheader.load("syscall.h")
+_NEW_TEXT = frozenset((_SYSCALLS["SYS_fork"], _SYSCALLS["SYS_exec"]))
 _STATUS_VEC = (R.UC_RISCV_REG_SSTATUS, R.UC_RISCV_REG_STVEC)
 _DELIVER = (R.UC_RISCV_REG_SSTATUS, R.UC_RISCV_REG_SCAUSE, R.UC_RISCV_REG_SEPC,
             R.UC_RISCV_REG_STVAL, REG_PC)
@@ -139,6 +149,8 @@ class Traps:
                     f"ecall from {PRIV_NAMES.get(priv, priv)}-mode at {epc:#x}: this machine "
                     "has no SBI (the harness is the firmware; use the MMIO devices of "
                     "kernel_c/memlayout.h)", pc=epc)
+            if h.x(17) in _NEW_TEXT:  # a7: the system call number
+                uc.ctl_flush_tb()
             self.deliver(ECALL, epc, 0, priv)
         elif intno == ILLEGAL:
             self._illegal(epc)
