@@ -135,8 +135,8 @@ def test_rmsnorm_rope_silu(lib) -> None:  # noqa: ANN001
 
 @pytest.mark.parametrize("n_pos", [1, 17, 300])
 def test_attention_matches_numpy(lib, n_pos: int) -> None:  # noqa: ANN001
-    """Causal GQA attention over a cache with keys stored blocked and transposed
-    ([kv][cap / B][dim][B], B = PYLLM_KV_BLOCK)."""
+    """Causal GQA attention over one layer of the paged cache: k [blocks][kv][dim][B],
+    v [blocks][kv][B][dim], B = PYLLM_KV_BLOCK."""
     rng = np.random.default_rng(n_pos)
     B = lib.PYLLM_KV_BLOCK
     nh, nkv, hd, cap = 9, 3, 64, -(-(n_pos + 7) // B) * B
@@ -146,13 +146,14 @@ def test_attention_matches_numpy(lib, n_pos: int) -> None:  # noqa: ANN001
     v = rng.standard_normal((nkv, n_pos, hd)).astype(np.float32)
     kpad = np.zeros((nkv, cap, hd), np.float32)
     kpad[:, :n_pos] = k
-    kt = np.ascontiguousarray(kpad.reshape(nkv, cap // B, B, hd).transpose(0, 1, 3, 2))
-    vc = np.zeros((nkv, cap, hd), np.float32)
-    vc[:, :n_pos] = v
+    vpad = np.zeros((nkv, cap, hd), np.float32)
+    vpad[:, :n_pos] = v
+    kc = np.ascontiguousarray(kpad.reshape(nkv, cap // B, B, hd).transpose(1, 0, 3, 2))
+    vc = np.ascontiguousarray(vpad.reshape(nkv, cap // B, B, hd).transpose(1, 0, 2, 3))
     pos = np.arange(n_pos - n, n_pos, dtype=np.int32)
     out = np.empty((n, nh * hd), np.float32)
-    lib.pyllm_attention(P(q), nh * hd, P(kt), P(vc), cap, P(pos, "int32_t *"), n, nh, nkv, hd,
-                        P(out), nh * hd)
+    lib.pyllm_attention(P(q), nh * hd, P(kc), P(vc), nkv * hd * B, P(pos, "int32_t *"), n, nh,
+                        nkv, hd, P(out), nh * hd)
     want = np.empty_like(out)
     for i in range(n):
         for h in range(nh):

@@ -122,10 +122,10 @@ kv_attend(void *arg, int c)
   int i = c / m->n_kv_heads, kvh = c % m->n_kv_heads, group = m->n_heads / m->n_kv_heads;
   int hd = m->head_dim, qkvw = m->dim + 2 * m->n_kv_heads * hd;
   const struct pyllm_seq *s = &j->seqs[j->seq[i]];
-  long long lofs = (long long)j->layer * m->n_kv_heads * s->cap * hd;
-  attend_group(j->qkv + (long long)i * qkvw + kvh * group * hd, s->k + lofs, s->v + lofs,
-               s->cap, j->pos[i], kvh, group, hd,
-               j->att + (long long)i * m->dim + kvh * group * hd);
+  long long at = ((long long)j->layer * m->n_kv_heads + kvh) * hd * PYLLM_KV_BLOCK;
+  long long bs = (long long)m->n_layers * m->n_kv_heads * hd * PYLLM_KV_BLOCK;
+  attend_group(j->qkv + (long long)i * qkvw + kvh * group * hd, s->k + at, s->v + at, bs,
+               j->pos[i], group, hd, j->att + (long long)i * m->dim + kvh * group * hd);
 }
 
 // k of every row into its sequence's cache (blocked and transposed, ops.h),
@@ -135,16 +135,16 @@ store_kv(const struct pyllm_llama *m, int l, int n, const float *qkv, const int3
          const int32_t *seq, const struct pyllm_seq *seqs)
 {
   int hd = m->head_dim, kvd = m->n_kv_heads * hd, qkvw = m->dim + 2 * kvd;
+  long long bs = (long long)m->n_layers * m->n_kv_heads * hd * PYLLM_KV_BLOCK;
   for (int i = 0; i < n; i++) {
     const struct pyllm_seq *s = &seqs[seq[i]];
+    int blk = pos[i] / PYLLM_KV_BLOCK, off = pos[i] % PYLLM_KV_BLOCK;
     for (int h = 0; h < m->n_kv_heads; h++) {
-      long long base = ((long long)l * m->n_kv_heads + h) * s->cap * hd;
+      long long at = blk * bs + ((long long)l * m->n_kv_heads + h) * hd * PYLLM_KV_BLOCK;
       const float *k = qkv + (long long)i * qkvw + m->dim + h * hd, *v = k + kvd;
-      float *kb = s->k + base + ((long long)(pos[i] / PYLLM_KV_BLOCK) * hd) * PYLLM_KV_BLOCK
-                  + pos[i] % PYLLM_KV_BLOCK;
       for (int d = 0; d < hd; d++)
-        kb[(long long)d * PYLLM_KV_BLOCK] = k[d];
-      memcpy(s->v + base + (long long)pos[i] * hd, v, sizeof(float) * hd);
+        s->k[at + (long long)d * PYLLM_KV_BLOCK + off] = k[d];
+      memcpy(s->v + at + (long long)off * hd, v, sizeof(float) * hd);
     }
   }
 }

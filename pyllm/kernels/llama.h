@@ -31,8 +31,8 @@ struct pyllm_llama {
   const struct pyllm_qmat *head;      // vocab x dim (tied to the embedding or not)
 };
 
-// One sequence's KV cache: per layer and KV head, k is [cap / KV_BLOCK]
-// [head_dim][KV_BLOCK] (blocked, transposed; ops.h) and v is [cap][head_dim].
+// One sequence's KV cache, paged by blocks of positions (layout in ops.h);
+// cap is a multiple of PYLLM_KV_BLOCK.
 struct pyllm_seq {
   float *k;
   float *v;

@@ -82,8 +82,8 @@ pyllm_rope(float *x, int n, int stride, int n_heads, int head_dim, const int32_t
 #define KB PYLLM_KV_BLOCK
 
 static void
-attend_generic(const float *q, const float *kt, const float *v, int npos, int group, int hd,
-               float *out, float *sc)
+attend_generic(const float *q, const float *k, const float *v, long long bs, int npos,
+               int group, int hd, float *out, float *sc)
 {
   float scale = 1.0f / sqrtf((float)hd);
   for (int h = 0; h < group; h++) {
@@ -91,7 +91,7 @@ attend_generic(const float *q, const float *kt, const float *v, int npos, int gr
     for (int t = 0; t < npos; t++)
       s[t] = 0;
     for (int t0 = 0; t0 < npos; t0 += KB) {  // scores, one key block at a time
-      const float *blk = kt + (long long)(t0 / KB) * hd * KB;
+      const float *blk = k + (long long)(t0 / KB) * bs;
       int tn = npos - t0 < KB ? npos - t0 : KB;
       for (int d = 0; d < hd; d++) {
         float qd = q[h * hd + d];
@@ -112,15 +112,16 @@ attend_generic(const float *q, const float *kt, const float *v, int npos, int gr
     memset(o, 0, sizeof(float) * hd);
     for (int t = 0; t < npos; t++) {
       float a = s[t] * inv;
+      const float *vt = v + (long long)(t / KB) * bs + (long long)(t % KB) * hd;
       for (int d = 0; d < hd; d++)
-        o[d] += a * v[(long long)t * hd + d];
+        o[d] += a * vt[d];
     }
   }
 }
 
 static PYLLM_TARGET_AVX512 void
-attend_avx512(const float *q, const float *kt, const float *v, int npos, int group, int hd,
-              float *out, float *sc)
+attend_avx512(const float *q, const float *k, const float *v, long long bs, int npos,
+              int group, int hd, float *out, float *sc)
 {
   int padded = (npos + 15) & ~15;
   float scale = 1.0f / sqrtf((float)hd);
@@ -128,7 +129,7 @@ attend_avx512(const float *q, const float *kt, const float *v, int npos, int gro
   // contiguous, and the block's partial sums stay in the score buffer (L1)
   for (int t0 = 0; t0 < padded; t0 += KB) {
     int tn = padded - t0 < KB ? padded - t0 : KB;
-    const float *blk = kt + (long long)(t0 / KB) * hd * KB;
+    const float *blk = k + (long long)(t0 / KB) * bs;
     for (int h = 0; h < group; h++)
       memset(sc + (long long)h * padded + t0, 0, sizeof(float) * tn);
     for (int d = 0; d < hd; d++) {
@@ -136,10 +137,10 @@ attend_avx512(const float *q, const float *kt, const float *v, int npos, int gro
       for (int t = 0; t < tn; t += 16) {
         __mmask16 m = npos - t0 - t >= 16 ? 0xFFFF
                       : npos - t0 - t <= 0 ? 0 : (__mmask16)((1u << (npos - t0 - t)) - 1);
-        __m512 k = _mm512_maskz_loadu_ps(m, kd + t);
+        __m512 kv = _mm512_maskz_loadu_ps(m, kd + t);
         for (int h = 0; h < group; h++) {
           float *sp = sc + (long long)h * padded + t0 + t;
-          _mm512_storeu_ps(sp, _mm512_fmadd_ps(_mm512_set1_ps(q[h * hd + d]), k,
+          _mm512_storeu_ps(sp, _mm512_fmadd_ps(_mm512_set1_ps(q[h * hd + d]), kv,
                                                _mm512_loadu_ps(sp)));
         }
       }
@@ -175,7 +176,7 @@ attend_avx512(const float *q, const float *kt, const float *v, int npos, int gro
       for (int j = 0; j < 4; j++)
         o[h][j] = _mm512_setzero_ps();
     for (int t = 0; t < npos; t++) {
-      const float *vt = v + (long long)t * hd + d0;
+      const float *vt = v + (long long)(t / KB) * bs + (long long)(t % KB) * hd + d0;
       for (int j = 0; j < dn; j++) {
         __m512 x = _mm512_loadu_ps(vt + 16 * j);
         for (int h = 0; h < group; h++)
@@ -189,23 +190,22 @@ attend_avx512(const float *q, const float *kt, const float *v, int npos, int gro
 }
 
 void
-attend_group(const float *q, const float *kt, const float *v, int cap, int pos, int kvh,
+attend_group(const float *q, const float *k, const float *v, long long block_stride, int pos,
              int group, int head_dim, float *out)
 {
   int npos = pos + 1, padded = (npos + 15) & ~15;
   float sc[group * padded];
-  const float *k = kt + (long long)kvh * head_dim * cap;
-  const float *vv = v + (long long)kvh * cap * head_dim;
   if (pyllm_use_avx512() && head_dim % 16 == 0 && group <= MAXGROUP)
-    attend_avx512(q, k, vv, npos, group, head_dim, out, sc);
+    attend_avx512(q, k, v, block_stride, npos, group, head_dim, out, sc);
   else
-    attend_generic(q, k, vv, npos, group, head_dim, out, sc);
+    attend_generic(q, k, v, block_stride, npos, group, head_dim, out, sc);
 }
 
 struct att_job {
-  const float *q, *kt, *v;
+  const float *q, *k, *v;
+  long long bs;
   const int32_t *pos;
-  int qstride, ostride, cap, n_heads, n_kv_heads, head_dim;
+  int qstride, ostride, n_heads, n_kv_heads, head_dim;
   float *out;
 };
 
@@ -214,19 +214,21 @@ att_chunk(void *arg, int c)
 {
   struct att_job *j = arg;
   int i = c / j->n_kv_heads, kvh = c % j->n_kv_heads, group = j->n_heads / j->n_kv_heads;
-  attend_group(j->q + (long long)i * j->qstride + kvh * group * j->head_dim, j->kt, j->v,
-               j->cap, j->pos[i], kvh, group, j->head_dim,
+  long long head = (long long)kvh * j->head_dim * KB;  // kv head kvh within a block
+  attend_group(j->q + (long long)i * j->qstride + kvh * group * j->head_dim, j->k + head,
+               j->v + head, j->bs, j->pos[i], group, j->head_dim,
                j->out + (long long)i * j->ostride + kvh * group * j->head_dim);
 }
 
 // Causal attention of n query rows of one sequence: row i sees positions
-// 0..pos[i] of the cache layer (kt blocked as in ops.h, v [n_kv][cap][head_dim]).
+// 0..pos[i] of one layer of the paged cache (k, v: block 0 of KV head 0).
 void
-pyllm_attention(const float *q, int qstride, const float *kt, const float *v, int cap,
-                const int32_t *pos, int n, int n_heads, int n_kv_heads, int head_dim,
-                float *out, int ostride)
+pyllm_attention(const float *q, int qstride, const float *k, const float *v,
+                long long block_stride, const int32_t *pos, int n, int n_heads,
+                int n_kv_heads, int head_dim, float *out, int ostride)
 {
-  struct att_job j = { q, kt, v, pos, qstride, ostride, cap, n_heads, n_kv_heads, head_dim, out };
+  struct att_job j = { q, k, v, block_stride, pos, qstride, ostride, n_heads, n_kv_heads,
+                       head_dim, out };
   pool_run(att_chunk, &j, n * n_kv_heads);
 }
 

@@ -91,31 +91,41 @@ KV_BLOCK = 64  # = PYLLM_KV_BLOCK in pyllm/kernels/ops.h (checked when the kerne
 
 
 class LlamaState(ModelState):
-    """KV cache of one sequence, float32. Keys are stored transposed in blocks of KV_BLOCK
-    positions, so that the scores of 16 positions are one vector operation in C and a new
-    position touches only its block: k (n_layers, n_kv_heads, blocks, head_dim, KV_BLOCK),
-    v (n_layers, n_kv_heads, capacity, head_dim). Only positions < pos are ever read."""
+    """KV cache of one sequence, float32, paged by blocks of KV_BLOCK positions with the block
+    outermost, so a new position touches only its block (pyllm/kernels/ops.h):
+      k (blocks, n_layers, n_kv_heads, head_dim, KV_BLOCK)   keys transposed within a block
+      v (blocks, n_layers, n_kv_heads, KV_BLOCK, head_dim)
+    Only positions < pos are ever read."""
 
     def __init__(self, cfg: LlamaConfig, capacity: int) -> None:
         super().__init__(capacity)
         blocks = -(-capacity // KV_BLOCK)
-        self.k = np.empty((cfg.n_layers, cfg.n_kv_heads, blocks, cfg.head_dim, KV_BLOCK),
-                          np.float32)
-        self.v = np.empty((cfg.n_layers, cfg.n_kv_heads, blocks * KV_BLOCK, cfg.head_dim),
-                          np.float32)
+        shape = (blocks, cfg.n_layers, cfg.n_kv_heads)
+        self.k = np.empty(shape + (cfg.head_dim, KV_BLOCK), np.float32)
+        self.v = np.empty(shape + (KV_BLOCK, cfg.head_dim), np.float32)
 
     @property
     def cap_rounded(self) -> int:
-        return self.v.shape[2]
-
-    def keys(self, layer: int, n: int) -> np.ndarray:
-        """Keys of positions < n of one layer as (n_kv_heads, head_dim, n) (a copy)."""
-        k = self.k[layer]
-        return k.transpose(0, 2, 1, 3).reshape(k.shape[0], k.shape[2], -1)[:, :, :n]
+        return self.k.shape[0] * KV_BLOCK
 
     @property
     def nbytes(self) -> int:
         return self.k.nbytes + self.v.nbytes
+
+    def write(self, layer: int, pos: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
+        """Store k, v (n, n_kv_heads, head_dim) of positions pos (n,)."""
+        self.k[pos // KV_BLOCK, layer, :, :, pos % KV_BLOCK] = k
+        self.v[pos // KV_BLOCK, layer, :, pos % KV_BLOCK, :] = v
+
+    def keys(self, layer: int, n: int) -> np.ndarray:
+        """Keys of positions < n: (n_kv_heads, head_dim, n)."""
+        k = self.k[:, layer].transpose(1, 2, 0, 3)  # (nkv, hd, blocks, B)
+        return k.reshape(k.shape[0], k.shape[1], -1)[:, :, :n]
+
+    def values(self, layer: int, n: int) -> np.ndarray:
+        """Values of positions < n: (n_kv_heads, n, head_dim)."""
+        v = self.v[:, layer].transpose(1, 0, 2, 3)  # (nkv, blocks, B, hd)
+        return v.reshape(v.shape[0], -1, v.shape[3])[:, :n]
 
 
 # ---------------------------------------------------------------- weights of the numpy paths
@@ -245,10 +255,9 @@ def forward_numpy(cfg: LlamaConfig, w: NumpyWeights, embed: Any, tokens: np.ndar
         v = lw.wv(h).reshape(n, nkv, hd)
         # RoPE on q and k (interleaved pairs)
         q, k = rope(q, pos, cfg.rope_theta), rope(k, pos, cfg.rope_theta)
-        # append k, v to the cache (keys blocked and transposed, see LlamaState)
-        state.k[i][:, pos // KV_BLOCK, :, pos % KV_BLOCK] = k  # (n, nkv, hd)
-        state.v[i, :, p0:p0 + n] = v.transpose(1, 0, 2)
-        keys, vals = state.keys(i, p0 + n), state.v[i, :, :p0 + n]  # (nkv, hd, T), (nkv, T, hd)
+        # append k, v to the cache, then read back every position so far
+        state.write(i, pos, k, v)
+        keys, vals = state.keys(i, p0 + n), state.values(i, p0 + n)  # (nkv, hd, T), (nkv, T, hd)
         # grouped-query attention: query head j uses kv head j // (nh // nkv)
         qg = q.reshape(n, nkv, nh // nkv, hd)
         scores = np.einsum("ngqd,gdt->ngqt", qg, keys) / np.float32(np.sqrt(hd))
