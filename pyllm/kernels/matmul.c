@@ -20,6 +20,9 @@
 
 #define QK 32
 #define TILE 8  // tokens per pass over a row group's weights
+// Records ahead to prefetch into L2: one core alone cannot keep enough cache
+// misses in flight to reach the memory bandwidth on its own.
+#define PF_AHEAD 8
 
 static inline float
 h2f(const uint8_t *p)
@@ -96,6 +99,8 @@ q4x16_tile(const uint8_t *rec0, int nb, const struct pyllm_qact *x, int t0, int 
     facc[t] = _mm512_setzero_ps();
   for (int b = 0; b < nb; b++) {
     const uint8_t *rec = rec0 + (long long)b * PYLLM_Q4X16_RECORD;
+    for (int p = 0; p < PYLLM_Q4X16_RECORD; p += 64)
+      _mm_prefetch((const char *)rec + PF_AHEAD * PYLLM_Q4X16_RECORD + p, _MM_HINT_T1);
     __m512i c0 = _mm512_load_si512(rec), c1 = _mm512_load_si512(rec + 64);
     __m512i c2 = _mm512_load_si512(rec + 128), c3 = _mm512_load_si512(rec + 192);
     __m512i l0 = _mm512_and_si512(c0, low), h0 = _mm512_and_si512(_mm512_srli_epi16(c0, 4), low);
@@ -134,6 +139,8 @@ q8x16_tile(const uint8_t *rec0, int nb, const struct pyllm_qact *x, int t0, int 
     facc[t] = _mm512_setzero_ps();
   for (int b = 0; b < nb; b++) {
     const uint8_t *rec = rec0 + (long long)b * PYLLM_Q8X16_RECORD;
+    for (int p = 0; p < PYLLM_Q8X16_RECORD; p += 64)
+      _mm_prefetch((const char *)rec + PF_AHEAD * PYLLM_Q8X16_RECORD + p, _MM_HINT_T1);
     __m512i w[8];
     for (int j = 0; j < 8; j++)
       w[j] = _mm512_load_si512(rec + 64 * j);
