@@ -253,3 +253,22 @@ def test_c_decode_long_context(c_paths):
     assert np.linalg.norm(a - b) / np.linalg.norm(b) < TOL_Q8_REL
     assert (a.argmax(1) == b.argmax(1)).mean() >= TOL_Q8_ARGMAX
     assert st_c.pos == 300 and st_c.k.shape[2] >= 300
+
+
+@pytest.mark.parametrize("backend", ["numpy-f32", "c"])
+def test_engine_runs_concurrent_requests(golden, backend):
+    """Several requests at once through pyllm.Engine (prefill chunks interleaved with batched
+    decode steps) give each request the tokens it gets alone."""
+    if backend == "c":
+        native_or_skip()
+    from pyllm.engine import Engine
+
+    m = load("tiny_mm", backend=backend)
+    ids = golden["tiny_mm.ids"]
+    prompts = [ids[:5], ids[10:40], ids[3:4], ids[:70]]
+    with Engine(m, prefill_chunk=16) as eng:
+        alone = [eng.run(p, max_new_tokens=6, stop_ids=()).tokens for p in prompts]
+        reqs = [eng.submit(p, max_new_tokens=6, stop_ids=()) for p in prompts]
+        together = [r.wait(timeout=60) for r in reqs]
+    assert together == alone
+    assert all(len(t) == 6 for t in alone)

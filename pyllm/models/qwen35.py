@@ -399,6 +399,8 @@ class Qwen35(Model):
 
     def prefill(self, tokens: Sequence[int] | np.ndarray, state: ModelState) -> np.ndarray:
         ids = self.check_prompt(tokens, state=state)
+        if len(ids) == 1 and self.fast is not None:  # a one-token chunk is a decode step
+            return self.fast([(state, int(ids[0]))])[0]
         return self.forward(ids, state)[-1]
 
     def decode(self, token: int, state: ModelState) -> np.ndarray:
