@@ -30,7 +30,10 @@ putfix(uint64 num, uint64 den, int decimals)
   if(den == 0)
     den = 1;
   uint64 v = (num * scale + den / 2) / den;
-  printf("%lu.%0*lu", v / scale, decimals, v % scale);
+  if(decimals == 0)
+    printf("%lu", v);
+  else
+    printf("%lu.%0*lu", v / scale, decimals, v % scale);
 }
 
 static void

@@ -34,16 +34,32 @@ fail(char *s, char *fmt, ...)
   exit(1);
 }
 
-// Waits for child pid (reaping any other child on the way) and returns
-// its exit status.
+// Children reaped by waitfor() while it looked for another one.
+static struct { int pid, status; } early[64];
+static int nearly;
+
+// Waits for child pid and returns its exit status. Other children that
+// exit first are remembered, so they can be waited for in any order.
 int
 waitfor(char *s, int pid)
 {
   int st, r;
 
-  while((r = wait(&st)) >= 0)
+  for(int i = 0; i < nearly; i++){
+    if(early[i].pid == pid){
+      st = early[i].status;
+      early[i] = early[--nearly];
+      return st;
+    }
+  }
+  while((r = wait(&st)) >= 0){
     if(r == pid)
       return st;
+    if(nearly < 64){
+      early[nearly].pid = r;
+      early[nearly++].status = st;
+    }
+  }
   fail(s, "wait lost child %d", pid);
 }
 
