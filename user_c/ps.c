@@ -8,7 +8,7 @@
 
 static const char *states[] = {
   [PS_UNUSED] "unused", [PS_USED] "embryo", [PS_SLEEPING] "sleep",
-  [PS_RUNNABLE] "runble", [PS_RUNNING] "run", [PS_ZOMBIE] "zombie",
+  [PS_RUNNABLE] "ready", [PS_RUNNING] "run", [PS_ZOMBIE] "zombie",
 };
 
 static struct procinfo rows[NPROC];
