@@ -14,8 +14,10 @@ pitfalls are in the project's reference notes (qwen35.md); the comments below na
 Two ways through a DeltaNet layer give the same numbers: prefill uses the **chunked**
 delta rule (matrix products over chunks of 64 tokens), decode the **recurrent** form (one
 state update per token). Matrices are opaque "linear" objects (`pyllm.kernels.linear`):
-exact float32 numpy, or repacked int8 blocks run by the C kernels; this file never
-looks at a weight format.
+exact float32 numpy, or repacked int8 blocks run by the C kernels; the forward pass never
+looks at a weight format. With int8 weights, decode steps run as one C call
+(`qwen35_c.py` -> `pyllm/kernels/qwen35.c`, the same stages); this file stays the reference.
+Set `model.trace = fn(name, layer, x)` to see every stage's output.
 
 Sections: config, weights, state, neural-net blocks, the model, loading.
 """
@@ -25,7 +27,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -377,11 +379,11 @@ class Qwen35(Model):
     """A loaded Qwen3.5 text decoder; see the module docstring."""
 
     def __init__(self, cfg: Qwen35Config, w: Qwen35Weights, ops: Ops, info: ModelInfo,
-                 tokenizer_path: Path | None = None, chunk: int = 64) -> None:
+                 chunk: int = 64) -> None:
         self.cfg, self.w, self.ops, self.info = cfg, w, ops, info
         self.chunk = chunk  # DeltaNet prefill chunk length
         self.fast: Any = None  # the C decode step (qwen35_c.FastDecode) when the weights allow
-        self._tok_path = tokenizer_path
+        self.trace: Any = None  # optional trace(name, layer, x) called at each stage
         self._tok: Tokenizer | None = None
         # index of each layer within its kind (its slot in the state arrays)
         self.slot = [cfg.layer_types[:i].count(t) for i, t in enumerate(cfg.layer_types)]
@@ -433,22 +435,28 @@ class Qwen35(Model):
         cfg, w = self.cfg, self.w
         T, pos = len(ids), st.pos
         st.reserve(pos + T)
+        trace = self.trace or (lambda name, layer, x: None)
         x = w.embed.rows(ids)  # (T, D) the residual stream
+        trace("embed", -1, x)
         cos, sin = rope_tables(cfg, pos, T)
         for i, lw in enumerate(w.layers):
             # token mixer: DeltaNet or attention, on the normalised stream
             h = rmsnorm1p(x, lw.input_norm, cfg.rms_eps)
             if lw.kind == LINEAR:
-                x += self.deltanet(h, lw.mixer, st, self.slot[i])
+                h = self.deltanet(h, lw.mixer, st, self.slot[i])
             else:
-                x += self.attention(h, lw.mixer, st, self.slot[i], pos, cos, sin)
+                h = self.attention(h, lw.mixer, st, self.slot[i], pos, cos, sin)
+            trace("mixer_out", i, h)
+            x += h
             # SwiGLU MLP
             h = rmsnorm1p(x, lw.post_norm, cfg.rms_eps)
             gu = lw.gate_up(h)  # (T, 2F) [gate | up]
             x += lw.down(self.ops.silu_mul(gu))  # silu(gate) * up
+            trace("layer_out", i, x)
         st.pos = pos + T
         # final norm and the (tied) LM head
         x = rmsnorm1p(x if all_logits else x[-1:], w.norm, cfg.rms_eps)
+        trace("final_norm", -1, x)
         return w.head(x)
 
     def deltanet(self, h: np.ndarray, w: DeltaNetWeights, st: Qwen35State, j: int) -> np.ndarray:
@@ -588,15 +596,6 @@ def check_tensors(ckpt: Checkpoint, cfg: Qwen35Config) -> str:
     return prefix
 
 
-def to_f32(t: Any) -> np.ndarray:
-    """A TensorRef's data as float32 (bf16 and f16 convert exactly)."""
-    from pyllm.loaders.safetensors import bf16_to_f32
-
-    if t.type == "BF16":
-        return bf16_to_f32(t.raw)
-    return np.asarray(t.raw, dtype=F32)
-
-
 def build_weights(ckpt: Checkpoint, cfg: Qwen35Config, prefix: str, ops: Ops) -> Qwen35Weights:
     """Turn checkpoint tensors into model weights, fusing matrices that read the same input
     (one matrix product instead of four) and handing each to `ops` for its format."""
@@ -605,7 +604,9 @@ def build_weights(ckpt: Checkpoint, cfg: Qwen35Config, prefix: str, ops: Ops) ->
         return ckpt.tensors[prefix + suffix]
 
     def vec(suffix: str) -> np.ndarray:
-        return np.ascontiguousarray(to_f32(raw(suffix)))
+        from pyllm.kernels.linear import tensor_f32
+
+        return np.ascontiguousarray(tensor_f32(raw(suffix)))
 
     def fused(name: str, *suffixes: str) -> Linear:
         return ops.linear(name, [raw(s) for s in suffixes])
@@ -645,16 +646,6 @@ def check_architecture(conf: dict[str, Any], where: str) -> None:
         raise UnsupportedArchitectureError(
             f"{where}: model_type '{mt}' ({archs}) is not Qwen3.5 (expected qwen3_5 or "
             "qwen3_5_text)")
-
-
-@dataclass
-class LoadReport:
-    """Where load time went (seconds), for the CLI and benchmarks."""
-
-    open_s: float = 0.0  # headers parsed, files mapped
-    weights_s: float = 0.0  # tensors converted / repacked / read from the repack cache
-    cache: str = ""  # "hit", "miss (written)", "off"
-    parts: dict[str, float] = field(default_factory=dict)
 
 
 def from_hf(path: Path, *, name: str = "qwen", synthetic: bool = False, backend: str = "auto",
