@@ -1,13 +1,15 @@
 """Matrices, embeddings and the DeltaNet step as the Qwen3.5 model sees them: opaque objects
 chosen once at load time, so the model code never branches on a weight format.
 
-    ops = make_ops("numpy")          # exact float32 (the reference path)
-    ops = make_ops("c")              # int8 Q8x16 repacked matrices + C kernels
+    ops = make_ops("numpy-f32")      # exact float32 (the reference path)
+    ops = make_ops("c")              # int8 Q8X16 matrices (quant.h) + C kernels
+    ops = make_ops("numpy-q8")       # the numpy twin of the int8 arithmetic
     lin = ops.linear("mlp.down", [tensor_ref, ...])   # rows of several tensors fused
     y = lin(x)                        # x (T, K) float32 -> y (T, N) float32
 
-`TRAITS` maps a format name to its Linear class; every entry has a numpy twin that the
-tests compare against (`tests/test_qwen_kernels.py`).
+The ops also hold the per-token DeltaNet kernels (`conv`, `delta_step`), SwiGLU, the repack
+cache of the C path, and `scope()` for a forward pass. `TRAITS` maps a format name to its
+Linear class; the int8 one is tested against its numpy twin (`tests/test_qwen_kernels.py`).
 """
 
 from __future__ import annotations
