@@ -187,6 +187,11 @@ class Machine:
                              flags=flags, cmd=self.config.cmd)
         self.uc.mem_map(ML["BOOTINFO"], 0x1000, UC_PROT_READ)
         self.uc.mem_write(ML["BOOTINFO"], info)
+        # user pages all lie above the kernel image: fork/exec drop only their
+        # translations (harness/traps.py, _NEW_TEXT)
+        kend = -(-max(s.paddr + s.memsz for s in self.kernel.segments) // 0x1000) * 0x1000
+        ram_end = self.ram.base + self.ram.size
+        self.traps.forget_user_code = lambda: self.ram.forget_code(kend, ram_end - kend)
 
     def _reset_cpu(self) -> None:
         h = self.hart  # the hart resets in M-mode, so CSRs can be written directly
@@ -310,6 +315,8 @@ class Machine:
     def _wait_for_interrupt(self) -> None:
         """The guest is in wfi with nothing pending: let the host thread sleep."""
         cmp = self.clint.mtimecmp
+        if cmp < NEVER and self.clock.mtime() >= cmp:
+            return  # the deadline passed since the loop's tick(): tick again, never sleep
         timer_ahead = cmp < NEVER and self.clock.mtime() < cmp
         if isinstance(self.clock, IcountClock):
             if timer_ahead:
