@@ -1,0 +1,111 @@
+// ai.h: the AI service as user programs see it (ai_submit / ai_wait /
+// ai_query and the worker side used by ai_daemon).
+//
+// Shared by the kernel (ai_service.c), user programs (user.h includes it)
+// and the harness (which reads the layouts from this file; never retype
+// them). Every struct field is naturally aligned.
+//
+// Life of a request:  FREE -> QUEUED -> RUNNING -> DONE | FAILED -> FREE
+//   ai_submit claims a FREE slot and queues it; a worker's ai_worker_get
+//   takes it (RUNNING); the device finishes it (DONE or FAILED); the owner's
+//   first ai_wait copies the result out and frees the slot (one-shot).
+
+// limits
+#define AI_NSLOT        8     // request slots (== circular queue length)
+#define AI_MAX_TOKENS   255   // prompt tokens per request (the course's limit)
+#define AI_MAX_PREDICT  4096  // generated tokens per request (also <= context)
+#define AI_MAX_WORKERS  8     // worker processes registered at once
+
+// request states (ai_status.state)
+#define AI_FREE         0
+#define AI_QUEUED       1
+#define AI_RUNNING      2
+#define AI_DONE         3
+#define AI_FAILED       4
+
+// error codes (ai_status.err; also what a failed call leaves for ai_lasterr)
+#define AI_OK           0
+#define AI_EINVAL       1     // bad argument (count, predict, pointer, flags)
+#define AI_ERANGE       2     // a token id >= the model's vocabulary
+#define AI_ETOOLONG     3     // prompt + predict > the model's context
+#define AI_ENODEV       4     // no AI device, or no model loaded
+#define AI_EBUSY        5     // every slot taken and AI_NONBLOCK given
+#define AI_EPERM        6     // reqid not owned by the caller (or unknown)
+#define AI_ESMALL       7     // out_cap too small; the result is kept
+#define AI_EWORKER      8     // the worker died while running the request
+#define AI_EDEVICE      9     // the device failed the request
+#define AI_EKILLED      10    // the caller was killed while sleeping
+#define AI_ECANCELED    11    // cancelled (owner exited)
+
+// ai_submit_args.flags
+#define AI_NONBLOCK     0x1   // fail with AI_EBUSY instead of sleeping
+#define AI_STOP_EOS     0x2   // stop early at the model's end-of-sequence token
+
+// arguments of ai_submitx(); the ulib's ai_submit(t, n, p) fills the rest
+// with defaults (greedy, blocking, exactly p tokens)
+struct ai_submit_args {
+  uint64 tokens;        // user address of uint32 tokens[ntokens]
+  int ntokens;          // 1 .. AI_MAX_TOKENS
+  int npredict;         // 1 .. AI_MAX_PREDICT
+  int flags;            // AI_NONBLOCK | AI_STOP_EOS
+  uint32 seed;          // sampling seed
+  uint32 temp_milli;    // temperature x 1000; 0 = greedy
+  uint32 top_k;         // 0 = off
+  uint32 top_p_milli;   // top-p x 1000; 0 or 1000 = off
+  uint32 reserved;
+};
+
+// a snapshot of one request (ai_query)
+struct ai_status {
+  int reqid;
+  int state;            // AI_FREE .. AI_FAILED
+  int err;              // AI_OK or an AI_E* code
+  int ntokens;          // prompt tokens
+  int npredict;         // tokens asked for
+  int ngenerated;       // tokens generated so far (live while RUNNING)
+  int result_len;       // bytes of the result text once DONE (excl. NUL)
+  int owner;            // pid of the submitter
+  // guest time in microseconds since boot, the clock of time_us(); 0 = not yet
+  uint64 t_submit;      // ai_submit entered the kernel
+  uint64 t_dispatch;    // a worker took it from the queue
+  uint64 t_accept;      // the device accepted it
+  uint64 t_first;       // the device produced the first token
+  uint64 t_done;        // the device finished
+};
+
+// what ai_worker_get hands a worker
+struct ai_work {
+  int reqid;
+  int ntokens;
+  int npredict;
+  int owner;
+};
+
+// the AI device and its model (ai_info)
+struct ai_info {
+  int present;          // 1 if the AI device exists
+  int state;            // AI_DEV_* (virtio_ai.h): no model / loading / ready / failed
+  uint32 vocab_size;
+  uint32 max_context;
+  uint32 eos_token;
+  uint32 flags;         // AI_CFG_SYNTHETIC: weights are random (label results!)
+  uint64 n_params;
+  uint64 weight_bytes;
+  uint64 load_us;       // Model Loading Time measured by the device
+  char name[32];        // model name, e.g. "SmolLM2-135M-Instruct"
+  char arch[16];        // "llama" or "qwen3_5"
+  int workers;          // ai_daemon workers registered now
+  int reserved;
+};
+
+// service counters (ai_stats), for leak checks and the benchmarks
+struct ai_stats {
+  int slots[5];         // slots in each state, indexed by AI_FREE .. AI_FAILED
+  int queued;           // requests in the circular queue
+  int workers;          // registered workers
+  int orphans;          // running requests whose owner has exited
+  uint64 submitted;     // totals since boot
+  uint64 completed;
+  uint64 failed;
+  uint64 next_id;       // the next request id (ids are never reused)
+};
