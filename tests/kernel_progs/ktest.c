@@ -253,6 +253,7 @@ settle(long free0)
 // ---------------------------------------------------------------- fuzz
 
 static uint64 rng;
+static char *heap0;             // fuzz children's own heap pages (never the stack)
 
 static uint64
 rnd(void)
@@ -280,7 +281,9 @@ fuzzarg(void)
   case 3:
     return (long)names[rnd() % (sizeof(names) / sizeof(names[0]))];
   case 4:
-    return (long)(sbrk(0) - (rnd() % (2 * PGSIZE)));
+    // near the end of the heap pages: valid, straddling, or (after a
+    // shrinking sbrk) unmapped; never the stack, which sits below them
+    return (long)(heap0 + 2 * PGSIZE - (rnd() % (2 * PGSIZE + 64)) + 32);
   default:
     return rnd();
   }
@@ -296,6 +299,7 @@ fuzzchild(void)
   close(0);
   close(1);
   close(2);
+  heap0 = sbrk(2 * PGSIZE);
   for(int i = 0; i < 60; i++){
     num = rnd() % (SYS_ignintr + 3);
     for(int j = 0; j < 4; j++)

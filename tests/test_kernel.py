@@ -1,0 +1,333 @@
+"""The kernel (kernel_c/) seen from the guest and from the machine around it.
+
+Most cases run tests/kernel_progs/ktest.c, which this module compiles with the user
+programs' flags, links with user_c's library objects, and puts in a scratch file-system
+image next to the normal programs (harness.fsimage). ktest makes the system calls with
+bad pointers, lengths, fds and numbers, fuzzes them, bombs fork and sbrk, feeds exec
+malformed ELF files, kills blocked processes and checks the clock; each of its modes
+prints "ktest NAME: OK ..." only when every check held and no page leaked.
+
+The rest drive the machine directly (harness.machine): the boot banner, init's argv,
+console line editing and ^C, the idle timer, and a deliberate kernel panic whose frame
+pointer chain must run from panic() through kernelvec's frame record into the
+corrupted system call.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness.fsimage import build_image
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNEL = ROOT / "build" / "kernel" / "kernel.elf"
+UBUILD = ROOT / "build" / "user"
+KTEST_SRC = ROOT / "tests" / "kernel_progs" / "ktest.c"
+ULIB = ["ulib.o", "printf.o", "umalloc.o", "usys.o"]
+CC = shutil.which("riscv64-unknown-elf-gcc") or shutil.which("riscv64-linux-gnu-gcc")
+# user_c/user.mk's flags for user programs
+UCFLAGS = ["-Wall", "-Werror", "-O2", "-fno-omit-frame-pointer", "-ggdb",
+           "-march=rv64imac_zicsr_zifencei", "-mabi=lp64", "-mcmodel=medany", "-mno-relax",
+           "-ffreestanding", "-fno-common", "-nostdlib", "-fno-builtin",
+           "-fno-stack-protector", "-fno-pie", "-no-pie", "-fno-tree-loop-distribute-patterns",
+           "-I", str(ROOT / "kernel_c"), "-I", str(ROOT / "user_c")]
+NEVER = 2**64 - 1
+
+
+def _require_build() -> None:
+    missing = [p for p in [KERNEL, *(UBUILD / o for o in ULIB), UBUILD / "_init",
+                           UBUILD / "_sh"] if not p.exists()]
+    if missing:
+        pytest.skip(f"{missing[0].relative_to(ROOT)} is not built (run make build)")
+    if CC is None:
+        pytest.skip("no riscv64 cross compiler (make setup)")
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """build/user's programs plus ktest, in a scratch image."""
+    _require_build()
+    assert CC is not None
+    out = tmp_path_factory.mktemp("ktest")
+    obj, elf = out / "ktest.o", out / "_ktest"
+    subprocess.run([CC, *UCFLAGS, "-c", "-o", str(obj), str(KTEST_SRC)], check=True)
+    ld = CC[: -len("gcc")] + "ld"
+    subprocess.run([ld, "-z", "max-page-size=4096", "-T", str(ROOT / "user_c" / "user.ld"),
+                    "-o", str(elf), str(obj), *(str(UBUILD / o) for o in ULIB)], check=True)
+    files: dict[str, str | Path | bytes] = {
+        p.name[1:]: p for p in UBUILD.glob("_*") if p.is_file()}
+    files["ktest"] = elf
+    img = out / "fs.img"
+    build_image(img, files, size_blocks=8192, ninodes=512)
+    return img
+
+
+class Boot:
+    """One machine run with its console output captured."""
+
+    def __init__(self, fs: Path, cmd: str = "", *, timeout: float = 120.0,
+                 ram_size: int = 128 << 20) -> None:
+        from harness.machine import Machine, MachineConfig
+
+        self._out = bytearray()
+        self._lock = threading.Lock()
+        self.machine = Machine(MachineConfig(kernel=KERNEL, fs=fs, cmd=cmd, timeout=timeout,
+                                             ram_size=ram_size, output=self._sink))
+
+    def _sink(self, data: bytes) -> None:
+        with self._lock:
+            self._out += data
+
+    @property
+    def text(self) -> str:
+        with self._lock:
+            return self._out.decode(errors="replace")
+
+    def run(self, during: Callable[[Boot], None] | None = None):  # -> RunResult
+        """Run to the end; `during(self)` runs on a helper thread meanwhile."""
+        t = threading.Thread(target=during, args=(self,), daemon=True) if during else None
+        if t:
+            t.start()
+        try:
+            return self.machine.run()
+        finally:
+            if t:
+                t.join(timeout=5)
+            self.machine.close()
+
+    def wait_for(self, needle: str, timeout: float = 60.0) -> None:
+        """Block (helper thread) until needle has appeared in the output."""
+        end = time.monotonic() + timeout
+        while needle not in self.text:
+            if time.monotonic() > end:
+                raise AssertionError(f"no {needle!r} in the output:\n{self.text[-2000:]}")
+            time.sleep(0.01)
+
+
+def run_cmd(image: Path, cmd: str, timeout: float = 300.0) -> tuple[str, int]:
+    """Boot with `-c cmd`; return the console output and the power-off status."""
+    from harness.machine import Exit
+
+    b = Boot(image, cmd, timeout=timeout)
+    r = b.run()
+    assert r.exit == Exit.POWEROFF, f"{r.exit}: {r.message}\n{b.text[-3000:]}"
+    assert "panic" not in b.text
+    return b.text, r.status
+
+
+# ----------------------------------------------------------------------------- boot
+
+
+def test_boot_banner(image: Path) -> None:
+    out, status = run_cmd(image, "echo ok")
+    assert status == 0
+    lines = out.splitlines()
+    i = lines.index("nexai kernel: rv64imac, Sv39, S-mode, 1 hart")
+    assert re.fullmatch(r"ram   128 MiB at 0x80000000, kernel \d+ KiB, \d+ pages free",
+                        lines[i + 1]), lines[i + 1]
+    assert re.fullmatch(r"dev   uart16550 0x10000000 irq 10, virtio-blk 0x10001000 irq 1 "
+                        r"\(8192 KiB\), timer 10000000 Hz, plic 0xc000000", lines[i + 2])
+    m = re.fullmatch(r"boot  (\d+) ms to /init", lines[i + 3])
+    assert m and int(m.group(1)) < 10_000
+    assert "ok" in lines[i + 4:]
+
+
+@pytest.mark.parametrize("mib", [32, 512])
+def test_ram_size_comes_from_bootinfo(image: Path, mib: int) -> None:
+    b = Boot(image, "echo ok", ram_size=mib << 20)
+    b.run()
+    m = re.search(r"^ram   (\d+) MiB at 0x80000000, kernel (\d+) KiB, (\d+) pages free$",
+                  b.text, re.M)
+    assert m, b.text
+    assert int(m.group(1)) == mib
+    free = int(m.group(3))
+    assert (mib << 20) // 4096 - 300 < free < (mib << 20) // 4096
+
+
+def test_init_gets_the_whole_command(image: Path) -> None:
+    word = "x" * 2000
+    out, status = run_cmd(image, f"echo {word}; echo done")
+    assert f"\n{word}\ndone\n" in out
+    assert status == 0
+
+
+# ----------------------------------------------------------------------------- ktest
+
+
+@pytest.mark.parametrize("mode, ok", [
+    ("args", r"ktest args: OK \d+ checks"),
+    ("badelf", "ktest badelf: OK 8 malformed files refused"),
+    ("kill", "ktest kill: OK 4 blocked processes killed"),
+    ("time", r"ktest time: OK sleep\(10\) took \d+ us, \d+ ticks"),
+    ("forkbomb", r"ktest forkbomb: OK \d+ flat forks"),
+    ("sbrkbomb", r"ktest sbrkbomb: OK free pages \d+ at the low point"),
+    ("fuzz 1 40", "ktest fuzz: OK 40 children, seed 1"),
+])
+def test_ktest(image: Path, mode: str, ok: str) -> None:
+    out, status = run_cmd(image, f"ktest {mode}")
+    assert re.search(f"^{ok}$", out, re.M), out[-3000:]
+    assert "FAIL" not in out
+    assert status == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [2, 3, 4])
+def test_ktest_fuzz_more_seeds(image: Path, seed: int) -> None:
+    out, status = run_cmd(image, f"ktest fuzz {seed} 150", timeout=600)
+    assert f"ktest fuzz: OK 150 children, seed {seed}" in out, out[-3000:]
+    assert status == 0
+
+
+def test_unknown_syscall_is_reported_and_fails(image: Path) -> None:
+    out, _ = run_cmd(image, "ktest args")
+    assert re.search(r"^pid \d+ ktest: unknown sys call 1000$", out, re.M)
+    assert re.search(r"^pid \d+ ktest: unknown sys call -1$", out, re.M)
+
+
+@pytest.mark.parametrize("kind, scause, name, stval", [
+    ("load", 0xD, "load page fault", "0x80000000"),
+    ("store", 0xF, "store page fault", "0x3fffffe000"),     # TRAPFRAME
+    ("exec", 0xC, "instruction page fault", None),          # stval == sepc
+    ("illegal", 0x2, "illegal instruction", "0x0"),
+    ("ebreak", 0x3, "breakpoint", "0x0"),
+    ("csr", 0x2, "illegal instruction", "0x0"),
+])
+def test_user_fault_kills_only_the_process(image: Path, kind: str, scause: int, name: str,
+                                           stval: str | None) -> None:
+    out, status = run_cmd(image, f"ktest fault {kind}; echo alive")
+    m = re.search(rf"^usertrap\(\): unexpected scause {scause:#x} \({name}\) pid=\d+ ktest\n"
+                  r" {12}sepc=(0x[0-9a-f]+) stval=(0x[0-9a-f]+)$", out, re.M)
+    assert m, out
+    assert m.group(2) == (stval or m.group(1))
+    assert f"ktest fault {kind}: child status -1" in out
+    assert out.rstrip().endswith("alive")
+    assert status == 0
+
+
+# ----------------------------------------------------------------------------- console
+
+
+def test_console_line_editing_and_ctrl_keys(image: Path) -> None:
+    def type_keys(b: Boot) -> None:
+        m = b.machine
+        b.wait_for("$ ")
+        m.send_input(b"echo abx\x7fc\n")             # DEL erases x
+        b.wait_for("abc\n")
+        m.send_input(b"echo junk\x15echo kept\n")    # ^U erases the line
+        b.wait_for("kept\n")
+        m.send_input(b"sleep 1000\n")
+        time.sleep(0.3)
+        m.send_input(b"\x10")                         # ^P: process list
+        b.wait_for(" sleep sleep ")
+        m.send_input(b"\x03")                         # ^C: kills sleep, not sh
+        b.wait_for("^C\n")
+        m.send_input(b"echo after\n")
+        b.wait_for("after\n")
+        m.send_input(b"halt\n")
+
+    b = Boot(image, "", timeout=60)
+    r = b.run(type_keys)
+    from harness.machine import Exit
+
+    assert r.exit == Exit.POWEROFF, b.text
+    out = b.text
+    assert "\nabc\n" in out and "\nkept\n" in out and "\nafter\n" in out
+    assert "\njunk\n" not in out                              # the erased line never ran
+    assert re.search(r"^\d+ sleep sleep sz=\d+$", out, re.M)   # ^P row for sleep
+    assert re.search(r"^1 sleep init sz=\d+$", out, re.M)
+
+
+def test_idle_machine_stops_its_timer(image: Path) -> None:
+    """At the prompt with nothing to do the kernel disarms the timer (no ticks at all)."""
+    seen: dict[str, int] = {}
+
+    def idle(b: Boot) -> None:
+        m = b.machine
+        b.wait_for("$ ")
+        time.sleep(0.5)
+        done = threading.Event()
+
+        def probe() -> None:
+            seen["mtimecmp"] = m.clint.mtimecmp
+            seen["sleeps"] = m.stats.wfi_sleeps
+            done.set()
+
+        m.post(probe)
+        done.wait(5)
+        m.send_input(b"sleep 30\n")                  # a sleeper needs ticks again
+        time.sleep(0.15)
+        done.clear()
+        m.post(lambda: (seen.__setitem__("busy", m.clint.mtimecmp), done.set()))
+        done.wait(5)
+        m.request_quit("test done")
+
+    b = Boot(image, "", timeout=60)
+    b.run(idle)
+    assert seen["mtimecmp"] == NEVER, seen
+    assert seen["busy"] != NEVER, seen
+
+
+# ----------------------------------------------------------------------------- panic
+
+
+def _frames(m, pc: int) -> list[str]:  # noqa: ANN001 (Machine)
+    """Function names along the frame-pointer chain (kernelvec's layout, trap.c)."""
+    from harness.hart import REG_S0
+
+    names = []
+    hit = m.kernel.lookup(pc)
+    names.append(hit[0].name if hit else hex(pc))
+    fp = m.hart.get(REG_S0)
+    for _ in range(32):
+        if fp == 0:
+            break
+        ra, prev = m.hart.read_u64(fp - 8), m.hart.read_u64(fp - 16)
+        if ra is None or prev is None:
+            break
+        hit = m.kernel.lookup(ra - 1)
+        names.append(hit[0].name if hit else hex(ra))
+        fp = prev
+    return names
+
+
+def test_kernel_panic_has_a_backtrace_into_the_interrupted_function(image: Path) -> None:
+    """Write an illegal instruction over sys_uptime in the running kernel, then call it."""
+    from harness.machine import Exit
+
+    def corrupt(b: Boot) -> None:
+        m = b.machine
+        b.wait_for("ready\n")
+        done = threading.Event()
+
+        def poke() -> None:
+            addr = m.kernel.symbol("sys_uptime")
+            m.ram.write(addr, (0).to_bytes(4, "little"))   # all zeros: illegal
+            done.set()
+
+        m.post(poke)
+        done.wait(5)
+
+    b = Boot(image, "echo ready; sleep 30; uptime", timeout=60)
+    r = b.run(corrupt)
+    m = b.machine
+    assert r.exit == Exit.PANIC, f"{r.exit} {r.message}\n{b.text[-2000:]}"
+    addr = m.kernel.symbol("sys_uptime")
+    want = (f"panic: kerneltrap: unexpected scause 0x2 (illegal instruction) "
+            f"sepc={addr:#x} stval=0x0")
+    assert want in b.text
+    assert r.message == want
+    assert r.status == 1                    # POWER_FAIL | (1 << 16)
+    frames = _frames(m, r.pc)
+    # poweroff <- panic <- kerneltrap <- [kernelvec's record: sepc] sys_uptime <- syscall
+    # <- usertrap, and the chain ends there (uservec starts it with s0 = 0)
+    assert frames[:6] == ["poweroff", "panic", "kerneltrap", "sys_uptime", "syscall",
+                          "usertrap"], frames
+    assert len(frames) == 6, frames
