@@ -71,8 +71,8 @@ _PC_PRIV = (REG_PC, REG_PRIV)
 # its own mapping when that page's old contents were once translated as code
 # at a user address, and would go on running the old translation (a forked
 # or exec'd program then runs another program's code). Flushing the
-# translation cache as such a call enters the kernel, before the writes,
-# keeps every later fetch fresh.
+# translations of user memory as such a call enters the kernel, before the
+# writes, keeps every later fetch fresh (Traps.forget_user_code).
 _SYSCALLS = cheader.load("syscall.h")
 _NEW_TEXT = frozenset((_SYSCALLS["SYS_fork"], _SYSCALLS["SYS_exec"]))
 _STATUS_VEC = (R.UC_RISCV_REG_SSTATUS, R.UC_RISCV_REG_STVEC)
@@ -135,6 +135,9 @@ class Traps:
         self.counts: Counter[int] = Counter()  # delivered traps by scause
         self.rdtime = 0
         self.ebreak_delivered = False  # emu_start will end with a spurious UC_ERR_EXCEPTION
+        # drops translated user code before fork/exec (see _NEW_TEXT); the machine
+        # narrows it to RAM above the kernel image, which keeps the kernel's translations
+        self.forget_user_code: Callable[[], None] = uc.ctl_flush_tb
         uc.hook_add(UC_HOOK_INTR, self._on_intr)
         uc.hook_add(UC_HOOK_INSN_INVALID, self._on_invalid)
 
@@ -150,7 +153,7 @@ class Traps:
                     "has no SBI (the harness is the firmware; use the MMIO devices of "
                     "kernel_c/memlayout.h)", pc=epc)
             if h.x(17) in _NEW_TEXT:  # a7: the system call number
-                uc.ctl_flush_tb()
+                self.forget_user_code()
             self.deliver(ECALL, epc, 0, priv)
         elif intno == ILLEGAL:
             self._illegal(epc)
