@@ -9,10 +9,14 @@
 // wait(): an exited service is restarted (or, for the -c shell, ends the
 // run), and any other pid is an orphan that was re-parented to init.
 //
-// Adding a service (e.g. the AI worker /ai_daemon of issue 4): add a row to
-// services[] before the shell, with a `wanted` test (start it only when the
-// AI device is there) and, if it must signal readiness before the shell
-// starts, a `start` function that forks, execs and waits for it.
+// Adding a service (e.g. the AI worker /ai_daemon): add a row to services[]
+// before the shell, with a `wanted` test (e.g. only when the AI device is
+// there) and respawn = 1. If the shell must wait until it is ready, give it
+// a `start` function that forks and execs it with the write end of a pipe
+// (`--ready-fd N`), reads one byte from the read end, and returns the pid
+// (or -1, and set s->disabled to stop further restarts). A service that
+// keeps dying within a second of its start is given up after MAX_QUICK
+// tries; `essential` ones (the shell) then power the machine off.
 
 #include "types.h"
 #include "stat.h"
@@ -40,7 +44,7 @@ struct service {
 };
 
 static char *sh_argv[] = { "/sh", 0 };
-static char *shc_argv[] = { "/sh", "-c", 0, 0 };   // [2] is set from init's argv
+static char *shc_argv[] = { "/sh", "-c", 0, 0 };  // [2]: init's -c argument
 
 static struct service services[] = {
   // { "ai_daemon", ai_argv, ai_present, start_ai_daemon, 1, 0, 0 },  issue 4
