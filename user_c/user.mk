@@ -68,5 +68,5 @@ $(FS_IMG): $(UPROG_BINS) $(foreach f,$(FS_FILES),$(lastword $(subst =, ,$(f)))) 
 
 # usertests is split by subject
 $(UBUILD)/_usertests: $(UBUILD)/ut_proc.o $(UBUILD)/ut_fs.o $(UBUILD)/ut_mem.o \
-	$(UBUILD)/ut_args.o
+	$(UBUILD)/ut_args.o $(UBUILD)/ut_ulib.o
 $(UBUILD)/_sh: $(UBUILD)/shparse.o

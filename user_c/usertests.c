@@ -104,8 +104,12 @@ readfile(char *s, char *path, char *buf, int max)
 
 // ------------------------------------------------------------------ driver
 
-static struct test *quick[] = { proc_quick, fs_quick, mem_quick, args_quick };
-static struct test *slow[] = { proc_slow, fs_slow, mem_slow, args_slow };
+static struct test *quick[] = {
+  proc_quick, fs_quick, mem_quick, args_quick, ulib_quick,
+};
+static struct test *slow[] = {
+  proc_slow, fs_slow, mem_slow, args_slow, ulib_slow,
+};
 #define NTABLE (sizeof(quick) / sizeof(quick[0]))
 
 static char failed[1024];   // names of failed tests

@@ -1,5 +1,5 @@
 // utests.h: what the usertests files share (usertests.c is the driver;
-// ut_proc.c, ut_fs.c, ut_mem.c and ut_args.c hold the tests).
+// ut_proc.c, ut_fs.c, ut_mem.c, ut_args.c and ut_ulib.c hold the tests).
 //
 // A test is `void name(char *s)`, run in its own child process with s =
 // its name. It fails by calling fail(s, ...), which prints "s: message"
@@ -32,3 +32,4 @@ extern struct test proc_quick[], proc_slow[];
 extern struct test fs_quick[], fs_slow[];
 extern struct test mem_quick[], mem_slow[];
 extern struct test args_quick[], args_slow[];
+extern struct test ulib_quick[], ulib_slow[];
