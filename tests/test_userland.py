@@ -7,6 +7,9 @@ is marked slow. Outputs are asserted exactly where they are deterministic.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from guest import ROOT, run_guest
@@ -95,3 +98,17 @@ def test_uptime_and_sysbench_formats() -> None:
     assert re.fullmatch(r"fork: n=5 us=\d+ per_fork_us=\d+\.\d", lines[3])
     assert re.fullmatch(r"pipe: kib=64 us=\d+ kib_per_s=\d+", lines[4])
     assert lines[5:] == ["usage: sysbench [getpid|cpu|fork|pipe [N]]", "2"]
+
+
+def test_usys_stub_per_syscall_without_retyped_numbers(tmp_path: Path) -> None:
+    """scripts/gen_usys.py makes one stub per SYS_ line and uses the macro, not the number."""
+    out = tmp_path / "usys.S"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_usys.py"),
+                    str(ROOT / "kernel_c" / "syscall.h"), str(out)], check=True)
+    names = re.findall(r"^#define SYS_(\w+)\s", (ROOT / "kernel_c" / "syscall.h").read_text(), re.M)
+    text = out.read_text()
+    assert len(names) >= 25
+    for name in names:
+        assert f"{name}:\n  li a7, SYS_{name}\n  ecall\n  ret\n" in text, name
+    assert not re.search(r"li a7, \d", text)
+    assert text.count("ecall") == len(names)
