@@ -65,7 +65,7 @@ def models() -> None:
 def models_list(as_json: bool) -> None:
     """Installed models with their sizes and where they came from."""
     from pyllm.fetch import installed
-    from pyllm.registry import MODELS, models_dir
+    from pyllm.registry import MODELS, cache_dir, models_dir
 
     rows = installed()
     if as_json:
@@ -81,6 +81,10 @@ def models_list(as_json: bool) -> None:
     for spec in MODELS.values():
         if spec.name not in have:
             click.echo(f"  {spec.name:6} (not installed: run `{spec.install_hint}`)")
+    cache = cache_dir()
+    if cache.is_dir():
+        size = sum(f.stat().st_size for f in cache.iterdir() if f.is_file())
+        click.echo(f"repacked-weight cache: {cache} ({size / 1e6:.1f} MB; safe to delete)")
 
 
 @models.command("fetch")
