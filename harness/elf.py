@@ -88,14 +88,17 @@ class ElfImage:
 
     def lookup(self, addr: int) -> tuple[Symbol, int] | None:
         """(symbol containing addr, offset), or None. Size-0 symbols (assembly labels)
-        cover addresses up to the next symbol."""
+        cover addresses up to the next symbol, within the same loaded segment."""
         i = bisect.bisect_right(self._addrs, addr) - 1
         if i < 0:
             return None
         sym = self.symbols[i]
-        if sym.size and addr >= sym.addr + sym.size:
-            return None
-        return sym, addr - sym.addr
+        if sym.size:
+            return (sym, addr - sym.addr) if addr < sym.addr + sym.size else None
+        for seg in self.segments:
+            if seg.vaddr <= sym.addr < seg.vaddr + seg.memsz:
+                return (sym, addr - sym.addr) if addr < seg.vaddr + seg.memsz else None
+        return None
 
     def symbolize(self, addr: int) -> str:
         """"name+0x1c" for an address inside a known symbol, else ""."""

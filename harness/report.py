@@ -12,14 +12,20 @@
       #2 0x80003f10  fileread+0x22    file.c:80     <- interrupted here (sepc)
 
 The backtrace follows gcc's RISC-V frame-pointer convention: in a function with frame
-pointer fp (s0), the return address is at fp-8 and the caller's fp at fp-16. Leaf
-functions do not save ra, so for the innermost frame, if fp-8 does not hold a code
-address, the return address is taken from the ra register and the caller's fp from fp-8.
-Our kernelvec pushes a frame record {ra = sepc, fp = interrupted s0} before calling
-kerneltrap, so the walk continues into the interrupted function.
+pointer fp (s0), the return address is at fp-8 and the caller's fp at fp-16. Two cases
+break the chain and are handled:
+- a function stopped before its prologue set s0 (or one that never sets it): s0 is
+  still its caller's frame, and its own return address is only in ra;
+- a leaf function saves s0 but not ra: fp-8 holds the caller's fp, not code.
+In both, the return address is taken from ra (the register for the innermost frame; the
+copy kernelvec saved at the bottom of its trap frame for an interrupted function). Our
+kernelvec pushes a frame record {fp-8 = sepc, fp-16 = interrupted s0} before calling
+kerneltrap (docs/ARCHITECTURE.md), so the walk continues into the interrupted function.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import capstone
 from unicorn import riscv_const as R
@@ -58,30 +64,105 @@ def disassemble(hart: Hart, addr: int, count: int = 1) -> list[str]:
     return lines
 
 
-def backtrace(hart: Hart, elf: ElfImage, pc: int) -> list[int | None]:
-    """Addresses from pc outwards (pc, then return addresses), following frame pointers
-    through guest memory. None marks a caller whose return address was not saved (a
-    leaf function interrupted by a trap)."""
-    frames: list[int | None] = [pc]
+@dataclass(frozen=True)
+class Frame:
+    """One backtrace entry: an instruction address (the pc, an interrupted sepc) or a
+    return address; addr None when a caller's return address was not saved anywhere."""
+
+    addr: int | None
+    exact: bool = False  # addr is an instruction's address, not a return address
+    trap: bool = False   # addr is the sepc of a trap frame record
+
+
+def backtrace(hart: Hart, elf: ElfImage, pc: int) -> list[Frame]:
+    """Frames from pc outwards, following frame pointers through guest memory (read
+    through the current page table)."""
+    stvec = hart.csr(R.UC_RISCV_REG_STVEC) & ~3
+    vector = elf.lookup(stvec)
+    vec_size = trap_frame_size(hart, stvec)
+    frames = [Frame(pc, exact=True)]
     fp = hart.get(REG_S0)
-    for depth in range(MAX_FRAMES):
+    # the return address of the innermost function whose frame is not (yet) on the chain
+    pending_ra: int | None = hart.x(1)
+    if in_prologue(hart, elf, pc):
+        frames.append(Frame(pending_ra))
+        pending_ra = None
+    for _ in range(MAX_FRAMES):
         if fp == 0 or fp % 8:
             break
-        ra = hart.read_u64(fp - 8)
-        prev = hart.read_u64(fp - 16)
-        if ra is None or prev is None:
+        ra, prev = hart.read_u64(fp - 8), hart.read_u64(fp - 16)
+        if ra is None or prev is None or ra == 0:
             break
-        if not elf.contains_code(ra):
-            # a leaf function: it saved no ra, and fp-8 holds its caller's fp
-            prev = ra
-            ra = hart.x(1) if depth == 0 else None
+        if not elf.contains_code(ra):  # a leaf: fp-8 holds the caller's fp
+            ra, prev = pending_ra, ra
+        pending_ra = None
         if ra is not None and not elf.contains_code(ra):
             break
-        frames.append(ra)
+        frames.append(Frame(ra))
         if prev <= fp:  # callers' frames are above ours; anything else ends the chain
             break
+        hit = elf.lookup(ra - 1) if ra is not None else None
+        if vector is not None and hit is not None and hit[0] == vector[0]:
+            # prev is kernelvec's frame record: {fp-8 = sepc, fp-16 = interrupted s0}
+            sepc, s0 = hart.read_u64(prev - 8), hart.read_u64(prev - 16)
+            if sepc is None or s0 is None:
+                break
+            frames.append(Frame(sepc, exact=True, trap=True))
+            saved_ra = hart.read_u64(prev - vec_size) if vec_size else None
+            if in_prologue(hart, elf, sepc):
+                frames.append(Frame(saved_ra if saved_ra and elf.contains_code(saved_ra)
+                                    else None))
+            else:
+                pending_ra = saved_ra
+            if s0 <= prev:
+                break
+            fp = s0
+            continue
         fp = prev
     return frames
+
+
+def trap_frame_size(hart: Hart, stvec: int) -> int | None:
+    """Bytes the trap vector's first instruction (addi sp, sp, -N) allocates; kernelvec
+    saves the interrupted ra at the bottom of that frame, 0(sp)."""
+    got = hart.fetch(stvec)
+    if got is None:
+        return None
+    bits, n = got
+    if n == 4 and bits & 0xFFFFF == 0x10113:  # addi sp, sp, imm
+        imm = bits >> 20
+        imm -= (1 << 12) if imm & 0x800 else 0
+        return -imm if imm < 0 else None
+    if n == 2 and bits & 0xEF83 == 0x0101:  # c.addi sp, sp, imm (6-bit imm)
+        imm = ((bits >> 12) & 1) << 5 | ((bits >> 2) & 0x1F)
+        imm -= (1 << 6) if imm & 0x20 else 0
+        return -imm if imm < 0 else None
+    if n == 2 and bits & 0xEF83 == 0x6101:  # c.addi16sp sp, imm
+        imm = (((bits >> 12) & 1) << 9 | ((bits >> 3) & 3) << 7 | ((bits >> 5) & 1) << 6
+               | ((bits >> 2) & 1) << 5 | ((bits >> 6) & 1) << 4)
+        imm -= (1 << 10) if imm & 0x200 else 0
+        return -imm if imm < 0 else None
+    return None
+
+
+def in_prologue(hart: Hart, elf: ElfImage, addr: int) -> bool:
+    """True if the function containing addr has not set its frame pointer (s0 = sp + N)
+    before addr: then s0 still belongs to its caller."""
+    hit = elf.lookup(addr)
+    if hit is None or not hit[0].size:
+        return False
+    pos = hit[0].addr
+    while pos < addr:
+        got = hart.fetch(pos)
+        if got is None:
+            return False
+        bits, n = got
+        if n == 4 and bits & 0xFFFFF == 0x10413:  # addi s0, sp, imm
+            return False
+        if n == 2 and bits & 0xE01F == 0x0000 and bits:  # c.addi4spn s0, sp, imm
+            return False
+        pos += n
+    return True
 
 
 def follows_call(hart: Hart, addr: int) -> bool:
@@ -143,18 +224,14 @@ def format_report(m: Machine, result: RunResult) -> str:
     out.append("instruction at pc:")
     out += ["  " + line for line in disassemble(h, pc)]
     out.append("backtrace (frame pointers):")
-    vector = elf.lookup(h.csr(R.UC_RISCV_REG_STVEC) & ~3)
-    prev_in_vector = False
-    for i, addr in enumerate(backtrace(h, elf, pc)):
-        if addr is None:
-            out.append(f"  #{i:<2} ?  (a leaf function: its return address was not saved)")
-            prev_in_vector = False
+    for i, f in enumerate(backtrace(h, elf, pc)):
+        if f.addr is None:
+            out.append(f"  #{i:<2} ?  (return address not saved: a leaf or a function "
+                       "stopped in its prologue)")
             continue
-        # pc, the interrupted pc in a trap's frame record, or a thread's first function
-        exact = i == 0 or prev_in_vector or not follows_call(h, addr)
-        note = "  <- trapped here (sepc)" if i and addr == sepc and prev_in_vector else ""
-        out.append(f"  #{i:<2} {addr:#x}  {_where(elf, addr, not exact)}{note}".rstrip())
-        hit = elf.lookup(addr - 1)
-        prev_in_vector = vector is not None and hit is not None and hit[0] == vector[0]
+        # a return address right after a call is looked up at addr-1 (see _where)
+        ret = not f.exact and follows_call(h, f.addr)
+        note = "  <- trapped here (sepc)" if f.trap else ""
+        out.append(f"  #{i:<2} {f.addr:#x}  {_where(elf, f.addr, ret)}{note}".rstrip())
     return "\n".join(out)
 

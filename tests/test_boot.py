@@ -68,6 +68,43 @@ def test_kernel_panic_prints_the_report_and_exits_101(tmp_path: Path) -> None:
     assert "panic+" in trace and "fsinit+" in trace
 
 
+def test_panic_backtrace_crosses_the_trap_into_the_interrupted_function() -> None:
+    """An illegal instruction written over sys_uptime in the running kernel: the report's
+    backtrace goes panic <- kerneltrap <- kernelvec <- sys_uptime <- syscall <- usertrap."""
+    import threading
+
+    from harness.machine import Exit, Machine, MachineConfig
+    from harness.report import format_report
+
+    out = bytearray()
+    ready = threading.Event()
+
+    def sink(data: bytes) -> None:
+        out.extend(data)
+        if b"ready" in out:
+            ready.set()
+
+    m = Machine(MachineConfig(kernel=KERNEL, fs=FS, cmd="echo ready; sleep 1; uptime",
+                              output=sink, timeout=30))
+
+    def corrupt() -> None:
+        ready.wait(20)
+        m.post(lambda: m.ram.write(m.kernel.symbol("sys_uptime"), bytes(4)))
+
+    threading.Thread(target=corrupt, daemon=True).start()
+    try:
+        res = m.run()
+        assert res.exit == Exit.PANIC, res.message
+        assert "illegal instruction" in res.message
+        trace = format_report(m, res).split("backtrace (frame pointers):")[1].strip()
+    finally:
+        m.close()
+    names = [line.split()[2].split("+")[0] for line in trace.splitlines()]
+    assert names == ["poweroff", "panic", "kerneltrap", "kernelvec", "sys_uptime", "syscall",
+                     "usertrap"], trace
+    assert "sys_uptime  sysproc.c:" in trace and "trapped here (sepc)" in trace
+
+
 def test_persist_writes_the_disk_image(tmp_path: Path) -> None:
     img = tmp_path / "fs.img"
     shutil.copy(FS, img)

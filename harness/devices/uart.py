@@ -10,7 +10,8 @@ Registers are the National Semiconductor PC16550D's, 8 bits wide at byte offsets
 - Receive: `receive(data)` (on the emulation thread; host threads go through
   `ctx.post`) appends to an unbounded host-side FIFO; LSR.DR says a byte waits, RHR pops
   it, and the line to the PLIC is high while IER.ERBFI is set and bytes wait.
-- Divisor latch (LCR.DLAB) registers, FCR, MCR, MSR and SCR are kept but do nothing.
+- Divisor latch (LCR.DLAB) registers, FCR, MCR, MSR and SCR are kept but do nothing; in
+  particular a FIFO reset through FCR does not throw away input that already arrived.
 """
 
 from __future__ import annotations
@@ -137,10 +138,10 @@ class Uart16550(Device):
             self.ier = value & 0x0F
             self._update()
         elif offset == Reg.IIR_FCR:
+            # FCR's "clear receive FIFO" does not drop host input: bytes typed or piped
+            # before the driver initialised the UART wait for it, as on a line with flow
+            # control (otherwise `echo cmd | harness run` would race the boot)
             self.fcr = value
-            if value & 0x02:  # clear the receive FIFO
-                self.rx.clear()
-                self._update()
         elif offset == Reg.LCR:
             self.lcr = value
         elif offset == Reg.MCR:
