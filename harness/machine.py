@@ -25,7 +25,7 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from unicorn import (
@@ -62,6 +62,7 @@ CONSOLE_TAIL = 1 << 16  # bytes of console output kept for fault reports
 
 # The memory map: (name, base name in memlayout.h, device class, PLIC source name or None).
 # Window sizes are the classes' `size`; RAM and the boot info page are added by Machine.
+# Optional devices (the AI device at VIRTIO1) come from MachineConfig.extra_devices.
 MEMORY_MAP: list[tuple[str, str, type[Device], str | None]] = [
     ("power", "POWER", Power, None),
     ("clint", "CLINT", Clint, None),
@@ -69,6 +70,9 @@ MEMORY_MAP: list[tuple[str, str, type[Device], str | None]] = [
     ("uart0", "UART0", Uart16550, "UART0_IRQ"),
     ("virtio0", "VIRTIO0", VirtioBlk, "VIRTIO0_IRQ"),
 ]
+
+
+DeviceFactory = Callable[[str, DeviceContext], Device]
 
 
 class Exit(enum.Enum):
@@ -103,6 +107,8 @@ class MachineConfig:
     output: Callable[[bytes], None] | None = None  # console output sink (default: stdout)
     flags: int = 0                 # extra BOOT_F_* bits
     disk_data: bytearray | None = None  # disk contents to use instead of reading `fs`
+    # optional devices: (name, base name in memlayout.h, factory(name, ctx), PLIC source name)
+    extra_devices: list[tuple[str, str, DeviceFactory, str | None]] = field(default_factory=list)
 
 
 @dataclass
@@ -151,6 +157,10 @@ class Machine:
             else:
                 irq = ML[irq_name] if irq_name else None
                 dev = cls(name, self._context(irq), **self._device_options(cls))
+            self.devices[name] = dev
+            self.bus.map(ML[base_name], dev)
+        for name, base_name, factory, irq_name in self.config.extra_devices:
+            dev = factory(name, self._context(ML[irq_name] if irq_name else None))
             self.devices[name] = dev
             self.bus.map(ML[base_name], dev)
         self.clint: Clint = self.devices["clint"]  # type: ignore[assignment]

@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 from machine_stubs import CC, Run, build
 
+from harness.devices.base import DeviceContext
+from harness.devices.virtio_mmio import Chain, VirtioMmio
 from harness.machine import Exit
 from harness.report import format_report
 
 pytestmark = pytest.mark.skipif(CC is None, reason="needs riscv64-unknown-elf-gcc")
 
-STUBS = ["hello", "timer", "uart_rx", "blk", "utraps", "faults", "panic", "dmacode"]
+STUBS = ["hello", "timer", "uart_rx", "blk", "utraps", "faults", "panic", "dmacode", "async"]
 
 
 @pytest.fixture(scope="module")
@@ -199,3 +201,41 @@ def test_posted_events_run_on_the_emulation_thread(stub: dict[str, Path]) -> Non
 
     r.run(poster)
     assert seen == [threading.main_thread()]
+
+
+class EchoDevice(VirtioMmio):
+    """Upper-cases each request on a host thread 50 ms later (the AI device's pattern)."""
+
+    device_id = 0xFFFE  # test-only
+
+    def __init__(self, name: str, ctx: DeviceContext) -> None:
+        super().__init__(name, ctx)
+        self.threads: list[threading.Thread] = []
+
+    def handle(self, queue: int, chain: Chain) -> None:
+        text = self.gather(chain.readable).upper()
+
+        def work() -> None:  # a host thread: it must not touch guest memory itself
+            time.sleep(0.05)
+            self.ctx.post(lambda: self.complete(queue, chain.head,
+                                                self.scatter(chain.writable, text)))
+
+        t = threading.Thread(target=work, daemon=True)
+        t.start()
+        self.threads.append(t)
+        return None  # completed later
+
+
+def test_device_completing_on_a_host_thread_wakes_the_guest(stub: dict[str, Path]) -> None:
+    devs: list[EchoDevice] = []
+
+    def factory(name: str, ctx: DeviceContext) -> EchoDevice:
+        devs.append(EchoDevice(name, ctx))
+        return devs[-1]
+
+    r = Run(stub["async"], extra_devices=[("echo", "VIRTIO1", factory, "VIRTIO1_IRQ")])
+    res = r.run()
+    assert res.exit == Exit.POWEROFF, res.message
+    assert r.text == "HELLO ASYNC (waited)\nSECOND REQUEST (waited)\nirqs ok\n"
+    assert r.machine.stats.wfi_sleeps >= 2 and r.machine.stats.sleep_s > 0.05
+    assert devs[0].completed == 2
