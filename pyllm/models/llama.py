@@ -27,7 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from pyllm.errors import FormatError, UnsupportedArchitectureError
+from pyllm.errors import (
+    ContextOverflowError,
+    FormatError,
+    PyllmError,
+    UnsupportedArchitectureError,
+)
 from pyllm.loaders import Checkpoint
 from pyllm.loaders.gguf import open_gguf, tensor_array
 from pyllm.models.base import Model, ModelInfo, ModelState, with_greedy
@@ -299,7 +304,7 @@ class LlamaModel(Model):
         if backend == "auto":
             backend = "c" if kernels.native() is not None else "numpy-q8"
         if backend == "c" and kernels.native() is None:
-            raise FormatError(f"backend 'c' requested but {kernels.NATIVE_ERROR}")
+            raise PyllmError(f"backend 'c' requested but {kernels.NATIVE_ERROR}")
         self.backend = backend
         # one pool owns the cores: ours for the fast path, OpenBLAS for the numpy paths
         set_blas_threads(1 if backend == "c" else n_threads)
@@ -318,7 +323,7 @@ class LlamaModel(Model):
             ) + self._np.head.nbytes
             backend_name = backend
         else:
-            raise ValueError(f"unknown backend '{backend}' (auto, c, numpy-q8, numpy-f32)")
+            raise PyllmError(f"unknown backend '{backend}' (auto, c, numpy-q8, numpy-f32)")
         n_params = sum(t.n_elements for t in ck.tensors.values())
         meta = ck.metadata
         eos = meta.get("tokenizer.ggml.eos_token_id")
@@ -486,8 +491,6 @@ class _FastLlama:
             assert isinstance(state, LlamaState)
             n = len(t)
             if state.pos + n > state.capacity:
-                from pyllm.errors import ContextOverflowError
-
                 raise ContextOverflowError(f"sequence would exceed its capacity of "
                                            f"{state.capacity} tokens")
             seqs[s_i].k = ffi.cast("float *", state.k.ctypes.data)
