@@ -118,6 +118,31 @@ def test_chunked_equals_recurrent_with_initial_state():
         assert np.abs(S - S_rec).max() < TOL_CHUNKED * np.abs(S_rec).max()
 
 
+@pytest.mark.parametrize("T,H,dk,dv,chunk", [(150, 4, 32, 24, 64), (128, 16, 128, 128, 64),
+                                             (37, 3, 16, 48, 16), (8, 2, 128, 128, 64),
+                                             (70, 2, 128, 256, 32)])
+def test_chunked_kernel_matches_twin(paths, T, H, dk, dv, chunk):
+    ffi, lib = paths
+    rng = np.random.default_rng(T + dv)
+    q = Q.l2norm(rng.standard_normal((T, H, dk)).astype(np.float32)) * np.float32(dk ** -0.5)
+    k = Q.l2norm(rng.standard_normal((T, H, dk)).astype(np.float32))
+    v = rng.standard_normal((T, H, dv)).astype(np.float32)
+    g = (-rng.random((T, H)) * 2).astype(np.float32)
+    g[T // 3] = -90  # a decay to nothing inside a chunk
+    beta = rng.random((T, H)).astype(np.float32)
+    S = rng.standard_normal((H, dk, dv)).astype(np.float32)
+    S_ref = S.copy()
+    o_ref = Q.delta_rule_chunked(q, k, v, g, beta, S_ref, chunk)
+    o = np.empty((T, H, dv), np.float32)
+    assert lib.pyllm_gdn_chunked(*(ptr(ffi, a) for a in (S, q, k, v, g, beta)), H, T, dk, dv,
+                                 chunk, ptr(ffi, o)) == 0
+    assert np.abs(o - o_ref).max() < TOL_CHUNKED * np.abs(o_ref).max()
+    assert np.abs(S - S_ref).max() < TOL_CHUNKED * np.abs(S_ref).max()
+    z = np.zeros(1, np.float32)
+    assert lib.pyllm_gdn_chunked(*(ptr(ffi, z) for _ in range(6)), 1, 1, 1, 1, 65,
+                                 ptr(ffi, z)) == -1  # chunk > 64
+
+
 def test_inverse_of_unit_lower_triangular():
     rng = np.random.default_rng(1)
     A = np.tril(rng.standard_normal((3, 40, 40)).astype(np.float32) * 0.2, -1)

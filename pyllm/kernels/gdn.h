@@ -1,7 +1,8 @@
-// gdn.h: Gated DeltaNet decode kernels (Qwen3.5 linear-attention layers).
+// gdn.h: Gated DeltaNet kernels (Qwen3.5 linear-attention layers).
 //
-// The numpy twins are delta_rule_step() and causal_conv() in
-// pyllm/models/qwen35.py; tests/test_qwen_kernels.py compares them.
+// The numpy twins are causal_conv(), delta_rule_step() and
+// delta_rule_chunked() in pyllm/models/qwen35.py; tests/test_qwen_kernels.py
+// compares them.
 
 #ifndef PYLLM_GDN_H
 #define PYLLM_GDN_H
@@ -21,8 +22,16 @@ void pyllm_gdn_conv(float *state, const float *x, int n, const float *w, int c, 
 //   out: (heads, dv) = S_new^T q, where S_new = e^g S + k (beta (v - e^g S^T k))^T.
 //   Returns 0, or -1 for sizes out of range (dv > 1024).
 int pyllm_gdn_step(float *S, const float *q, const float *k, const float *v,
-                    const float *g, const float *beta, int heads, int dk, int dv,
-                    float *out);
+                   const float *g, const float *beta, int heads, int dk, int dv,
+                   float *out);
+
+// T tokens of the same rule in the chunked form (prefill), in place on S.
+//   q, k: (T, heads, dk) (q already scaled); v: (T, heads, dv);
+//   g, beta: (T, heads); out: (T, heads, dv); chunk: tokens per chunk, <= 64;
+//   dv <= 256. Returns 0, -1 for sizes out of range, -2 if out of memory.
+int pyllm_gdn_chunked(float *S, const float *q, const float *k, const float *v,
+                      const float *g, const float *beta, int heads, int T, int dk,
+                      int dv, int chunk, float *out);
 // cffi:end
 
 // One head of pyllm_gdn_step (S: dk x dv, q, k: dk, v, out: dv), for other

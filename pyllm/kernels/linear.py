@@ -118,6 +118,13 @@ class NumpyOps:
         return silu(gu[:, :F]) * gu[:, F:]
 
     @staticmethod
+    def delta_chunked(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray,
+                      beta: np.ndarray, S: np.ndarray, chunk: int) -> np.ndarray:
+        from pyllm.models.qwen35 import delta_rule_chunked
+
+        return delta_rule_chunked(q, k, v, g, beta, S, chunk)
+
+    @staticmethod
     def delta_step(S: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray,
                    beta: np.ndarray) -> np.ndarray:
         from pyllm.models.qwen35 import delta_rule_step
@@ -364,6 +371,23 @@ class Q8Ops(NumpyOps):
         out = np.empty((n, two_f // 2), F32)
         self.lib.pyllm_silu_mul(self.ffi.cast("float *", gu.ctypes.data), n, two_f // 2,
                                 self.ffi.cast("float *", out.ctypes.data))
+        return out
+
+    def delta_chunked(self, q: np.ndarray, k: np.ndarray, v: np.ndarray,  # type: ignore[override]
+                      g: np.ndarray, beta: np.ndarray, S: np.ndarray, chunk: int) -> np.ndarray:
+        T, H, dk = k.shape
+        dv = v.shape[2]
+        out = np.empty((T, H, dv), F32)
+        f = self.ffi
+        args = [np.ascontiguousarray(a, dtype=F32) for a in (q, k, v, g, beta)]
+        rc = self.lib.pyllm_gdn_chunked(f.cast("float *", S.ctypes.data),
+                                        *(f.cast("float *", a.ctypes.data) for a in args),
+                                        H, T, dk, dv, min(chunk, 64),
+                                        f.cast("float *", out.ctypes.data))
+        if rc == -2:
+            raise MemoryError("pyllm_gdn_chunked: out of memory")
+        if rc != 0:  # sizes the kernel does not take (dv > 256, chunk > 64)
+            return super().delta_chunked(q, k, v, g, beta, S, chunk)
         return out
 
     def delta_step(self, S: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray,  # type: ignore[override]

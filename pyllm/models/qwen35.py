@@ -486,7 +486,7 @@ class Qwen35(Model):
         if T == 1:
             o = self.ops.delta_step(st.ssm[j], q[0], k[0], v[0], g[0], beta[0])[None]
         else:
-            o = delta_rule_chunked(q, k, v, g, beta, st.ssm[j], self.chunk)
+            o = self.ops.delta_chunked(q, k, v, g, beta, st.ssm[j], self.chunk)
         # gated RMSNorm per value head, then the output projection
         o = gated_rmsnorm(o, z, w.norm, cfg.rms_eps)
         return w.out_proj(o.reshape(T, cfg.value_dim))
