@@ -227,7 +227,7 @@ class Engine:
         return req
 
     @property
-    def load(self) -> tuple[int, int]:
+    def queue_depth(self) -> tuple[int, int]:
         """(running, queued) requests."""
         with self._cv:
             return len(self._active), len(self._pending)

@@ -90,7 +90,7 @@ def test_concurrent_requests_from_threads(engine, model) -> None:  # noqa: ANN00
     for th in ths:
         th.join()
     assert [got[i] for i in range(8)] == want
-    assert engine.load == (0, 0)
+    assert engine.queue_depth == (0, 0)
 
 
 def test_interleaving_keeps_decoding_during_a_long_prefill(model) -> None:  # noqa: ANN001
