@@ -75,10 +75,17 @@ def test_generate_unknown_and_missing_models(tmp_path):
 @pytest.mark.slow
 def test_synth_full_size_and_run(tmp_path):
     """The synthetic 0.8B: real names and shapes, bf16, labelled synthetic; loads and runs."""
+    env = {"PYLLM_MODELS_DIR": str(tmp_path), "PYLLM_CACHE_DIR": str(tmp_path / "cache")}
+    try:
+        check_synth(tmp_path, env)
+    finally:  # 2.6 GB of checkpoint and cache: do not leave it in pytest's kept tmp dirs
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def check_synth(tmp_path: Path, env: dict[str, str]) -> None:
     from pyllm.loaders.safetensors import open_safetensors
     from pyllm.synth import N_TEXT_PARAMS, SYNTH_DIR
 
-    env = {"PYLLM_MODELS_DIR": str(tmp_path), "PYLLM_CACHE_DIR": str(tmp_path / "cache")}
     code, out = run("models", "synth", "qwen", env=env)
     assert code == 0, out
     folder = tmp_path / SYNTH_DIR
