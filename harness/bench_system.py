@@ -229,6 +229,10 @@ def system(reps: int, idle_seconds: float, kernel: Path, fs: Path,
         idle: list[float] = []
         interactive(kernel, fs, lambda m, s: idle.append(idle_cpu_percent(m, idle_seconds)))
 
+    # ratios are taken within each repetition (the two runs were back to back), then the
+    # median: on a busy host that is steadier than a ratio of medians
+    r["guest_over_bare"] = [g / b for g, b in zip(r["guest_mips"], r["raw_mips"], strict=True)]
+    r["syscall_over_floor"] = [s / f for s, f in zip(r["syscall_us"], r["floor_us"], strict=True)]
     med = {k: statistics.median(v) for k, v in r.items() if v}
     med["idle_cpu_percent"] = idle[0]
     lines = ["{s:{c}^{n}}".format(s=" harness bench system ", n=50, c="="),
@@ -240,11 +244,11 @@ def system(reps: int, idle_seconds: float, kernel: Path, fs: Path,
     lines += ["{s:{c}^{n}}".format(s=" CPU ", n=50, c="-"),
               _row("Guest MIPS (sysbench cpu)", med["guest_mips"]),
               _row("Bare Unicorn MIPS, same loop", med["raw_mips"]),
-              _row("Ratio guest / bare", med["guest_mips"] / med["raw_mips"]),
+              _row("Ratio guest / bare (median of reps)", med["guest_over_bare"]),
               "{s:{c}^{n}}".format(s=" System calls ", n=50, c="-"),
               _row("Syscall round trip, getpid (us)", med["syscall_us"]),
               _row("Trap floor, no kernel (us)", med["floor_us"]),
-              _row("Ratio syscall / floor", med["syscall_us"] / med["floor_us"]),
+              _row("Ratio syscall / floor (median of reps)", med["syscall_over_floor"]),
               "{s:{c}^{n}}".format(s=" Idle ", n=50, c="-"),
               _row(f"Host CPU at the prompt, {idle_seconds:g} s (%)", med["idle_cpu_percent"]),
               _row("  target (% of one core)", 2.0),
