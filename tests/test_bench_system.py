@@ -1,0 +1,32 @@
+"""`harness bench system` runs end to end and reports every figure (values are not
+asserted: performance is measured, never tested)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (ROOT / "build" / "kernel" / "kernel.elf").is_file()
+                    or not (ROOT / "build" / "fs.img").is_file(), reason="needs `make build`")
+def test_bench_system_reports_every_figure(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    r = subprocess.run([sys.executable, "-m", "harness", "bench", "system", "--reps", "1",
+                        "--idle-seconds", "0.5", "--json", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    for label in ("Boot to shell prompt (ms)", "Guest MIPS (sysbench cpu)",
+                  "Syscall round trip, getpid (us)", "Host CPU at the prompt"):
+        assert label in r.stdout
+    med = json.loads(out.read_text())["median"]
+    for key in ("boot_ms", "guest_mips", "raw_mips", "syscall_us", "floor_us",
+                "guest_over_bare", "syscall_over_floor", "idle_cpu_percent"):
+        assert med[key] >= 0
+    assert med["guest_mips"] > 0 and med["syscall_us"] > 0
