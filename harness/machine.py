@@ -334,7 +334,12 @@ class Machine:
                 return
             until = self._timeout_at
         else:
-            until = self._deadline_ns() if timer_ahead else self._timeout_at
+            # sleep until the deadline's host time even if it has just passed (the sleep is
+            # then empty): testing "still ahead?" again here would race with the clock
+            until = self._timeout_at
+            t = self.clock.host_ns(cmp) if cmp < NEVER else None
+            if t is not None:
+                until = t if until is None else min(until, t)
         t0 = time.perf_counter()
         self.waker.sleep(until)
         self.stats.wfi_sleeps += 1
