@@ -144,8 +144,12 @@ class Machine:
         self._timeout_at: int | None = None
         self._output_hooks: list[Callable[[bytes], None]] = []
         self.devices: dict[str, Device] = {}
-        self._build_devices()
-        self._load_kernel()
+        try:
+            self._build_devices()
+            self._load_kernel()
+        except BaseException:
+            self.close()  # no waker thread or open disk file left behind
+            raise
         self._reset_cpu()
 
     # ---------------------------------------------------------------- construction
