@@ -329,9 +329,12 @@ class Machine:
     def _wait_for_interrupt(self) -> None:
         """The guest is in wfi with nothing pending: let the host thread sleep."""
         cmp = self.clint.mtimecmp
-        if cmp < NEVER and self.clock.mtime() >= cmp:
+        # STIP already raised and still not pending-enabled: the guest masked the timer
+        # (sie.STIE), so the deadline cannot wake it; only an event or the timeout can
+        armed = cmp < NEVER and not self.clint.level
+        if armed and self.clock.mtime() >= cmp:
             return  # the deadline passed since the loop's tick(): tick again, never sleep
-        timer_ahead = cmp < NEVER and self.clock.mtime() < cmp
+        timer_ahead = armed
         if isinstance(self.clock, IcountClock):
             if timer_ahead:
                 self.clock.advance_to(cmp)  # idle time costs nothing in icount mode
@@ -341,7 +344,7 @@ class Machine:
             # sleep until the deadline's host time even if it has just passed (the sleep is
             # then empty): testing "still ahead?" again here would race with the clock
             until = self._timeout_at
-            t = self.clock.host_ns(cmp) if cmp < NEVER else None
+            t = self.clock.host_ns(cmp) if armed else None
             if t is not None:
                 until = t if until is None else min(until, t)
         t0 = time.perf_counter()

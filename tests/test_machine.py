@@ -75,6 +75,19 @@ def test_uart_input_through_the_plic(stub: dict[str, Path]) -> None:
     assert r.machine.plic.claims >= 1
 
 
+def test_masked_expired_timer_does_not_spin_the_wfi_sleep(stub: dict[str, Path]) -> None:
+    def type_late(m):
+        time.sleep(0.3)
+        m.send_input(b"x.")
+
+    r = Run(stub["uart_rx"], cmd="stip")
+    res = r.run(type_late)
+    assert (res.exit, r.text) == (Exit.POWEROFF, "ready\nX.\nclaims>0 yes\n")
+    assert r.machine.clint.level  # STIP was pending (masked) the whole time
+    assert r.machine.stats.wfi_sleeps < 20  # one long sleep, not a busy loop
+    assert r.machine.stats.sleep_s > 0.2
+
+
 def _disk(tmp_path: Path) -> Path:
     img = tmp_path / "disk.img"
     img.write_bytes(b"NEXAI-DISK-TEST\n" + bytes(4 * 512 - 16))

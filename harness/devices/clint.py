@@ -41,6 +41,11 @@ class Clint(Device):
         self._level = False
         self._latched_mtime: int | None = None  # mtime sampled by a low-half read
 
+    @property
+    def level(self) -> bool:
+        """Whether the comparator drives STIP now (as of the last tick or write)."""
+        return self._level
+
     def tick(self) -> None:
         """Re-evaluate STIP against the current time (the run loop calls this)."""
         level = self.clock.mtime() >= self.mtimecmp
