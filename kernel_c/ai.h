@@ -23,7 +23,9 @@
 #define AI_DONE         3
 #define AI_FAILED       4
 
-// error codes (ai_status.err; also what a failed call leaves for ai_lasterr)
+// error codes: ai_status.err, and the reason of the caller's last failed AI
+// system call, which every AI call records and ai_lasterr() returns (all AI
+// calls return -1 on any error, like every other system call)
 #define AI_OK           0
 #define AI_EINVAL       1     // bad argument (count, predict, pointer, flags)
 #define AI_ERANGE       2     // a token id >= the model's vocabulary
