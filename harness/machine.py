@@ -173,7 +173,7 @@ class Machine:
 
     def _context(self, irq: int | None) -> DeviceContext:
         line = self.plic.line_for(irq) if irq is not None else (lambda level: None)
-        return DeviceContext(irq=line, post=self.post, ram=self.ram)
+        return DeviceContext(irq=line, post=self.post, ram=self.ram, clock=self.clock)
 
     def _device_options(self, cls: type[Device]) -> dict[str, object]:
         if cls is Power:

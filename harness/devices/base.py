@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from harness.clock import Clock
     from harness.physmem import PhysMem
 
 
@@ -48,6 +49,7 @@ class DeviceContext:
     irq: Callable[[bool], None]  # set this device's interrupt line (PLIC source) high/low
     post: Callable[[Callable[[], None]], None]  # thread-safe: run fn on the emulation thread
     ram: PhysMem  # guest physical memory, for DMA
+    clock: Clock | None = None  # the machine's mtime source, for device timestamps
 
 
 def _no_irq(level: bool) -> None:

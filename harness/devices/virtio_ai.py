@@ -1,0 +1,620 @@
+"""The virtio-mmio (version 2) AI device at VIRTIO1: LLM inference on the pyllm engine.
+
+Contract: kernel_c/virtio_ai.h (device ID, features, config space, request chain, status
+codes, trace register), read from the header like every shared value; the transport
+(feature negotiation, status handshake, queues, used ring) is harness/devices/virtio_mmio.py.
+Driver: kernel_c/virtio_ai.c.
+
+Requests. One chain per request on queue 0 (QueueNumMax VIRTIO_AI_QUEUE_NUM):
+
+    GENERATE  hdr (R, struct ai_dev_req) -> tokens (R, u32[ntokens]) -> out (W, u32[npredict])
+              -> resp (W, struct ai_dev_resp)
+    CANCEL    hdr (R) [-> anything] -> resp (W, last writable): stops request `target`
+    LOAD      hdr (R) -> name (R, NUL-terminated model name) [-> anything] -> resp (W)
+
+The QUEUE_NOTIFY write validates the chain, writes resp = {AI_ST_RUNNING, 0, t_accept},
+hands the prompt to the engine (pyllm.Engine: several requests in flight, decoded in one
+batch) and returns at once. The engine thread never touches the machine: for every token it
+queues the id, and one closure per engine step is posted to the emulation thread
+(`ctx.post`), which copies the new ids into out[] and updates resp.ngenerated / t_first
+(feature PROGRESS; without it out[] and resp are written once at the end). At the end the
+same closure writes resp (status, ngenerated, t_done), puts the head on the used ring
+(used.len = bytes written) and raises VIRTIO_INT_USED_RING through the PLIC.
+
+Malformed chains (wrong descriptor count or direction, a loop, an index past the queue),
+bad counts or lengths, unknown types and buffers outside RAM complete with an AI_ST_* error
+in resp, or with used.len = 0 when resp itself is unusable: never a harness exception.
+
+Times are guest microseconds since boot (mtime * 1e6 / TIMEBASE_HZ, the clock of time_us()).
+With the host clock the engine's own perf_counter token times are converted exactly, so
+t_first/t_done do not include the posting delay; with --clock icount they are the guest time
+when the emulation thread applies the update.
+
+The model is loaded on a host thread (`--model`, or an AI_REQ_LOAD request) while the guest
+runs: config.state goes NOMODEL -> LOADING -> READY (or FAILED, the reason printed on the
+host console through `log`), each change bumping ConfigGeneration and raising
+VIRTIO_INT_CONFIG. A `LoadedModel` can also be handed in ready-made (tests, benchmarks and
+`--demo` reuse one model across boots).
+
+The trace register (VIRTIO_AI_TRACE, write-only) takes (event << 24) | reqid from the
+kernel; the device time-stamps it and adds its own events (accept, first token, done) to
+`trace`, which harness/ai_trace.py turns into Chrome/Perfetto JSON.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness import cheader
+from harness.clock import HostClock
+from harness.devices.base import DeviceContext
+from harness.devices.virtio_mmio import (
+    DESC_F_NEXT,
+    DESC_F_WRITE,
+    DESC_FMT,
+    DESC_SIZE,
+    F_VERSION_1,
+    REG,
+    STATUS_DRIVER_OK,
+    STATUS_FEATURES_OK,
+    Chain,
+    V,
+    VirtioMmio,
+    Virtqueue,
+)
+
+if TYPE_CHECKING:
+    from pyllm.engine import Engine, Request, TokenEvent
+    from pyllm.models.base import Model
+
+A = cheader.load("virtio_ai.h")
+AI_H = cheader.load("ai.h")
+CFG = A.struct("virtio_ai_config")
+REQ = A.struct("ai_dev_req")
+RESP = A.struct("ai_dev_resp")
+REQ_FIELDS = ("type", "id", "ntokens", "npredict", "flags", "seed", "temp_milli", "top_k",
+              "top_p_milli", "target")
+REQ_FMT = REQ.scalar_struct(*REQ_FIELDS)
+RESP_FMT = RESP.scalar_struct("status", "ngenerated", "t_accept", "t_first", "t_done")
+NGEN_OFF, TFIRST_OFF = RESP.offset("ngenerated"), RESP.offset("t_first")
+TRACE = A["VIRTIO_AI_TRACE"]
+INT_CONFIG = V["VIRTIO_INT_CONFIG"]
+F_PROGRESS = 1 << A["VIRTIO_AI_F_PROGRESS"]
+F_SAMPLING = 1 << A["VIRTIO_AI_F_SAMPLING"]
+F_CANCEL = 1 << A["VIRTIO_AI_F_CANCEL"]
+STOP_EOS = AI_H["AI_STOP_EOS"]
+
+ST = A.prefixed("AI_ST_")            # "OK" -> 0, "EINVAL" -> 1, ...
+DEV_STATE = A.prefixed("AI_DEV_")    # "NOMODEL" .. "FAILED"
+STATE_NAMES = {v: k.lower() for k, v in DEV_STATE.items()}
+REQ_TYPE = A.prefixed("AI_REQ_")     # "GENERATE", "CANCEL", "LOAD"
+TRACE_EVENTS = {v: k.lower() for k, v in A.prefixed("AI_TR_").items()}  # 1 -> "submit", ...
+TRACE_CAP = 1 << 20                  # events kept at most (a long session must not grow forever)
+_U32 = struct.Struct("<I")
+
+
+@dataclass
+class LoadedModel:
+    """A model with its engine, as the device serves it (shareable across machines)."""
+
+    model: Model
+    engine: Engine
+    load_us: int  # Model Loading Time: weights file -> ready, host microseconds
+    spec: str     # what was asked for ("smol", a path, ...)
+
+    @classmethod
+    def load(cls, spec: str, **opts: object) -> LoadedModel:
+        """Load `spec` (pyllm.registry name or path) and start its engine; raises PyllmError."""
+        from pyllm import registry
+        from pyllm.engine import Engine
+
+        t0 = time.perf_counter()
+        model = registry.load(spec, **opts)
+        load_us = int((time.perf_counter() - t0) * 1e6)
+        return cls(model, Engine(model), load_us, spec)
+
+    def close(self) -> None:
+        self.engine.close()
+        self.model.close()
+
+    def config_fields(self) -> dict[str, int | bytes]:
+        """The model's part of struct virtio_ai_config."""
+        info = self.model.info
+        extra = info.extra
+        path = Path(info.path)
+        name = path.stem if path.suffix else path.name
+        return {
+            "flags": A["AI_CFG_SYNTHETIC"] if info.synthetic else 0,
+            "vocab_size": info.vocab_size,
+            "max_context": info.max_context,
+            "eos_token": info.eos_ids[0] if info.eos_ids else 0xFFFF_FFFF,
+            "n_layers": int(extra.get("n_layers", extra.get("layers", 0))),
+            "dim": int(extra.get("dim", extra.get("hidden", 0))),
+            "max_inflight": self.engine.max_batch,
+            "n_params": info.n_params,
+            "weight_bytes": info.weight_bytes,
+            "load_us": self.load_us,
+            "name": name.encode()[:31],
+            "arch": info.arch.encode()[:15],
+        }
+
+
+@dataclass
+class TraceEvent:
+    """One point in a request's life, guest microseconds since boot."""
+
+    t_us: int
+    event: str   # kernel: submit, dispatch, complete, waited, failed, freed;
+                 # device: accept, first, done, cancel, load, loaded
+    reqid: int   # the kernel's request id (0 for device-wide events)
+    source: str  # "kernel" or "device"
+    arg: int = 0  # done: the AI_ST_* status; accept: prompt tokens
+
+
+class AiChain(Chain):
+    """A chain as the device found it: descriptors, and why it is malformed (if it is)."""
+
+    def __init__(self, head: int) -> None:
+        super().__init__(head)
+        self.error: str | None = None
+
+
+@dataclass(eq=False)
+class _Job:
+    """A request the device accepted and has not completed yet."""
+
+    head: int
+    queue: int
+    epoch: int        # device reset generation: a completion of an older epoch is dropped
+    kind: int         # AI_REQ_*
+    reqid: int        # the kernel's id
+    resp: int         # guest address of struct ai_dev_resp
+    out: int = 0      # guest address of out[]
+    npredict: int = 0
+    t_accept: int = 0
+    t_first: int = 0
+    t_done: int = 0
+    written: int = 0   # ids copied into out[] so far
+    pending: list[int] = field(default_factory=list)  # ids produced, not yet copied
+    status: int | None = None  # final AI_ST_* once the engine finished it
+    request: Request | None = None
+    lm: LoadedModel | None = None  # the model serving it
+    t_first_perf: float = 0.0  # engine perf_counter times of the first and latest token
+    t_last_perf: float = 0.0
+
+
+class VirtioAi(VirtioMmio):
+    """The AI inference device (see the module docstring)."""
+
+    device_id = A["VIRTIO_ID_AI"]
+    queue_num_max = A["VIRTIO_AI_QUEUE_NUM"]
+
+    def __init__(self, name: str, ctx: DeviceContext, *,
+                 model: str | LoadedModel | None = None,
+                 log: Callable[[str], None] | None = None,
+                 allow_load: tuple[str, ...] = ()) -> None:
+        """`model`: a registry name/path to load on a host thread now, a ready LoadedModel
+        (owned by the caller), or None (state NOMODEL until an AI_REQ_LOAD). `allow_load`:
+        model names an AI_REQ_LOAD may ask for besides the registry's short names."""
+        super().__init__(name, ctx)
+        self.log = log or (lambda msg: None)
+        self.allow_load = allow_load
+        self.state = DEV_STATE["NOMODEL"]
+        self.loaded: LoadedModel | None = None
+        self.load_error = ""
+        self.config_generation = 0
+        self.trace: list[TraceEvent] = []
+        self.requests = 0           # GENERATE requests accepted
+        self.errors = 0             # chains completed with an error status
+        self.progress_posts = 0     # closures posted by the engine thread
+        self.jobs: dict[int, _Job] = {}  # head -> job (emulation thread only)
+        self._owned: list[LoadedModel] = []  # models this device loaded (closed with it)
+        self._epoch = 0
+        self._lock = threading.Lock()  # guards _dirty/_flush_posted and jobs' pending lists
+        self._dirty: list[_Job] = []
+        self._flush_posted = False
+        self._closed = False
+        self._loads = 0
+        self._perf_to_mono = time.monotonic_ns() - time.perf_counter_ns()
+        self._config = b""
+        self._build_config()
+        if isinstance(model, LoadedModel):
+            self._set_model(model)
+        elif model is not None:
+            self.start_load(str(model))
+
+    # ---------------------------------------------------------------- time
+    def now_us(self) -> int:
+        """Guest microseconds since boot (emulation thread)."""
+        clk = self.ctx.clock
+        return clk.mtime() * 1_000_000 // clk.hz if clk is not None else 0
+
+    def _us_at(self, t_perf: float) -> int | None:
+        """Guest µs at host perf_counter time t_perf (any thread); None if the guest clock
+        does not follow host time (icount: stamped when the update is applied)."""
+        clk = self.ctx.clock
+        if not isinstance(clk, HostClock):
+            return None
+        ns = int(t_perf * 1e9) + self._perf_to_mono - clk.t0
+        return max(0, ns * clk.hz // 1_000_000_000) * 1_000_000 // clk.hz
+
+    def _event(self, t_us: int, event: str, reqid: int, source: str = "device",
+               arg: int = 0) -> None:
+        if len(self.trace) < TRACE_CAP:
+            self.trace.append(TraceEvent(t_us, event, reqid, source, arg))
+
+    # ---------------------------------------------------------------- model / config
+    def start_load(self, spec: str, job: _Job | None = None) -> None:
+        """Load a model on a host thread; LOADING now, READY/FAILED when done."""
+        self._loads += 1
+        gen = self._loads
+        self._set_state(DEV_STATE["LOADING"])
+        self._event(self.now_us(), "load", 0)
+        self.log(f"[ai] loading model {spec} ...")
+
+        def work() -> None:  # host thread: only ctx.post reaches the machine
+            try:
+                lm: LoadedModel | None = LoadedModel.load(spec)
+                err = ""
+            except Exception as exc:  # a PyllmError, or a bug: FAILED either way
+                lm, err = None, str(exc) or type(exc).__name__
+            self.ctx.post(lambda: self._load_done(gen, lm, err, job))
+
+        threading.Thread(target=work, name="ai-load", daemon=True).start()
+
+    def _load_done(self, gen: int, lm: LoadedModel | None, err: str, job: _Job | None) -> None:
+        if self._closed or gen != self._loads:  # closed, or a newer load superseded this one
+            if lm is not None:
+                lm.close()
+            if job is not None:
+                self._finish_job(job, ST["ECANCELED"])
+            return
+        if lm is None:
+            self.load_error = err
+            self.log(f"[ai] model load failed: {err}")
+            self._set_state(DEV_STATE["FAILED"])
+        else:
+            self._owned.append(lm)
+            self._set_model(lm)
+            info = lm.model.info
+            self.log(f"[ai] model {info.label} ready ({info.arch}, "
+                     f"{info.n_params / 1e6:.0f}M parameters, loaded in {lm.load_us / 1e3:.0f} ms)")
+        self._event(self.now_us(), "loaded", 0, arg=self.state)
+        if job is not None:
+            self._finish_job(job, ST["OK"] if lm is not None else ST["ENOMODEL"])
+
+    def _set_model(self, lm: LoadedModel) -> None:
+        old = self.loaded
+        self.loaded = lm
+        self._set_state(DEV_STATE["READY"])
+        self._retire(old)
+
+    def _retire(self, lm: LoadedModel | None) -> None:
+        """Close a replaced model this device loaded once no request uses it any more."""
+        if (lm is not None and lm is not self.loaded and lm in self._owned
+                and not any(j.lm is lm for j in self.jobs.values())):
+            self._owned.remove(lm)
+            lm.close()
+
+    def _set_state(self, state: int) -> None:
+        self.state = state
+        self._build_config()
+        self.config_generation = (self.config_generation + 1) & 0xFFFF_FFFF
+        if self.status & STATUS_DRIVER_OK:  # no config interrupt before the driver is up
+            self.interrupt_status |= INT_CONFIG
+            self._update_irq()
+
+    def _build_config(self) -> None:
+        fields: dict[str, int | bytes] = {"state": self.state}
+        if self.loaded is not None and self.state == DEV_STATE["READY"]:
+            fields.update(self.loaded.config_fields())
+        self._config = CFG.pack(**fields)
+
+    def config_space(self) -> bytes:
+        return self._config
+
+    def device_features(self) -> int:
+        return F_PROGRESS | F_SAMPLING | F_CANCEL
+
+    def describe(self) -> str:
+        what = (self.loaded.model.info.label if self.loaded is not None
+                else STATE_NAMES.get(self.state, "?"))
+        return f"virtio-ai ({what})"
+
+    # ---------------------------------------------------------------- registers
+    def read(self, offset: int, size: int) -> int:
+        if offset == VENDOR_ID_REG:
+            self.need_size(offset, size, 4)
+            return A["VIRTIO_AI_VENDOR"]
+        if offset == CONFIG_GENERATION_REG:
+            self.need_size(offset, size, 4)
+            return self.config_generation
+        if offset == TRACE:
+            raise self.error(offset, size, "the trace register is write-only")
+        return super().read(offset, size)
+
+    def write(self, offset: int, size: int, value: int) -> None:
+        if offset == TRACE:
+            self.need_size(offset, size, 4)
+            ev = (value >> 24) & 0xFF
+            self._event(self.now_us(), TRACE_EVENTS.get(ev, f"event{ev}"), value & 0xFF_FFFF,
+                        "kernel")
+            return
+        super().write(offset, size, value)
+
+    def _write_status(self, value: int) -> None:
+        # VIRTIO_F_VERSION_1 is required: refuse FEATURES_OK without it
+        if (value & STATUS_FEATURES_OK and not self.status & STATUS_FEATURES_OK
+                and not self.driver_features & F_VERSION_1):
+            value &= ~STATUS_FEATURES_OK
+        super()._write_status(value)
+
+    def reset_device(self) -> None:
+        """Status 0: forget every request in flight (their buffers belong to the driver again)."""
+        self._epoch += 1
+        for job in self.jobs.values():
+            if job.request is not None:
+                job.request.cancel()
+        self.jobs.clear()
+
+    # ---------------------------------------------------------------- chains
+    def _walk(self, qi: int, q: Virtqueue, head: int, offset: int, size: int) -> Chain:
+        """Collect the chain without raising: problems are recorded in `error`."""
+        chain = AiChain(head)
+        ram = self.ctx.ram
+        idx = head
+        for _ in range(q.num):
+            if idx >= q.num:
+                chain.error = f"descriptor index {idx} >= queue size {q.num}"
+                return chain
+            addr, length, flags, nxt = DESC_FMT.unpack_from(
+                ram.slice(q.desc + DESC_SIZE * idx, DESC_SIZE))
+            if flags & ~(DESC_F_NEXT | DESC_F_WRITE):
+                chain.error = f"descriptor {idx} has flags {flags:#x} (only NEXT, WRITE)"
+            if flags & DESC_F_WRITE:
+                chain.writable.append((addr, length))
+            elif chain.writable:
+                chain.error = chain.error or f"descriptor {idx} is readable after a writable one"
+                chain.readable.append((addr, length))
+            else:
+                chain.readable.append((addr, length))
+            if not flags & DESC_F_NEXT:
+                return chain
+            idx = nxt
+        chain.error = f"chain from {head} is longer than the queue ({q.num}): a loop?"
+        return chain
+
+    def handle(self, queue: int, chain: Chain) -> int | None:
+        assert isinstance(chain, AiChain)
+        ram = self.ctx.ram
+        resp = chain.writable[-1] if chain.writable else None
+        if resp is None or resp[1] < RESP.size or not ram.contains(*resp):
+            self.errors += 1
+            return 0  # nowhere to say what went wrong: used.len = 0
+        job = _Job(chain.head, queue, self._epoch, 0, 0, resp[0], t_accept=self.now_us())
+        status = self._accept(chain, job)
+        if status is not None:  # finished at once (an error, or CANCEL)
+            if status != ST["OK"]:
+                self.errors += 1
+            return self._write_resp(job, status)
+        self.jobs[chain.head] = job
+        return None
+
+    def _accept(self, chain: AiChain, job: _Job) -> int | None:
+        """Start the request; its final status if it is already finished, else None."""
+        ram = self.ctx.ram
+        if chain.error is not None or not chain.readable:
+            return ST["EINVAL"]
+        for addr, length in chain.readable + chain.writable:
+            if not ram.contains(addr, length):
+                return ST["EFAULT"]
+        hdr_addr, hdr_len = chain.readable[0]
+        if hdr_len < REQ.size:
+            return ST["EINVAL"]
+        hdr = dict(zip(REQ_FIELDS, REQ_FMT.unpack_from(ram.slice(hdr_addr, REQ.size)),
+                       strict=True))
+        job.kind, job.reqid = hdr["type"], hdr["id"]
+        self._write_resp(job, ST["RUNNING"])
+        if job.kind == REQ_TYPE["GENERATE"]:
+            return self._generate(chain, job, hdr)
+        if job.kind == REQ_TYPE["CANCEL"]:
+            return self._cancel(hdr["target"])
+        if job.kind == REQ_TYPE["LOAD"]:
+            return self._load(chain, job)
+        return ST["EINVAL"]
+
+    def _generate(self, chain: AiChain, job: _Job, hdr: dict[str, int]) -> int | None:
+        if len(chain.readable) != 2 or len(chain.writable) != 2:
+            return ST["EINVAL"]
+        (tok_addr, tok_len), (out_addr, out_len) = chain.readable[1], chain.writable[0]
+        n, npredict = hdr["ntokens"], hdr["npredict"]
+        if n < 1 or npredict < 1 or tok_len < 4 * n or out_len < 4 * npredict:
+            return ST["EINVAL"]
+        lm = self.loaded
+        if lm is None or self.state != DEV_STATE["READY"]:
+            return ST["ENOMODEL"]
+        info = lm.model.info
+        if n + npredict > info.max_context:
+            return ST["ETOOLONG"]
+        import numpy as np
+
+        from pyllm.engine import GenParams
+        from pyllm.errors import ContextOverflowError, PyllmError, TokenError
+
+        ids = np.frombuffer(self.ctx.ram.read(tok_addr, 4 * n), dtype="<u4")
+        if int(ids.max()) >= info.vocab_size:
+            return ST["ERANGE"]
+        prompt = ids.astype(np.int32)
+        sampling = {}
+        if self.driver_features & F_SAMPLING and hdr["temp_milli"]:
+            top_p = hdr["top_p_milli"] / 1000 if 0 < hdr["top_p_milli"] < 1000 else 1.0
+            sampling = {"temperature": hdr["temp_milli"] / 1000, "top_k": hdr["top_k"],
+                        "top_p": top_p, "seed": hdr["seed"]}
+        params = GenParams(max_new_tokens=npredict,
+                           stop_ids=None if hdr["flags"] & STOP_EOS else (), **sampling)
+        job.out, job.npredict, job.lm = out_addr, npredict, lm
+        try:
+            job.request = lm.engine.submit(prompt, params, on_token=self._tokens_cb(job),
+                                           on_done=self._done_cb(job))
+        except TokenError:
+            return ST["ERANGE"]
+        except ContextOverflowError:
+            return ST["ETOOLONG"]
+        except PyllmError as exc:
+            self.log(f"[ai] request {job.reqid}: {exc}")
+            return ST["EENGINE"]
+        self.requests += 1
+        self._event(job.t_accept, "accept", job.reqid, arg=n)
+        return None
+
+    def _cancel(self, target: int) -> int:
+        if not self.driver_features & F_CANCEL:
+            return ST["EINVAL"]
+        hits = [j for j in self.jobs.values() if j.reqid == target and j.request is not None]
+        for j in hits:
+            j.request.cancel()  # type: ignore[union-attr]
+        self._event(self.now_us(), "cancel", target, arg=len(hits))
+        return ST["OK"] if hits else ST["EINVAL"]
+
+    def _load(self, chain: AiChain, job: _Job) -> int | None:
+        if len(chain.readable) < 2:
+            return ST["EINVAL"]
+        addr, length = chain.readable[1]
+        name = self.ctx.ram.read(addr, min(length, 4096)).split(b"\0", 1)[0]
+        try:
+            spec = name.decode("ascii")
+        except UnicodeDecodeError:
+            return ST["EINVAL"]
+        from pyllm.registry import MODELS
+
+        if spec not in MODELS and spec not in self.allow_load:
+            self.log(f"[ai] LOAD of '{spec}' refused (allowed: "
+                     f"{', '.join(sorted(MODELS) + list(self.allow_load))})")
+            return ST["ENOMODEL"]
+        self.start_load(spec, job)
+        return None
+
+    # ---------------------------------------------------------------- engine side
+    def _tokens_cb(self, job: _Job) -> Callable[[Request, TokenEvent], None]:
+        progress = bool(self.driver_features & F_PROGRESS)
+
+        def on_token(req: Request, ev: TokenEvent) -> None:  # engine thread
+            with self._lock:
+                job.pending.append(ev.token)
+                if not job.t_first_perf:
+                    job.t_first_perf = ev.t
+                job.t_last_perf = ev.t
+                if progress:
+                    self._mark(job)
+
+        return on_token
+
+    def _done_cb(self, job: _Job) -> Callable[[Request], None]:
+        def on_done(req: Request) -> None:  # engine thread
+            reason = req.timings.stop_reason
+            status = (ST["ECANCELED"] if reason == "cancelled" else
+                      ST["EENGINE"] if reason == "error" or req.error is not None else ST["OK"])
+            if status == ST["EENGINE"]:
+                self.log(f"[ai] request {job.reqid} failed in the engine: {req.error}")
+            with self._lock:
+                job.status = status
+                self._mark(job)
+
+        return on_done
+
+    def _mark(self, job: _Job) -> None:
+        """Queue job for the next flush; post one flush per batch (caller holds _lock)."""
+        self._dirty.append(job)
+        if not self._flush_posted:
+            self._flush_posted = True
+            self.progress_posts += 1
+            self.ctx.post(self._flush)
+
+    def _flush(self) -> None:
+        """Emulation thread: copy new ids into out[], update resp, complete finished jobs."""
+        with self._lock:
+            dirty, self._dirty = self._dirty, []
+            self._flush_posted = False
+            work = []
+            for job in dict.fromkeys(dirty):  # each job once, in order
+                work.append((job, job.pending, job.t_first_perf, job.t_last_perf, job.status))
+                job.pending = []
+        ram = self.ctx.ram
+        for job, new, t_first, t_last, status in work:
+            if job.epoch != self._epoch or self.jobs.get(job.head) is not job:
+                continue  # the driver reset the device: the buffers are no longer ours
+            if new:
+                room = job.npredict - job.written
+                new = new[:room]
+                ram.write(job.out + 4 * job.written, struct.pack(f"<{len(new)}I", *new))
+                if job.written == 0:
+                    us = self._us_at(t_first)
+                    job.t_first = us if us is not None else self.now_us()
+                    self._event(job.t_first, "first", job.reqid)
+                job.written += len(new)
+            if status is None:
+                ram.write(job.resp + NGEN_OFF, _U32.pack(job.written))
+                ram.write(job.resp + TFIRST_OFF, job.t_first.to_bytes(8, "little"))
+                continue
+            last = self._us_at(t_last) if t_last else None
+            job.t_done = last if last is not None else self.now_us()
+            self._finish_job(job, status)
+
+    def _finish_job(self, job: _Job, status: int) -> None:
+        """Write the final resp, put the chain on the used ring, interrupt."""
+        if job.epoch != self._epoch:
+            return
+        self.jobs.pop(job.head, None)
+        if job.kind == REQ_TYPE["GENERATE"]:
+            self._event(job.t_done, "done", job.reqid, arg=status)
+        elif not job.t_done:
+            job.t_done = self.now_us()
+        if status != ST["OK"]:
+            self.errors += 1
+        self.complete(job.queue, job.head, self._write_resp(job, status))
+        self._retire(job.lm)
+
+    def _write_resp(self, job: _Job, status: int) -> int:
+        """Write struct ai_dev_resp; the bytes written to the chain (used.len)."""
+        if status != ST["RUNNING"] and not job.t_done:
+            job.t_done = self.now_us()
+        self.ctx.ram.write(job.resp, RESP_FMT.pack(status, job.written, job.t_accept,
+                                                   job.t_first, job.t_done))
+        return 4 * job.written + RESP.size
+
+    # ---------------------------------------------------------------- teardown
+    def close(self) -> None:
+        """Cancel what is in flight; close the models this device loaded."""
+        self._closed = True
+        for job in self.jobs.values():
+            if job.request is not None:
+                job.request.cancel()
+        self.jobs.clear()
+        for lm in self._owned:
+            lm.close()
+        self._owned.clear()
+
+
+VENDOR_ID_REG = REG["VENDOR_ID"]
+CONFIG_GENERATION_REG = REG["CONFIG_GENERATION"]
+
+
+def device_entry(model: str | LoadedModel | None, *, log: Callable[[str], None] | None = None,
+                 allow_load: tuple[str, ...] = (), created: list[VirtioAi] | None = None,
+                 ) -> tuple[str, str, Callable[[str, DeviceContext], VirtioAi], str]:
+    """The MachineConfig.extra_devices row that plugs the AI device in at VIRTIO1.
+    The device built is appended to `created` (the caller's handle on it)."""
+
+    def factory(name: str, ctx: DeviceContext) -> VirtioAi:
+        dev = VirtioAi(name, ctx, model=model, log=log, allow_load=allow_load)
+        if created is not None:
+            created.append(dev)
+        return dev
+
+    return ("ai", "VIRTIO1", factory, "VIRTIO1_IRQ")
