@@ -599,3 +599,49 @@ def test_emulator_style_load_does_not_starve_the_engine(smol: ai.LoadedModel) ->
     finally:
         stop.set()
         t.join()
+
+
+# ---------------------------------------------------------------- real guest code
+
+def _stub_run(model: ai.LoadedModel | str, prompt: list[int], npredict: int,
+              tmp_path: Path) -> tuple[str, list[ai.VirtioAi]]:
+    from machine_stubs import CC, Run, build
+
+    from harness import bootinfo
+
+    if CC is None:
+        pytest.skip("needs riscv64-unknown-elf-gcc")
+    elf = build("aidev", tmp_path)
+    devs: list[ai.VirtioAi] = []
+    r = Run(elf, cmd=" ".join(map(str, [npredict, *prompt])), flags=bootinfo.F_AIDEV,
+            extra_devices=[ai.device_entry(model, created=devs)], timeout=60.0)
+    res = r.run()
+    assert res.exit.value == "poweroff" and res.status == 0, (res, r.text)
+    return r.text, devs
+
+
+def test_bare_metal_guest_drives_the_device(tiny: ai.LoadedModel, tmp_path: Path) -> None:
+    prompt = [17, 300, 42, 7]
+    text, devs = _stub_run(str(TINY), prompt, 40, tmp_path)  # loads at boot, on a host thread
+    ids = " ".join(map(str, engine_ids(tiny, prompt, 40)))
+    assert text.splitlines() == [
+        "ready tiny_text load_us>0 config irq",
+        f"poll status 0 n 40 ids {ids} times ok",
+        "progress seen",
+        f"wfi status 0 n 40 ids {ids} times ok",
+        "irq wake",
+        "efault ok",
+    ]
+    kinds = [(e.event, e.source) for e in devs[0].trace if e.reqid == 7]
+    assert kinds[:5] == [("submit", "kernel"), ("accept", "device"), ("first", "device"),
+                         ("done", "device"), ("submit", "kernel")]
+
+
+def test_bare_metal_guest_with_smol(smol: ai.LoadedModel, tmp_path: Path) -> None:
+    prompt = smol.model.tokenizer.encode("The capital of France is")
+    text, _ = _stub_run(smol, prompt, 12, tmp_path)  # a model loaded before boot: READY at once
+    ids = " ".join(map(str, engine_ids(smol, prompt, 12)))
+    lines = text.splitlines()
+    assert lines[0].startswith("ready SmolLM2-135M-Instruct") and "load_us>0" in lines[0]
+    assert lines[1] == lines[3].replace("wfi", "poll") == f"poll status 0 n 12 ids {ids} times ok"
+    assert lines[4:] == ["irq wake", "efault ok"]
