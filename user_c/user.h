@@ -37,6 +37,22 @@ int procinfo(struct procinfo *p, int n); // fills up to n rows, returns count
 int freemem(void);                // free physical pages
 int ignintr(int on);              // 1: console ^C spares me (until exec)
 
+// the AI service (kernel_c/ai.h, kernel_c/ai_service.c): every call returns
+// -1 on error and ai_lasterr() then gives the AI_E* reason
+#include "ai.h"
+int ai_submitx(struct ai_submit_args *a);        // returns the request id
+int ai_wait(int reqid, char *out, int out_cap);  // returns the result length
+int ai_query(int reqid, struct ai_status *st);   // never blocks or consumes
+int ai_call(const uint32 *tokens, int ntokens, int npredict, char *out,
+            int out_cap);                        // submit + wait
+int ai_worker_register(void);
+int ai_worker_get(uint32 *tokens, int cap, struct ai_work *w); // ntokens
+int ai_worker_run(int reqid);     // the device computes it; 0 when DONE
+int ai_worker_complete(int reqid, const char *out, int len, int status);
+int ai_info(struct ai_info *info);
+int ai_stats(struct ai_stats *st);
+int ai_lasterr(void);             // AI_E* of this process's last failed AI call
+
 // ulib.c
 #define NULL ((void *)0)
 int stat(const char *path, struct stat *st);
@@ -74,6 +90,31 @@ int vfprintf(int fd, const char *fmt, va_list ap);
 int snprintf(char *buf, int size, const char *fmt, ...)
   __attribute__((format(printf, 3, 4)));
 int vsnprintf(char *buf, int size, const char *fmt, va_list ap);
+
+// ailib.c: helpers for AI clients (link $(UBUILD)/ailib.o, see user.mk)
+int ai_submit(const uint32 *tokens, int ntokens, int npredict); // greedy, blocking
+int ai_wait_status(int reqid, char *out, int out_cap, struct ai_status *st);
+const char *ai_strerror(int err);
+const char *ai_statename(int state);
+const char *ai_family(const char *arch);  // "SmolLM", "Qwen3.5", "unknown-model"
+int ai_parse_u32(const char *word, uint32 *v);
+int ai_format_ids(char *buf, int cap, const uint32 *ids, int n);
+// ai_idparser: whitespace-separated decimal ids fed in pieces (files, lines)
+#define AI_IDS_OK       0
+#define AI_IDS_BADCHAR  (-1)  // a byte that is neither a digit nor blank
+#define AI_IDS_OVERFLOW (-2)  // an id > 0xffffffff
+#define AI_IDS_TOOMANY  (-3)  // more than max ids
+struct ai_idparser {
+  uint32 *ids;
+  int max, n;           // capacity and ids so far
+  uint64 cur;           // the id being read
+  int indigit;          // inside an id
+  int pos;              // bytes consumed so far
+  int err, errpos;      // first error (AI_IDS_*) and its byte offset
+};
+void ai_ids_init(struct ai_idparser *p, uint32 *ids, int max);
+int ai_ids_feed(struct ai_idparser *p, const char *buf, int len);
+int ai_ids_end(struct ai_idparser *p);   // count, or an AI_IDS_* error
 
 // umalloc.c
 void *malloc(uint n);

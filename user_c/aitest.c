@@ -1,0 +1,463 @@
+// aitest: checks of the kernel AI service, the course's client (lab 2) and
+// more. Every check prints "[aitest] NAME: PASS" or "[aitest] NAME: FAIL"
+// (after an "aitest: ..." line that says what went wrong); the exit status
+// is 1 if any check failed.
+//
+//   aitest [flags] [token ids]
+//
+// The course's flags:
+//   --async         ai_submit + ai_wait instead of the synchronous ai_call
+//   --query         (with --async) ai_query before the wait
+//   --fork-unauth   (with --async) a forked child may not wait or query
+//   --doublewait    (with --async) a second ai_wait on the id must fail
+//   --badwait       ai_wait on an id that is not ours (9999) must fail
+//   --batch N       N (<= 8) submits, then N waits in order
+//   --cacheprobe    two identical ai_calls, cold and warm ticks
+//   --predict N     tokens to generate (1..32), default: EXP.BIN's count or 1
+// Ours:
+//   --nonblock      fill every free slot with AI_NONBLOCK submits; the
+//                   next one must fail at once with AI_EBUSY
+//   --smallcap      ai_wait with a too-small buffer fails with AI_ESMALL
+//                   and keeps the result for a second wait
+//   --stats         ai_stats before and after: no slot leaked
+//   --all           every check above (async with query/fork/doublewait)
+// Without token ids the prompt is PMT.BIN of /AI/SMOL or /AI/QWEN when
+// present (u32 count, then count u32 ids), else the single token 0.
+//
+// The final lines describe the main request like the course's aitest:
+//   [aitest] tokens: <ids> / token_count / predict_count / result / bytes
+
+#include "types.h"
+#include "fcntl.h"
+#include "user.h"
+
+#define TOKEN_MAX      255
+#define PREDICT_MAX    32
+#define RESULT_MAX     (PREDICT_MAX * 11 + 1)
+#define TOKEN_TEXT_MAX 3072
+
+static uint32 tokens[TOKEN_MAX];
+static int ntokens, predict;
+static int failures;
+
+static void
+pass(const char *check)
+{
+  printf("[aitest] %s: PASS\n", check);
+}
+
+// The course's error line, then the FAIL line.
+static void
+fail(const char *check, const char *fmt, ...)
+{
+  char msg[256];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  fprintf(2, "aitest: %s\n", msg);
+  printf("[aitest] %s: FAIL\n", check);
+  failures++;
+}
+
+static void
+die(const char *fmt, ...)
+{
+  char msg[256];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  fprintf(2, "aitest: %s\n", msg);
+  exit(1);
+}
+
+// ------------------------------------------------------------------ defaults
+
+// A .BIN id list: u32 count, then count u32s. Returns count, 0 if the file
+// does not exist, -1 if it is malformed.
+static int
+load_bin(const char *path, uint32 *ids, int max)
+{
+  uint32 count;
+  int fd = open(path, O_RDONLY);
+
+  if(fd < 0)
+    return 0;
+  int r = read(fd, &count, 4);
+  if(r != 4 || count < 1 || count > max ||
+     read(fd, ids, 4 * count) != 4 * count || read(fd, &r, 1) != 0){
+    close(fd);
+    return -1;
+  }
+  close(fd);
+  return count;
+}
+
+static void
+default_prompt(void)
+{
+  int n = load_bin("/AI/SMOL/PMT.BIN", tokens, TOKEN_MAX);
+
+  if(n == 0)
+    n = load_bin("/AI/QWEN/PMT.BIN", tokens, TOKEN_MAX);
+  if(n < 0)
+    die("failed to load default prompt tokens");
+  if(n == 0){
+    tokens[0] = 0;
+    n = 1;
+  }
+  ntokens = n;
+}
+
+static void
+default_predict(void)
+{
+  static uint32 exp[PREDICT_MAX];
+  int n = load_bin("/AI/SMOL/EXP.BIN", exp, PREDICT_MAX);
+
+  if(n == 0)
+    n = load_bin("/AI/QWEN/EXP.BIN", exp, PREDICT_MAX);
+  if(n < 0)
+    die("failed to load default predict count");
+  predict = n > 0 ? n : 1;
+}
+
+// ------------------------------------------------------------------ checks
+
+static int
+submit(int flags)
+{
+  struct ai_submit_args a;
+
+  memset(&a, 0, sizeof(a));
+  a.tokens = (uint64)tokens;
+  a.ntokens = ntokens;
+  a.npredict = predict;
+  a.flags = flags;
+  return ai_submitx(&a);
+}
+
+static void
+check_badwait(void)
+{
+  char out[RESULT_MAX];
+
+  if(ai_wait(9999, out, sizeof(out)) >= 0)
+    fail("badwait", "ai_wait on bad reqid unexpectedly succeeded");
+  else if(ai_lasterr() != AI_EPERM)
+    fail("badwait", "ai_wait on bad reqid failed with %s, not AI_EPERM",
+         ai_strerror(ai_lasterr()));
+  else
+    pass("badwait");
+}
+
+static void
+check_batch(int n)
+{
+  static char out[8][RESULT_MAX];
+  int ids[8], lens[8];
+
+  for(int i = 0; i < n; i++){
+    ids[i] = submit(0);
+    if(ids[i] < 0){
+      fail("batch", "ai_submit failed at batch %d (%s)", i,
+           ai_strerror(ai_lasterr()));
+      return;
+    }
+    printf("[aitest] batch submit[%d] reqid=%d\n", i, ids[i]);
+  }
+  for(int i = 0; i < n; i++){
+    lens[i] = ai_wait(ids[i], out[i], RESULT_MAX);
+    if(lens[i] < 0){
+      fail("batch", "ai_wait failed at batch %d (%s)", i,
+           ai_strerror(ai_lasterr()));
+      return;
+    }
+    printf("[aitest] batch result[%d]: %s (%d bytes)\n", i, out[i], lens[i]);
+  }
+  // one prompt, greedy: every result is the same
+  for(int i = 1; i < n; i++){
+    if(strcmp(out[i], out[0]) != 0){
+      fail("batch", "batch result %d differs from result 0", i);
+      return;
+    }
+  }
+  pass("batch");
+}
+
+static void
+check_cacheprobe(void)
+{
+  char cold[RESULT_MAX], warm[RESULT_MAX];
+
+  printf("[aitest] cacheprobe: cold run\n");
+  int t0 = uptime();
+  if(ai_call(tokens, ntokens, predict, cold, sizeof(cold)) < 0)
+    die("ai_call failed");
+  int t1 = uptime();
+  printf("[aitest] cacheprobe cold ticks: %d\n", t1 - t0);
+  printf("[aitest] cacheprobe: warm run\n");
+  if(ai_call(tokens, ntokens, predict, warm, sizeof(warm)) < 0)
+    die("ai_call failed");
+  printf("[aitest] cacheprobe warm ticks: %d\n", uptime() - t1);
+  if(strcmp(cold, warm) != 0){
+    printf("[aitest] cacheprobe note: result mismatch between cold and warm "
+           "runs\n");
+    fail("cacheprobe", "cold and warm results differ");
+  } else {
+    pass("cacheprobe");
+  }
+}
+
+// Fill every free slot without blocking, then expect AI_EBUSY at once.
+static void
+check_nonblock(void)
+{
+  static char out[AI_NSLOT][RESULT_MAX];
+  int ids[AI_NSLOT + 1], n = 0, r = 0;
+
+  while(n <= AI_NSLOT){
+    r = submit(AI_NONBLOCK);
+    if(r < 0)
+      break;
+    ids[n++] = r;
+  }
+  int err = ai_lasterr();
+  for(int i = 0; i < n; i++)
+    if(ai_wait(ids[i], out[i], RESULT_MAX) < 0)
+      fail("nonblock", "ai_wait of filler %d failed (%s)", i,
+           ai_strerror(ai_lasterr()));
+  if(r >= 0)
+    fail("nonblock", "%d non-blocking submits all succeeded", n);
+  else if(err != AI_EBUSY)
+    fail("nonblock", "non-blocking submit failed with %s, not AI_EBUSY",
+         ai_strerror(err));
+  else if(n == 0)
+    fail("nonblock", "no free slot to fill");
+  else {
+    printf("[aitest] nonblock: %d slots filled, then AI_EBUSY\n", n);
+    pass("nonblock");
+  }
+}
+
+// A too-small buffer keeps the result; the retry gets it whole.
+static void
+check_smallcap(void)
+{
+  char small[2], out[RESULT_MAX], ref[RESULT_MAX];
+  int id = submit(0);
+
+  if(id < 0){
+    fail("smallcap", "ai_submit failed (%s)", ai_strerror(ai_lasterr()));
+    return;
+  }
+  if(ai_wait(id, small, sizeof(small)) >= 0){
+    fail("smallcap", "ai_wait with a 2-byte buffer succeeded");
+    return;
+  }
+  if(ai_lasterr() != AI_ESMALL){
+    fail("smallcap", "ai_wait with a 2-byte buffer failed with %s, not "
+         "AI_ESMALL", ai_strerror(ai_lasterr()));
+    return;
+  }
+  struct ai_status st;
+  if(ai_query(id, &st) < 0 || st.state != AI_DONE){
+    fail("smallcap", "the request is not kept DONE after AI_ESMALL");
+    return;
+  }
+  int len = ai_wait(id, out, sizeof(out));
+  if(len < 0 || len != st.result_len){
+    fail("smallcap", "retry ai_wait returned %d, result_len %d", len,
+         st.result_len);
+    return;
+  }
+  if(ai_call(tokens, ntokens, predict, ref, sizeof(ref)) < 0 ||
+     strcmp(ref, out) != 0){
+    fail("smallcap", "the kept result differs from a fresh ai_call");
+    return;
+  }
+  pass("smallcap");
+}
+
+// ------------------------------------------------------------------ main
+
+static void
+report(const char *result, int bytes)
+{
+  static char text[TOKEN_TEXT_MAX];
+
+  if(ai_format_ids(text, sizeof(text), tokens, ntokens) < 0)
+    die("token list too long to print");
+  printf("[aitest] tokens: %s\n", text);
+  printf("[aitest] token_count: %d\n", ntokens);
+  printf("[aitest] predict_count: %d\n", predict);
+  printf("[aitest] result: %s\n", result);
+  printf("[aitest] bytes: %d\n", bytes);
+}
+
+// --async: submit, optional query / fork / double wait, then wait.
+static void
+run_async(int query, int forkunauth, int doublewait)
+{
+  char out[RESULT_MAX];
+  struct ai_status st;
+  int id = submit(0);
+
+  if(id < 0)
+    die("ai_submit failed (%s)", ai_strerror(ai_lasterr()));
+  printf("[aitest] reqid: %d\n", id);
+  if(query){
+    if(ai_query(id, &st) < 0)
+      die("ai_query failed (%s)", ai_strerror(ai_lasterr()));
+    printf("[aitest] query: reqid=%d state=%d err=%d result_len=%d\n",
+           st.reqid, st.state, st.err, st.result_len);
+    if(st.reqid != id || st.owner != getpid() || st.state < AI_QUEUED ||
+       st.state > AI_DONE || st.ntokens != ntokens || st.npredict != predict)
+      fail("query", "ai_query snapshot is wrong (state %s)",
+           ai_statename(st.state));
+    else
+      pass("query");
+  }
+  if(forkunauth){
+    int pid = fork();
+    if(pid < 0)
+      die("fork failed");
+    if(pid == 0){
+      // not the owner: both must fail with AI_EPERM, and not consume
+      int bad = ai_wait(id, out, sizeof(out)) >= 0 || ai_lasterr() != AI_EPERM;
+      bad |= ai_query(id, &st) >= 0 || ai_lasterr() != AI_EPERM;
+      exit(bad);
+    }
+    int status = -1;
+    wait(&status);
+    if(status != 0)
+      fail("fork-unauth", "child unauthorized wait check failed");
+    else
+      pass("fork-unauth");
+  }
+  int len = ai_wait(id, out, sizeof(out));
+  if(len < 0)
+    die("ai_wait failed (%s)", ai_strerror(ai_lasterr()));
+  if(doublewait){
+    char again[RESULT_MAX];
+    if(ai_wait(id, again, sizeof(again)) >= 0)
+      fail("doublewait", "second ai_wait unexpectedly succeeded");
+    else if(ai_query(id, &st) >= 0)
+      fail("doublewait", "ai_query after the wait still finds the request");
+    else
+      pass("doublewait");
+  }
+  report(out, len);
+}
+
+static int
+busy_slots(struct ai_stats *s)
+{
+  return s->slots[AI_QUEUED] + s->slots[AI_RUNNING] + s->slots[AI_DONE] +
+         s->slots[AI_FAILED];
+}
+
+int
+main(int argc, char *argv[])
+{
+  int async = 0, query = 0, forkunauth = 0, doublewait = 0, badwait = 0;
+  int cacheprobe = 0, batch = 0, nonblock = 0, smallcap = 0, stats = 0;
+  int predict_set = 0, i;
+
+  for(i = 1; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i++){
+    char *a = argv[i];
+    if(strcmp(a, "--async") == 0)
+      async = 1;
+    else if(strcmp(a, "--query") == 0)
+      query = 1;
+    else if(strcmp(a, "--fork-unauth") == 0)
+      forkunauth = 1;
+    else if(strcmp(a, "--doublewait") == 0)
+      doublewait = 1;
+    else if(strcmp(a, "--badwait") == 0)
+      badwait = 1;
+    else if(strcmp(a, "--cacheprobe") == 0)
+      cacheprobe = 1;
+    else if(strcmp(a, "--nonblock") == 0)
+      nonblock = 1;
+    else if(strcmp(a, "--smallcap") == 0)
+      smallcap = 1;
+    else if(strcmp(a, "--stats") == 0)
+      stats = 1;
+    else if(strcmp(a, "--all") == 0)
+      async = query = forkunauth = doublewait = badwait = nonblock =
+        smallcap = stats = 1, batch = batch ? batch : AI_NSLOT;
+    else if(strcmp(a, "--predict") == 0 && i + 1 < argc)
+      predict = atoi(argv[++i]), predict_set = 1;
+    else if(strcmp(a, "--batch") == 0 && i + 1 < argc)
+      batch = atoi(argv[++i]);
+    else
+      die("unknown flag %s (flags: --async --query --fork-unauth "
+          "--doublewait --badwait --batch N --cacheprobe --predict N "
+          "--nonblock --smallcap --stats --all)", a);
+  }
+  for(; i < argc; i++){
+    if(ntokens >= TOKEN_MAX)
+      die("too many token ids (max %d)", TOKEN_MAX);
+    if(argv[i][0] == '-' || ai_parse_u32(argv[i], &tokens[ntokens]) < 0)
+      die("invalid token id %s", argv[i]);
+    ntokens++;
+  }
+  if(ntokens == 0)
+    default_prompt();
+  if(!predict_set)
+    default_predict();
+  if(predict < 1 || predict > PREDICT_MAX)
+    die("invalid predict count %d", predict);
+  if(batch < 0 || batch > AI_NSLOT)
+    die("batch too large");
+  if(cacheprobe && (async || batch))
+    die("--cacheprobe only supports the simple synchronous path");
+  if((query || forkunauth || doublewait) && !async)
+    die("--query, --fork-unauth and --doublewait need --async");
+
+  struct ai_stats before, after;
+  if(stats && ai_stats(&before) < 0)
+    die("ai_stats failed (%s)", ai_strerror(ai_lasterr()));
+
+  if(badwait)
+    check_badwait();
+  if(batch)
+    check_batch(batch);
+  if(nonblock)
+    check_nonblock();
+  if(smallcap)
+    check_smallcap();
+  // the main request (the course's batch and cacheprobe replace it)
+  if(cacheprobe){
+    check_cacheprobe();
+  } else if(async){
+    run_async(query, forkunauth, doublewait);
+  } else if(!batch){
+    char out[RESULT_MAX];
+    int len = ai_call(tokens, ntokens, predict, out, sizeof(out));
+    if(len < 0)
+      die("ai_call failed (%s)", ai_strerror(ai_lasterr()));
+    report(out, len);
+  }
+
+  if(stats){
+    if(ai_stats(&after) < 0)
+      die("ai_stats failed (%s)", ai_strerror(ai_lasterr()));
+    printf("[aitest] stats: busy slots %d -> %d, submitted +%lu, completed "
+           "+%lu, failed +%lu\n", busy_slots(&before), busy_slots(&after),
+           after.submitted - before.submitted,
+           after.completed - before.completed, after.failed - before.failed);
+    if(busy_slots(&after) > busy_slots(&before))
+      fail("stats", "%d request slots leaked",
+           busy_slots(&after) - busy_slots(&before));
+    else if(after.next_id < before.next_id)
+      fail("stats", "request ids went backwards");
+    else
+      pass("stats");
+  }
+  return failures ? 1 : 0;
+}

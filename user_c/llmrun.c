@@ -1,0 +1,449 @@
+// llmrun: the course's LLM runner (token ids in, generated token ids out),
+// as a client of the kernel AI service. Installed as /llmrun, /llmrun_smol
+// and /llmrun_qwen; the last two insist on their model family, like the
+// course binaries. The model itself is loaded once by the AI device (chosen
+// on the host: `harness run --model smol|qwen|PATH`) and served by
+// ai_daemon, so llmrun computes nothing: it validates, calls ai_submit and
+// ai_wait, and prints.
+//
+//   llmrun [--asset-dir DIR] [--predict N] [--timing] token0 token1 ...
+//   llmrun [--asset-dir DIR] [--predict N] [--timing] --prompt-file FILE
+//   llmrun [--asset-dir DIR] [--timing] --stdin      (also: no ids at all)
+//
+// Run once: one stdout line with the generated ids ("123 456 789 42").
+// --stdin: one request per input line, "<predict> <token0> <token1> ...",
+// one result line each; `exit`, `quit` or end of input leaves.
+// Messages go to fd 2 as "[PROG] ..." (log) and "PROG: ..." (error), PROG
+// being the program's name, with the course's texts.
+//
+// --timing adds these stdout lines after each result (stable format; the
+// harness parses the `timing:` line):
+//   Model Loading Time: <us> us        the device's load_us (ai_info)
+//   TTFT: <us> us                      t_first - t_submit
+//   TPOT: <us> us                      (t_done - t_first) / (generated - 1),
+//                                      or "TPOT: n/a (1 token)"
+//   E2E: <us> us                       time_us() after ai_wait - t_submit
+//   timing: model=NAME synthetic=0|1 load_us=.. ttft_us=.. tpot_us=..|-1
+//     e2e_us=.. prompt=N generated=N submit=.. dispatch=.. accept=.. first=..
+//     done=.. waited=..                 (one line; the last six are the
+//                                      raw guest timestamps in us since boot)
+// and, for synthetic weights, a line starting "note: synthetic weights".
+// All stamps are guest microseconds since boot (the clock of time_us()):
+// t_submit when ai_submit entered the kernel, t_dispatch when a worker took
+// it, t_accept / t_first / t_done when the device accepted it, produced the
+// first token and finished (docs/ARCHITECTURE.md, "AI timings").
+
+#include "types.h"
+#include "stat.h"
+#include "fcntl.h"
+#include "virtio_ai.h"
+#include "user.h"
+
+#define LINE_MAX  4096    // --stdin request line (the course's)
+#define SERVICE_FORMAT "<predict> <token0> <token1> ..."
+
+static char *prog;                // basename of argv[0]
+static const char *want;          // required family ("SmolLM"), 0 = any
+static int timing;                // --timing
+static struct ai_info info;
+
+static void
+say(const char *prefix, const char *suffix, const char *fmt, va_list ap)
+{
+  char msg[512];
+
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  fprintf(2, "%s%s%s%s\n", prefix, prog, suffix, msg);
+}
+
+// "[PROG] message" on fd 2 (the course's LLM_LOG)
+static void
+logmsg(const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start(ap, fmt);
+  say("[", "] ", fmt, ap);
+  va_end(ap);
+}
+
+// "PROG: message" on fd 2 (the course's LLM_ERR)
+static void
+errmsg(const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start(ap, fmt);
+  say("", ": ", fmt, ap);
+  va_end(ap);
+}
+
+static void
+usage(void)
+{
+  fprintf(2,
+    "usage: %s [--asset-dir DIR] [--predict N] token0 token1 ...\n"
+    "       %s [--asset-dir DIR] [--predict N] --prompt-file FILE\n"
+    "       %s [--asset-dir DIR] --stdin\n"
+    "prompt file format: whitespace-separated token ids\n"
+    "stdin service format: " SERVICE_FORMAT "\n"
+    "interactive mode: type exit or quit to return to the shell\n"
+    "--timing: after each result print Model Loading Time, TTFT, TPOT and\n"
+    "  E2E in microseconds (see the program's header for the format)\n"
+    "the model is the AI device's (harness run --model smol|qwen|PATH);\n"
+    "  --asset-dir is accepted for the course's command lines\n",
+    prog, prog, prog);
+}
+
+// ------------------------------------------------------------------ model
+
+// Waits for the device's model and checks it is the family this program
+// name asks for. Exits on failure.
+static void
+model_check(const char *asset_dir)
+{
+  int said = 0;
+
+  for(;;){
+    if(ai_info(&info) < 0 || !info.present){
+      errmsg("no AI device (boot with: harness run --model smol)");
+      exit(1);
+    }
+    if(info.state == AI_DEV_READY)
+      break;
+    if(info.state != AI_DEV_LOADING){
+      errmsg(info.state == AI_DEV_FAILED ? "the AI device failed to load "
+             "its model" : "no model loaded (boot with: harness run --model "
+             "smol)");
+      exit(1);
+    }
+    if(!said++)
+      logmsg("waiting for the AI device to load %s", info.name);
+    sleep(2);
+  }
+  const char *got = ai_family(info.arch);
+  if(want && strcmp(want, got) != 0){
+    errmsg("expected %s assets, got %s", want, got);
+    exit(1);
+  }
+  if(asset_dir){
+    // the course chose the model by directory; here the host does
+    const char *base = strrchr(asset_dir, '/') ? strrchr(asset_dir, '/') + 1
+                                               : asset_dir;
+    const char *dirfam = "unknown-model";
+    if(strcmp(base, "SMOL") == 0 || strcmp(base, "smol") == 0)
+      dirfam = "SmolLM";
+    else if(strcmp(base, "QWEN") == 0 || strcmp(base, "qwen") == 0)
+      dirfam = "Qwen3.5";
+    if(strcmp(dirfam, got) != 0)
+      logmsg("--asset-dir %s ignored: the AI device serves %s (%s); the "
+             "model is chosen on the host (harness run --model ...)",
+             asset_dir, info.name, got);
+  }
+  if(info.workers == 0)
+    logmsg("no ai_daemon worker is registered: requests wait in the queue "
+           "until one starts");
+}
+
+// ------------------------------------------------------------------ requests
+
+static void
+print_timing(struct ai_status *st, uint64 waited, int nprompt)
+{
+  uint64 ttft = st->t_first - st->t_submit;
+  uint64 e2e = waited - st->t_submit;
+  long tpot = -1;
+  int n = st->ngenerated;
+
+  if(n > 1)
+    tpot = (st->t_done - st->t_first) / (n - 1);
+  printf("Model Loading Time: %lu us\n", info.load_us);
+  printf("TTFT: %lu us\n", ttft);
+  if(tpot >= 0)
+    printf("TPOT: %ld us\n", tpot);
+  else
+    printf("TPOT: n/a (1 token)\n");
+  printf("E2E: %lu us\n", e2e);
+  printf("timing: model=%s synthetic=%d load_us=%lu ttft_us=%lu tpot_us=%ld "
+         "e2e_us=%lu prompt=%d generated=%d submit=%lu dispatch=%lu "
+         "accept=%lu first=%lu done=%lu waited=%lu\n",
+         info.name, (info.flags & AI_CFG_SYNTHETIC) != 0, info.load_us, ttft,
+         tpot, e2e, nprompt, n, st->t_submit, st->t_dispatch, st->t_accept,
+         st->t_first, st->t_done, waited);
+  if(info.flags & AI_CFG_SYNTHETIC)
+    printf("note: synthetic weights (%s): the ids are not meaningful, the "
+           "timings are real\n", info.name);
+}
+
+// The course's per-request checks, with its texts, then one request
+// through the service. Prints the result line. Returns 0, or -1 after
+// saying why (the caller adds "request failed").
+static int
+run_request(const uint32 *ids, int n, int predict)
+{
+  struct ai_status st;
+  int reqid, cap, len;
+  char *out;
+
+  if(n < 1 || n > AI_MAX_TOKENS){
+    errmsg("invalid token count %d", n);
+    return -1;
+  }
+  if(predict <= 0){
+    errmsg("predict count must be > 0");
+    return -1;
+  }
+  if(n + predict > info.max_context){
+    errmsg("request too long for runtime_seq_len=%d", info.max_context);
+    return -1;
+  }
+  if(predict > AI_MAX_PREDICT){
+    errmsg("predict count %d exceeds the service limit %d", predict,
+           AI_MAX_PREDICT);
+    return -1;
+  }
+  for(int i = 0; i < n; i++){
+    if(ids[i] >= info.vocab_size){
+      errmsg("token %d out of range", i);
+      return -1;
+    }
+  }
+
+  cap = predict * 11 + 16;      // "4294967295 " per id
+  out = malloc(cap);
+  if(out == 0){
+    errmsg("out of memory for a %d-byte result", cap);
+    return -1;
+  }
+  reqid = ai_submit(ids, n, predict);
+  if(reqid < 0){
+    errmsg("ai_submit failed: %s", ai_strerror(ai_lasterr()));
+    free(out);
+    return -1;
+  }
+  len = ai_wait_status(reqid, out, cap, &st);
+  uint64 waited = time_us();
+  if(len < 0){
+    errmsg("request %d failed: %s", reqid, ai_strerror(ai_lasterr()));
+    free(out);
+    return -1;
+  }
+  printf("%s\n", out);
+  if(timing)
+    print_timing(&st, waited, n);
+  free(out);
+  return 0;
+}
+
+// ------------------------------------------------------------------ inputs
+
+// Reads the ids of a prompt file (before the model is touched, like the
+// course: a relative path is the shell's cwd). Exits on any error.
+static int
+load_prompt_file(const char *path, uint32 *ids)
+{
+  struct ai_idparser p;
+  struct stat sb;
+  char buf[512];
+  int fd, n;
+
+  fd = open(path, O_RDONLY);
+  if(fd < 0){
+    errmsg("failed to open prompt file %s", path);
+    exit(1);
+  }
+  if(fstat(fd, &sb) < 0 || sb.type != T_FILE){
+    errmsg("bad prompt file %s", path);
+    exit(1);
+  }
+  ai_ids_init(&p, ids, AI_MAX_TOKENS);
+  while((n = read(fd, buf, sizeof(buf))) > 0)
+    if(ai_ids_feed(&p, buf, n) != 0)
+      break;
+  if(n < 0){
+    errmsg("bad prompt file %s", path);
+    exit(1);
+  }
+  close(fd);
+  n = ai_ids_end(&p);
+  if(n == AI_IDS_TOOMANY)
+    errmsg("prompt file %s exceeds token limit %d", path, AI_MAX_TOKENS);
+  else if(n == AI_IDS_BADCHAR)
+    errmsg("invalid token id in %s near byte %d", path, p.errpos);
+  else if(n == AI_IDS_OVERFLOW)
+    errmsg("token id overflow in %s near byte %d", path, p.errpos);
+  else if(n == 0)
+    errmsg("no token ids found in %s", path);
+  if(n <= 0)
+    exit(1);
+  return n;
+}
+
+static char *
+trim(char *s)
+{
+  char *e;
+
+  while(*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n')
+    s++;
+  e = s + strlen(s);
+  while(e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' ||
+                  e[-1] == '\n'))
+    *--e = 0;
+  return s;
+}
+
+// Splits a request line "<predict> <ids...>" in place. Returns the number
+// of ids, or -1 for a malformed line.
+static int
+parse_request(char *s, uint32 *predict, uint32 *ids)
+{
+  int n = -1;
+
+  while(*s){
+    char *w = s;
+    while(*s && *s != ' ' && *s != '\t')
+      s++;
+    if(*s)
+      *s++ = 0;
+    while(*s == ' ' || *s == '\t')
+      s++;
+    uint32 v;
+    if(ai_parse_u32(w, &v) < 0)
+      return -1;
+    if(n < 0){
+      if(v == 0)
+        return -1;
+      *predict = v;
+    } else {
+      if(n >= AI_MAX_TOKENS)
+        return -1;
+      ids[n] = v;
+    }
+    n++;
+  }
+  return n >= 1 ? n : -1;
+}
+
+// The course's interactive service: one request per line.
+static int
+stdin_service(void)
+{
+  static char line[LINE_MAX];
+  static uint32 ids[AI_MAX_TOKENS];
+  uint32 predict;
+
+  logmsg("stdin service ready; format: " SERVICE_FORMAT "; type exit or quit "
+         "to return to sh");
+  for(;;){
+    gets(line, sizeof(line));
+    if(line[0] == 0)
+      break;                    // end of input
+    int len = strlen(line);
+    if(len == sizeof(line) - 1 && line[len - 1] != '\n'){
+      // longer than the buffer: drop the rest of the line
+      char c;
+      while(read(0, &c, 1) == 1 && c != '\n')
+        ;
+      errmsg("bad request line; expected: " SERVICE_FORMAT);
+      continue;
+    }
+    char *s = trim(line);
+    if(*s == 0)
+      continue;
+    if(strcmp(s, "exit") == 0 || strcmp(s, "quit") == 0){
+      logmsg("leaving stdin service");
+      break;
+    }
+    int n = parse_request(s, &predict, ids);
+    if(n < 0 || predict > 0x7fffffff){
+      errmsg("bad request line; expected: " SERVICE_FORMAT);
+      continue;
+    }
+    if(run_request(ids, n, predict) < 0)
+      errmsg("request failed");
+  }
+  return 0;
+}
+
+int
+main(int argc, char *argv[])
+{
+  static uint32 ids[AI_MAX_TOKENS];
+  char *asset_dir = 0, *prompt_file = 0;
+  int use_stdin = 0, predict = 1, i, n = 0;
+
+  prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+  if(strcmp(prog, "llmrun_smol") == 0)
+    want = "SmolLM";
+  else if(strcmp(prog, "llmrun_qwen") == 0)
+    want = "Qwen3.5";
+
+  for(i = 1; i < argc; i++){
+    char *a = argv[i];
+    if(strcmp(a, "--asset-dir") == 0 || strcmp(a, "--predict") == 0 ||
+       strcmp(a, "--prompt-file") == 0){
+      if(i + 1 >= argc){
+        usage();
+        exit(1);
+      }
+      char *v = argv[++i];
+      if(strcmp(a, "--asset-dir") == 0){
+        asset_dir = v;
+      } else if(strcmp(a, "--predict") == 0){
+        uint32 p;
+        if(ai_parse_u32(v, &p) < 0 || p == 0 || p > 0x7fffffff){
+          errmsg("bad --predict value %s", v);
+          exit(1);
+        }
+        predict = p;
+      } else {
+        prompt_file = v;
+      }
+    } else if(strcmp(a, "--stdin") == 0){
+      use_stdin = 1;
+    } else if(strcmp(a, "--timing") == 0){
+      timing = 1;
+    } else if(strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0){
+      usage();
+      exit(0);
+    } else if(a[0] == '-' && !isdigit(a[1])){
+      errmsg("unknown option %s", a);
+      usage();
+      exit(1);
+    } else {
+      break;
+    }
+  }
+
+  if(use_stdin && prompt_file){
+    errmsg("--stdin cannot be combined with --prompt-file");
+    exit(1);
+  }
+  if(prompt_file && i < argc){
+    errmsg("cannot mix --prompt-file with inline token ids");
+    exit(1);
+  }
+  if(use_stdin && i < argc){
+    errmsg("--stdin cannot be combined with inline token ids");
+    exit(1);
+  }
+  for(; i < argc; i++){
+    if(n >= AI_MAX_TOKENS || ai_parse_u32(argv[i], &ids[n]) < 0){
+      errmsg("invalid token id %s", argv[i]);
+      exit(1);
+    }
+    n++;
+  }
+  if(prompt_file)
+    n = load_prompt_file(prompt_file, ids);
+
+  model_check(asset_dir);
+  if(n == 0)
+    return stdin_service();
+  if(run_request(ids, n, predict) < 0){
+    errmsg("request failed");
+    exit(1);
+  }
+  return 0;
+}
