@@ -16,6 +16,10 @@ The run loop (`Machine.run`):
         event, or the guest executes wfi, or a device/trap ends the run
 
 `--clock icount` uses counted slices instead (deterministic time, see harness/clock.py).
+
+A debugger (harness/debug/) drives the same loop: its hooks call `pause()`, which stops
+the guest before the hooked instruction and makes `run()` return Exit.PAUSE; `run()` and
+`step()` (one instruction) then go on from wherever the PC is.
 Synchronous traps are delivered inside Unicorn's hooks (harness/traps.py), interrupts are
 native: the devices raise STIP/SEIP in mip and the guest takes them through stvec.
 """
@@ -82,6 +86,7 @@ class Exit(enum.Enum):
     FAULT = "fault"          # the machine stopped the guest: unknown MMIO, unmapped memory, ...
     TIMEOUT = "timeout"      # --timeout passed
     QUIT = "quit"            # the user quit (Ctrl-A X) or the harness was told to stop
+    PAUSE = "pause"          # a debugger stopped the guest; run()/step() go on from there
 
 
 @dataclass
@@ -142,6 +147,8 @@ class Machine:
         self._sink = config.output or _stdout_sink
         self._idle = False
         self._timeout_at: int | None = None
+        self._pause: RunResult | None = None  # set by pause(): run()/step() return it
+        self._counted = False  # the translated blocks carry Unicorn's count hook
         self._output_hooks: list[Callable[[bytes], None]] = []
         self.devices: dict[str, Device] = {}
         try:
@@ -232,6 +239,47 @@ class Machine:
         """End the run (any thread)."""
         self.post(lambda: self._finish(RunResult(Exit.QUIT, message=message)))
 
+    # ---------------------------------------------------------------- debugger control
+    def pause(self, message: str = "") -> None:
+        """Stop the guest before its next instruction; run()/step() return Exit.PAUSE and
+        the next call goes on from there. Emulation thread only (e.g. a Unicorn hook)."""
+        if self._pause is None:
+            self._pause = RunResult(Exit.PAUSE, message=message)
+        self.uc.emu_stop()
+
+    def request_pause(self, message: str = "interrupted") -> None:
+        """pause() from any thread (a debugger's Ctrl-C, a GDB interrupt)."""
+        self.post(lambda: self.pause(message))
+
+    def step(self) -> RunResult | None:
+        """Execute exactly one instruction (a debugger's stepi), or take one pending
+        interrupt. Returns the end of the run if it ended (power-off, fault), a PAUSE if a
+        hook asked for one, else None."""
+        self._pc = self.hart.get(REG_PC)  # a debugger may have moved it
+        self._idle = False
+        while self.result is None:
+            for fn in self.waker.take_posted():
+                fn()
+            self._flush_output()
+            if self.result is not None or self._pause is not None:
+                break
+            self.clint.tick()
+            runs = self.stats.runs
+            self._run_slice(count=1)
+            if self.stats.runs != runs:
+                break
+        self._flush_output()
+        return self._take_stop()
+
+    def _take_stop(self) -> RunResult | None:
+        if self.result is not None:
+            self._pause = None
+            return self.result
+        stop, self._pause = self._pause, None
+        if stop is not None:
+            stop.pc = self._pc
+        return stop
+
     # ---------------------------------------------------------------- device hooks
     def _set_stip(self, level: bool) -> None:
         self.hart.set_mip(STIP, level)
@@ -299,15 +347,17 @@ class Machine:
         return min(cands) if cands else None
 
     def run(self) -> RunResult:
-        """Run until the guest powers off, fails, faults, times out or is stopped."""
+        """Run until the guest powers off, fails, faults, times out or is stopped, or
+        until a debugger pauses it (Exit.PAUSE: call run() again to go on)."""
         t = self.config.timeout
         self._timeout_at = time.monotonic_ns() + int(t * 1e9) if t else None
+        self._pc = self.hart.get(REG_PC)  # a debugger may have moved it
         try:
-            while self.result is None:
+            while self.result is None and self._pause is None:
                 for fn in self.waker.take_posted():
                     fn()
                 self._flush_output()
-                if self.result is not None:
+                if self.result is not None or self._pause is not None:
                     break
                 self.clint.tick()
                 if self._timeout_at is not None and time.monotonic_ns() >= self._timeout_at:
@@ -323,8 +373,9 @@ class Machine:
             self._finish(RunResult(Exit.QUIT, pc=self.hart.get(REG_PC), message="interrupted"))
         finally:
             self._flush_output()
-        assert self.result is not None
-        return self.result
+        stop = self._take_stop()
+        assert stop is not None
+        return stop
 
     def _wait_for_interrupt(self) -> None:
         """The guest is in wfi with nothing pending: let the host thread sleep."""
@@ -352,16 +403,24 @@ class Machine:
         self.stats.wfi_sleeps += 1
         self.stats.sleep_s += time.perf_counter() - t0
 
-    def _run_slice(self) -> None:
+    def _run_slice(self, count: int | None = None) -> None:
+        """One emu_start: uncounted until stopped (host clock), or counted (icount clock,
+        or `count` instructions for a debugger's step)."""
         icount = isinstance(self.clock, IcountClock)
-        count = 0
-        if icount:
+        if count is not None:
+            if not self._counted:
+                # blocks translated without the count hook would ignore the count
+                # (reference gotcha 11); Unicorn itself flushes on the way back
+                self.uc.ctl_flush_tb()
+            deadline = None
+        elif icount:
             assert isinstance(self.clock, IcountClock)
             cmp, now = self.clint.mtimecmp, self.clock.mtime()
             ahead = (cmp - now) * INSNS_PER_TICK if now < cmp < NEVER else ICOUNT_SLICE
             count = min(ICOUNT_SLICE, ahead)
             deadline = self._timeout_at
         else:
+            count = 0
             deadline = self._deadline_ns()
         if not self.waker.begin_run(deadline):
             return
@@ -380,6 +439,7 @@ class Machine:
             self.stats.runs += 1
             if icount:
                 self.clock.insns += count  # type: ignore[union-attr]
+            self._counted = count > 0
         self._pc = self.hart.get(REG_PC)
         if err is None and self.bus.fault is not None:
             err, self.bus.fault = self.bus.fault, None
@@ -392,8 +452,8 @@ class Machine:
                 return
             self._finish(self._fault(err))
             return
-        if self.result is not None:
-            return
+        if self.result is not None or self._pause is not None:
+            return  # a pause stops before an instruction: no MMIO access to replay
         if stopped:
             self.bus.after_stop(self._pc)
         elif self.hart.vread(self._pc - 4, 4, UC_PROT_EXEC) == WFI:
