@@ -140,10 +140,12 @@ worker(int regfd)
       continue;
     }
     if(ai_worker_run(w.reqid) < 0){
-      // the request failed (the kernel has marked it and told its owner);
-      // only a failure of the worker's own doing counts against it
+      // Most errors are the request's (the device failed it, its owner
+      // exited): the kernel has marked it and told the owner. Only these
+      // are the worker's own and worth a report.
       err = ai_lasterr();
-      if(err != AI_EDEVICE && err != AI_ECANCELED){
+      if(err == AI_EPERM || err == AI_ENODEV || err == AI_EKILLED ||
+         err == AI_EINVAL){
         errmsg("ai_worker_run %d failed: %s", w.reqid, ai_strerror(err));
         fails++;
         continue;
@@ -197,7 +199,7 @@ wait_model(void)
       exit(1);
     }
     if(!said++)
-      logmsg("waiting for the AI device to load %s", info.name);
+      logmsg("waiting for the AI device to load its model");
     sleep(POLL_TICKS);
   }
 }

@@ -16,6 +16,7 @@
 // Output (stdout; one record per line, `key=value` fields, -q drops the
 // per-request lines):
 //   aibench: model=NAME synthetic=0|1 clients=C requests=N prompt=P predict=G
+//   reference: <the generated ids every request must reproduce>
 //   req client=C i=I reqid=R ok=1|0 err=E gen=N queue_us=Q ttft_us=T
 //       tpot_us=T e2e_us=E submit=T0            (one line per request)
 //   total: requests=N ok=N failed=N tokens=N wall_us=W req_per_s=X.Y
@@ -225,6 +226,7 @@ main(int argc, char *argv[])
   one(&ref, refresult, 0);
   if(!ref.ok)
     die("the reference request failed: %s", ai_strerror(ref.err));
+  printf("reference: %s\n", refresult);
 
   if(pipe(p) < 0)
     die("pipe failed");

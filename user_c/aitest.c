@@ -21,6 +21,11 @@
 //                   and keeps the result for a second wait
 //   --stats         ai_stats before and after: no slot leaked
 //   --all           every check above (async with query/fork/doublewait)
+//   --killworker    kill every ai_daemon worker while a long request runs:
+//                   the request fails with AI_EWORKER, the daemon starts
+//                   new workers and the service answers again
+//   --killdaemon    kill the ai_daemon supervisor: init starts a new one,
+//                   which retires the old workers; the service answers again
 // Without token ids the prompt is PMT.BIN of /AI/SMOL or /AI/QWEN when
 // present (u32 count, then count u32 ids), else the single token 0.
 //
@@ -29,6 +34,8 @@
 
 #include "types.h"
 #include "fcntl.h"
+#include "param.h"
+#include "procinfo.h"
 #include "user.h"
 
 #define TOKEN_MAX      255
@@ -282,6 +289,156 @@ check_smallcap(void)
   pass("smallcap");
 }
 
+// ------------------------------------------------------------------ daemon
+
+#define RECOVER_TICKS  3000     // 30 s for the service to come back
+
+static struct procinfo rows[NPROC];
+
+static int
+alive(int pid)
+{
+  int n = procinfo(rows, NPROC);
+
+  for(int i = 0; i < n; i++)
+    if(rows[i].pid == pid && rows[i].state != PS_ZOMBIE)
+      return 1;
+  return 0;
+}
+
+// The running ai_daemon supervisor (a child of init with children of its
+// own name) and its worker pids. Returns the supervisor's pid or -1.
+static int
+find_daemon(int *workers, int *nw)
+{
+  int n = procinfo(rows, NPROC);
+
+  for(int i = 0; i < n; i++){
+    struct procinfo *s = &rows[i];
+    if(s->ppid != 1 || s->state == PS_ZOMBIE || s->killed ||
+       strcmp(s->name, "ai_daemon") != 0)
+      continue;
+    *nw = 0;
+    for(int j = 0; j < n; j++)
+      if(rows[j].ppid == s->pid && rows[j].state != PS_ZOMBIE &&
+         strcmp(rows[j].name, "ai_daemon") == 0 && *nw < AI_MAX_WORKERS)
+        workers[(*nw)++] = rows[j].pid;
+    if(*nw > 0)
+      return s->pid;
+  }
+  return -1;
+}
+
+// Waits until a supervisor other than `old` has nw workers, none of them in
+// oldw, all registered. Returns 0, or -1 after RECOVER_TICKS.
+static int
+recovered(int old, int *oldw, int nw)
+{
+  int w[AI_MAX_WORKERS], n;
+  struct ai_stats st;
+
+  for(int t = 0; t < RECOVER_TICKS; t += 10){
+    int sup = find_daemon(w, &n), stale = 0;
+    for(int i = 0; i < nw; i++)
+      stale |= alive(oldw[i]);
+    if(sup > 0 && (old == 0 || sup != old) && n == nw && !stale &&
+       ai_stats(&st) == 0 && st.workers == nw)
+      return 0;
+    sleep(10);
+  }
+  return -1;
+}
+
+// One more request must succeed after a recovery.
+static int
+answers(void)
+{
+  char out[RESULT_MAX];
+
+  return ai_call(tokens, ntokens, predict, out, sizeof(out)) >= 0 ? 0 : -1;
+}
+
+static void
+check_killworker(void)
+{
+  int w[AI_MAX_WORKERS], nw, id, cap;
+  struct ai_info info;
+  struct ai_status st;
+  struct ai_submit_args a;
+
+  if(find_daemon(w, &nw) < 0 || ai_info(&info) < 0){
+    fail("killworker", "no ai_daemon running");
+    return;
+  }
+  // a request long enough to be caught running
+  memset(&a, 0, sizeof(a));
+  a.tokens = (uint64)tokens;
+  a.ntokens = ntokens;
+  a.npredict = info.max_context - ntokens;
+  if(a.npredict > AI_MAX_PREDICT)
+    a.npredict = AI_MAX_PREDICT;
+  cap = a.npredict * 11 + 16;
+  char *out = malloc(cap);
+  if(out == 0 || (id = ai_submitx(&a)) < 0){
+    fail("killworker", "ai_submit of a long request failed (%s)",
+         ai_strerror(ai_lasterr()));
+    return;
+  }
+  for(int t = 0; ai_query(id, &st) == 0 && st.state == AI_QUEUED; t++){
+    if(t > 1000){
+      fail("killworker", "the long request was never dispatched");
+      return;
+    }
+    sleep(1);
+  }
+  if(st.state != AI_RUNNING){
+    fail("killworker", "the long request was %s before the kill",
+         ai_statename(st.state));
+    ai_wait(id, out, cap);
+    return;
+  }
+  for(int i = 0; i < nw; i++)
+    kill(w[i]);
+  int r = ai_wait(id, out, cap);
+  int err = ai_lasterr();
+  free(out);
+  printf("[aitest] killworker: killed %d workers; the request got %s\n", nw,
+         r >= 0 ? "its result" : ai_strerror(err));
+  if(r >= 0 || err != AI_EWORKER)
+    fail("killworker", "the running request did not fail with AI_EWORKER");
+  else if(recovered(0, w, nw) < 0)
+    fail("killworker", "the daemon did not start %d new workers", nw);
+  else if(answers() < 0)
+    fail("killworker", "no answer after the workers were replaced (%s)",
+         ai_strerror(ai_lasterr()));
+  else
+    pass("killworker");
+}
+
+static void
+check_killdaemon(void)
+{
+  int w[AI_MAX_WORKERS], nw, sup = find_daemon(w, &nw);
+
+  if(sup < 0){
+    fail("killdaemon", "no ai_daemon running");
+    return;
+  }
+  kill(sup);
+  if(recovered(sup, w, nw) < 0)
+    fail("killdaemon", "no new ai_daemon with %d workers replaced pid %d",
+         nw, sup);
+  else if(answers() < 0)
+    fail("killdaemon", "no answer after the restart (%s)",
+         ai_strerror(ai_lasterr()));
+  else {
+    int w2[AI_MAX_WORKERS], n2;
+    printf("[aitest] killdaemon: ai_daemon %d replaced by %d\n", sup,
+           find_daemon(w2, &n2));
+    pass("killdaemon");
+  }
+}
+
 // ------------------------------------------------------------------ main
 
 static void
@@ -365,7 +522,7 @@ main(int argc, char *argv[])
 {
   int async = 0, query = 0, forkunauth = 0, doublewait = 0, badwait = 0;
   int cacheprobe = 0, batch = 0, nonblock = 0, smallcap = 0, stats = 0;
-  int predict_set = 0, i;
+  int predict_set = 0, killworker = 0, killdaemon = 0, i;
 
   for(i = 1; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i++){
     char *a = argv[i];
@@ -387,6 +544,10 @@ main(int argc, char *argv[])
       smallcap = 1;
     else if(strcmp(a, "--stats") == 0)
       stats = 1;
+    else if(strcmp(a, "--killworker") == 0)
+      killworker = 1;
+    else if(strcmp(a, "--killdaemon") == 0)
+      killdaemon = 1;
     else if(strcmp(a, "--all") == 0)
       async = query = forkunauth = doublewait = badwait = nonblock =
         smallcap = stats = 1, batch = batch ? batch : AI_NSLOT;
@@ -397,7 +558,8 @@ main(int argc, char *argv[])
     else
       die("unknown flag %s (flags: --async --query --fork-unauth "
           "--doublewait --badwait --batch N --cacheprobe --predict N "
-          "--nonblock --smallcap --stats --all)", a);
+          "--nonblock --smallcap --stats --all --killworker --killdaemon)",
+          a);
   }
   for(; i < argc; i++){
     if(ntokens >= TOKEN_MAX)
@@ -431,6 +593,10 @@ main(int argc, char *argv[])
     check_nonblock();
   if(smallcap)
     check_smallcap();
+  if(killworker)
+    check_killworker();
+  if(killdaemon)
+    check_killdaemon();
   // the main request (the course's batch and cacheprobe replace it)
   if(cacheprobe){
     check_cacheprobe();

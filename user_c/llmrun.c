@@ -118,7 +118,7 @@ model_check(const char *asset_dir)
       exit(1);
     }
     if(!said++)
-      logmsg("waiting for the AI device to load %s", info.name);
+      logmsg("waiting for the AI device to load its model");
     sleep(2);
   }
   const char *got = ai_family(info.arch);
