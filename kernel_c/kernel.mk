@@ -33,6 +33,10 @@ KERNEL_OBJS := $(addprefix $(KBUILD)/, \
   fs.o \
   bio.o \
   virtio_disk.o \
+  virtio_ai.o \
+  ai_slots.o \
+  ai_service.o \
+  sysai.o \
   console.o \
   uart.o \
   plic.o \
@@ -43,7 +47,7 @@ KCFLAGS := -Wall -Werror -O2 -fno-omit-frame-pointer -ggdb \
   -march=rv64imac_zicsr_zifencei -mabi=lp64 -mcmodel=medany -mno-relax \
   -ffreestanding -fno-common -nostdlib -fno-builtin -fno-stack-protector \
   -fno-pie -no-pie -MD -I$(KSRC)
-KLDFLAGS := -z max-page-size=4096 --no-warn-rwx-segments -T $(KSRC)/kernel.ld
+KLDFLAGS := -z max-page-size=4096 -T $(KSRC)/kernel.ld
 
 $(KERNEL_ELF): $(KERNEL_OBJS) $(KSRC)/kernel.ld
 	$(LD) $(KLDFLAGS) -o $@ $(KERNEL_OBJS)

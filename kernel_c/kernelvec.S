@@ -18,10 +18,41 @@
 // Registers kerneltrap() must preserve by the C ABI (s1-s11, sp) are not
 // saved here.
 
+#include "riscv.h"
+#include "param.h"
+#include "vmlayout.h"
+
+// one kernel stack slot: the stack and the guard page below it
+#define KSLOT (KSTACKSIZE + PGSIZE)
+
 .globl kerneltrap
+.globl kstackoverflow
 .globl kernelvec
 .align 4
 kernelvec:
+        // A trap taken because a kernel stack overflowed into its guard page
+        // would fault again on the first push below, forever. So check first
+        // where the frame would go: with d = TRAMPOLINE - (sp - 160) and
+        // r = d % KSLOT, the frame touches a guard page exactly when
+        // d <= NPROC*KSLOT + PGSIZE and 0 < r <= PGSIZE (vmlayout.h).
+        // t0 waits in sscratch (unused while the kernel runs), t1 in kvsave.
+        csrw sscratch, t0
+        la t0, kvsave
+        sd t1, 0(t0)
+        li t1, TRAMPOLINE + 160
+        sub t1, t1, sp
+        li t0, NPROC * KSLOT + PGSIZE
+        bgtu t1, t0, 1f                 // not a process kernel stack
+        li t0, KSLOT
+        remu t1, t1, t0
+        beqz t1, 1f
+        li t0, PGSIZE
+        bleu t1, t0, overflow
+1:
+        la t0, kvsave
+        ld t1, 0(t0)
+        csrr t0, sscratch
+
         addi sp, sp, -160
 
         sd ra, 0(sp)
@@ -76,3 +107,25 @@ kernelvec:
         // back to the interrupted kernel code (sepc, sstatus restored by
         // kerneltrap)
         sret
+
+// The kernel stack overflowed: panic on a spare stack, with a frame record
+// {sepc, s0} so the backtrace still shows the function that overflowed.
+overflow:
+        la t0, kvsave
+        ld t1, 0(t0)
+        csrr t0, sscratch
+        mv a0, sp                       // kstackoverflow(sp)
+        la sp, panicstack + 4096
+        addi sp, sp, -16
+        sd s0, 0(sp)
+        csrr s0, sepc
+        sd s0, 8(sp)
+        addi s0, sp, 16
+        call kstackoverflow             // never returns
+
+.section .bss
+.balign 16
+kvsave:                                 // kernelvec's save slot (one hart)
+        .space 16
+panicstack:                             // the stack kstackoverflow() runs on
+        .space 4096

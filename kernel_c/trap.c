@@ -176,6 +176,16 @@ kerneltrap(void)
   w_sstatus(sstatus);
 }
 
+// kernelvec found that the trap's frame would land in a kernel stack's
+// guard page: the stack overflowed. Runs on a spare stack; never returns.
+void
+kstackoverflow(uint64 sp)
+{
+  panic("kerneltrap: kernel stack overflow: sp=0x%lx scause 0x%lx (%s) "
+        "sepc=0x%lx stval=0x%lx", sp, r_scause(), causename(r_scause()),
+        r_sepc(), r_stval());
+}
+
 // Handle an interrupt. Returns 2 for the timer, 1 for another known
 // interrupt, 0 if scause is not an interrupt we know.
 int

@@ -279,28 +279,52 @@ def test_idle_machine_stops_its_timer(image: Path) -> None:
 
 
 def _frames(m, pc: int) -> list[str]:  # noqa: ANN001 (Machine)
-    """Function names along the frame-pointer chain (kernelvec's layout, trap.c)."""
-    from harness.hart import REG_S0
+    """Function names along the frame-pointer chain, read the way docs/ARCHITECTURE.md
+    describes it: ra at fp-8, the caller's fp at fp-16; a leaf function (the innermost
+    frame only) saves no ra, so there fp-8 holds the caller's fp and ra is live. After
+    a frame whose return address lies in kernelvec (or its overflow path) comes
+    kernelvec's record, whose "return address" is the exact interrupted pc."""
+    from unicorn.riscv_const import UC_RISCV_REG_RA, UC_RISCV_REG_S0
 
-    names = []
-    hit = m.kernel.lookup(pc)
-    names.append(hit[0].name if hit else hex(pc))
-    fp = m.hart.get(REG_S0)
-    for _ in range(32):
+    def name(addr: int) -> str:
+        hit = m.kernel.lookup(addr)
+        return hit[0].name if hit else hex(addr)
+
+    names = [name(pc)]
+    fp = m.hart.get(UC_RISCV_REG_S0)
+    for depth in range(32):
         if fp == 0:
             break
         ra, prev = m.hart.read_u64(fp - 8), m.hart.read_u64(fp - 16)
         if ra is None or prev is None:
             break
-        hit = m.kernel.lookup(ra - 1)
-        names.append(hit[0].name if hit else hex(ra))
+        if depth == 0 and not m.kernel.contains_code(ra):
+            ra, prev = m.hart.get(UC_RISCV_REG_RA), ra
+        if ra == 0:
+            break
+        names.append(name(ra if names[-1] in ("kernelvec", "overflow") else ra - 1))
         fp = prev
     return names
 
 
-def test_kernel_panic_has_a_backtrace_into_the_interrupted_function(image: Path) -> None:
-    """Write an illegal instruction over sys_uptime in the running kernel, then call it."""
-    from harness.machine import Exit
+def _after_prologue(m, symbol: str) -> int:  # noqa: ANN001 (Machine)
+    """Address of the first instruction after `symbol`'s frame set-up (`addi s0, sp, N`),
+    where a fault keeps the whole call chain on the frame-pointer list."""
+    import capstone
+
+    cs = capstone.Cs(capstone.CS_ARCH_RISCV, capstone.CS_MODE_RISCV64 | capstone.CS_MODE_RISCVC)
+    start = m.kernel.symbol(symbol)
+    code = m.ram.read(start, 64)
+    for insn in cs.disasm(code, start):
+        if insn.op_str.replace(" ", "").startswith("s0,sp,"):
+            return insn.address + insn.size
+    raise AssertionError(f"no frame set-up found in {symbol}")
+
+
+def _corrupt_and_call(image: Path, symbol: str, code: bytes, cmd: str):  # -> (Boot, result)
+    """Boot, overwrite kernel function `symbol` just after its prologue with `code` once
+    the guest printed "ready", and let cmd (which then calls that function) run into it.
+    Returns (Boot, RunResult, address of the corrupted instruction)."""
 
     def corrupt(b: Boot) -> None:
         m = b.machine
@@ -308,26 +332,59 @@ def test_kernel_panic_has_a_backtrace_into_the_interrupted_function(image: Path)
         done = threading.Event()
 
         def poke() -> None:
-            addr = m.kernel.symbol("sys_uptime")
-            m.ram.write(addr, (0).to_bytes(4, "little"))   # all zeros: illegal
+            at = _after_prologue(m, symbol)
+            sym, off = m.kernel.lookup(at)
+            if sym.size and off + len(code) > sym.size:
+                raise AssertionError(f"{len(code)} bytes do not fit in {symbol} at +{off:#x}")
+            where.append(at)
+            m.ram.write(at, code)   # also drops stale translations
             done.set()
 
         m.post(poke)
         done.wait(5)
 
-    b = Boot(image, "echo ready; sleep 30; uptime", timeout=60)
+    where: list[int] = []
+    b = Boot(image, cmd, timeout=60)
     r = b.run(corrupt)
+    assert where, b.text[-2000:]
+    return b, r, where[0]
+
+
+def test_kernel_panic_has_a_backtrace_into_the_interrupted_function(image: Path) -> None:
+    """Write an illegal instruction into sys_uptime in the running kernel, then call it."""
+    from harness.machine import Exit
+
+    b, r, addr = _corrupt_and_call(image, "sys_uptime", bytes(4),
+                                   "echo ready; sleep 1; uptime")
     m = b.machine
     assert r.exit == Exit.PANIC, f"{r.exit} {r.message}\n{b.text[-2000:]}"
-    addr = m.kernel.symbol("sys_uptime")
     want = (f"panic: kerneltrap: unexpected scause 0x2 (illegal instruction) "
             f"sepc={addr:#x} stval=0x0")
     assert want in b.text
     assert r.message == want
     assert r.status == 1                    # POWER_FAIL | (1 << 16)
-    frames = _frames(m, r.pc)
-    # poweroff <- panic <- kerneltrap <- [kernelvec's record: sepc] sys_uptime <- syscall
-    # <- usertrap, and the chain ends there (uservec starts it with s0 = 0)
-    assert frames[:6] == ["poweroff", "panic", "kerneltrap", "sys_uptime", "syscall",
-                          "usertrap"], frames
-    assert len(frames) == 6, frames
+    # poweroff <- panic <- kerneltrap <- kernelvec <- [record: sepc] sys_uptime <- syscall
+    # <- usertrap, and the chain ends there (uservec enters usertrap with s0 = ra = 0)
+    assert _frames(m, r.pc) == ["poweroff", "panic", "kerneltrap", "kernelvec",
+                                "sys_uptime", "syscall", "usertrap"]
+
+
+def test_kernel_stack_overflow_panics_instead_of_hanging(image: Path) -> None:
+    """sys_uptime rewritten to move sp 10 KiB down and store: kernelvec sees the frame
+    would land in the guard page and panics on its spare stack."""
+    from harness.machine import Exit
+
+    code = b"".join(i.to_bytes(4, "little") for i in (
+        0x000022B7,     # lui  t0, 2           t0 = 8192
+        0x7FF28293,     # addi t0, t0, 2047    t0 = 10239: past the 8 KiB stack, not the guard
+        0x40510133,     # sub  sp, sp, t0
+        0x00013023,     # sd   zero, 0(sp)     faults in the guard page
+    ))
+    b, r, addr = _corrupt_and_call(image, "sys_uptime", code, "echo ready; sleep 1; uptime")
+    m = b.machine
+    assert r.exit == Exit.PANIC, f"{r.exit} {r.message}\n{b.text[-2000:]}"
+    assert re.fullmatch(r"panic: kerneltrap: kernel stack overflow: sp=0x3f[0-9a-f]+ "
+                        rf"scause 0xf \(store page fault\) sepc={addr + 12:#x} "
+                        r"stval=0x3f[0-9a-f]+", r.message), r.message
+    assert _frames(m, r.pc) == ["poweroff", "panic", "kstackoverflow", "overflow",
+                                "sys_uptime", "syscall", "usertrap"]
