@@ -12,6 +12,27 @@ struct sleeplock;
 struct stat;
 struct superblock;
 struct bootinfo;
+struct aislot;
+struct ai_submit_args;
+struct ai_dev_resp;
+struct virtio_ai_config;
+
+// ai_service.c
+extern struct spinlock ai_lock;
+void            ai_service_init(void);
+int             ai_service_submit(struct ai_submit_args*);
+int             ai_service_wait(int, uint64, int);
+int             ai_service_query(int, uint64);
+int             ai_service_call(struct ai_submit_args*, uint64, int);
+int             ai_service_worker_register(void);
+int             ai_service_worker_get(uint64, int, uint64);
+int             ai_service_worker_run(int);
+int             ai_service_worker_complete(int, uint64, int, int);
+int             ai_service_info(uint64);
+int             ai_service_stats(uint64);
+void            ai_model_changed(void);
+void            ai_chain_done(int);
+void            ai_chain_freed(void);
 
 // bio.c
 void            binit(void);
@@ -183,6 +204,21 @@ int             uartgetc(void);
 void            virtio_disk_init(void);
 void            virtio_disk_rw(struct buf *, int);
 uint64          virtio_disk_blocks(void);
+
+// virtio_ai.c
+void            virtio_ai_init(void);
+int             virtio_ai_present(void);
+int             virtio_ai_sampling(void);
+struct virtio_ai_config* virtio_ai_model(int refresh);
+void            virtio_ai_trace(int event, int id);
+int             virtio_ai_start(struct aislot*, int slot);
+void            virtio_ai_cancel(int);
+int             virtio_ai_busy(int);
+struct ai_dev_resp* virtio_ai_resp(int);
+uint32*         virtio_ai_out(int);
+void            virtio_ai_progress(int, int*, uint64*, uint64*);
+void            virtio_ai_release(int);
+void            virtio_ai_abandon(int);
 
 // vm.c
 void            kvminit(void);

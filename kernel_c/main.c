@@ -63,6 +63,7 @@ main(uint64 hartid, struct bootinfo *bi)
   iinit();              // inode table
   fileinit();           // file table
   virtio_disk_init();   // the file system disk
+  ai_service_init();    // AI request slots, and the AI device if present
   timerinit();
   userinit();           // the first process
   scheduler();

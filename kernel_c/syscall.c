@@ -124,6 +124,17 @@ extern uint64 sys_halt(void);
 extern uint64 sys_procinfo(void);
 extern uint64 sys_freemem(void);
 extern uint64 sys_ignintr(void);
+extern uint64 sys_ai_submitx(void);
+extern uint64 sys_ai_wait(void);
+extern uint64 sys_ai_query(void);
+extern uint64 sys_ai_call(void);
+extern uint64 sys_ai_worker_register(void);
+extern uint64 sys_ai_worker_get(void);
+extern uint64 sys_ai_worker_run(void);
+extern uint64 sys_ai_worker_complete(void);
+extern uint64 sys_ai_info(void);
+extern uint64 sys_ai_stats(void);
+extern uint64 sys_ai_lasterr(void);
 
 // number -> handler; numbers come from syscall.h only
 static uint64 (*syscalls[])(void) = {
@@ -153,6 +164,17 @@ static uint64 (*syscalls[])(void) = {
   [SYS_procinfo] sys_procinfo,
   [SYS_freemem]  sys_freemem,
   [SYS_ignintr]  sys_ignintr,
+  [SYS_ai_submitx]         sys_ai_submitx,
+  [SYS_ai_wait]            sys_ai_wait,
+  [SYS_ai_query]           sys_ai_query,
+  [SYS_ai_call]            sys_ai_call,
+  [SYS_ai_worker_register] sys_ai_worker_register,
+  [SYS_ai_worker_get]      sys_ai_worker_get,
+  [SYS_ai_worker_run]      sys_ai_worker_run,
+  [SYS_ai_worker_complete] sys_ai_worker_complete,
+  [SYS_ai_info]            sys_ai_info,
+  [SYS_ai_stats]           sys_ai_stats,
+  [SYS_ai_lasterr]         sys_ai_lasterr,
 };
 
 void

@@ -35,4 +35,15 @@
 #define SYS_freemem  25  // int freemem(void): free physical pages
 #define SYS_ignintr  26  // int ignintr(int on): 1 = console ^C spares this process (reset by exec); returns the old value
 
-// the AI service (kernel_c/ai_service.c) takes 30..39
+// the AI service (kernel_c/ai_service.c, ai.h); each call records its outcome for ai_lasterr
+#define SYS_ai_submitx         30  // int ai_submitx(struct ai_submit_args *a): queue a request; its id
+#define SYS_ai_wait            31  // int ai_wait(int reqid, char *out, int cap): result text (owner, once); its length
+#define SYS_ai_query           32  // int ai_query(int reqid, struct ai_status *st): snapshot (owner); never blocks
+#define SYS_ai_call            33  // int ai_call(const uint32 *tokens, int n, int predict, char *out, int cap): submit + wait
+#define SYS_ai_worker_register 34  // int ai_worker_register(void): the caller becomes a worker
+#define SYS_ai_worker_get      35  // int ai_worker_get(uint32 *tokens, int cap, struct ai_work *w): take the oldest request
+#define SYS_ai_worker_run      36  // int ai_worker_run(int reqid): the device computes it; 0 when DONE
+#define SYS_ai_worker_complete 37  // int ai_worker_complete(int reqid, const char *out, int len, int status)
+#define SYS_ai_info            38  // int ai_info(struct ai_info *info): the device and its model
+#define SYS_ai_stats           39  // int ai_stats(struct ai_stats *st): slot and request counters
+#define SYS_ai_lasterr         40  // int ai_lasterr(void): AI_OK or the AI_E* reason of the last AI call
