@@ -247,6 +247,11 @@ class Machine:
             self._pause = RunResult(Exit.PAUSE, message=message)
         self.uc.emu_stop()
 
+    @property
+    def idle(self) -> bool:
+        """The guest executed wfi and waits for an interrupt (the PC is past the wfi)."""
+        return self._idle
+
     def request_pause(self, message: str = "interrupted") -> None:
         """pause() from any thread (a debugger's Ctrl-C, a GDB interrupt)."""
         self.post(lambda: self.pause(message))
