@@ -20,13 +20,14 @@
 //   --smallcap      ai_wait with a too-small buffer fails with AI_ESMALL
 //                   and keeps the result for a second wait
 //   --stats         ai_stats before and after: no slot leaked
-//   --all           every check above (async with query/fork/doublewait)
+//   --all           --badwait --batch 8 --nonblock --smallcap --stats and
+//                   --async with --query --fork-unauth --doublewait
 //   --killworker    kill every ai_daemon worker while a long request runs:
 //                   the request fails with AI_EWORKER, the daemon starts
 //                   new workers and the service answers again
 //   --killdaemon    kill the ai_daemon supervisor: init starts a new one,
 //                   which retires the old workers; the service answers again
-// Without token ids the prompt is PMT.BIN of /AI/SMOL or /AI/QWEN when
+// `--` ends the flags. Without token ids the prompt is PMT.BIN of /AI/SMOL or /AI/QWEN when
 // present (u32 count, then count u32 ids), else the single token 0.
 //
 // The final lines describe the main request like the course's aitest:
@@ -526,6 +527,10 @@ main(int argc, char *argv[])
 
   for(i = 1; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i++){
     char *a = argv[i];
+    if(strcmp(a, "--") == 0){
+      i++;
+      break;
+    }
     if(strcmp(a, "--async") == 0)
       async = 1;
     else if(strcmp(a, "--query") == 0)

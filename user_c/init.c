@@ -9,19 +9,26 @@
 // wait(): an exited service is restarted (or, for the -c shell, ends the
 // run), and any other pid is an orphan that was re-parented to init.
 //
-// Adding a service (e.g. the AI worker /ai_daemon): add a row to services[]
-// before the shell, with a `wanted` test (e.g. only when the AI device is
-// there) and respawn = 1. If the shell must wait until it is ready, give it
-// a `start` function that forks and execs it with the write end of a pipe
-// (`--ready-fd N`), reads one byte from the read end, and returns the pid
-// (or -1, and set s->disabled to stop further restarts). A service that
+// Adding a service: add a row to services[] before the shell, with a
+// `wanted` test and respawn = 1. If the shell must wait until it is ready,
+// give it a `start` function like start_ready() below. A service that
 // keeps dying within a second of its start is given up after MAX_QUICK
 // tries; `essential` ones (the shell) then power the machine off.
+//
+// The AI worker /ai_daemon (the course's protocol and messages) is started
+// when ai_info() reports an AI device with a model (loading or ready), also
+// in -c mode, so that `harness run --model smol -c "llmrun ..."` works:
+// init passes the write end of a pipe (`ai_daemon --ready-fd N`) and blocks
+// reading one byte, which the daemon writes once the model is READY and its
+// workers are registered: "[init] ai_daemon ready (pid=P)". EOF instead
+// (the daemon died first) disables it ("did not signal ready"). When it
+// exits later: "[init] ai_daemon exited status=S" and it is restarted.
 
 #include "types.h"
 #include "stat.h"
 #include "fcntl.h"
 #include "device.h"
+#include "virtio_ai.h"
 #include "user.h"
 
 #define RESTART_DELAY  10       // ticks to wait before restarting a crasher
@@ -36,6 +43,7 @@ struct service {
   int respawn;                  // restart it when it exits
   int essential;                // power off (status 1) if it cannot be kept up
   int halt_on_exit;             // power off with its exit status (-c shell)
+  int announce;                 // print "[init] NAME exited status=S"
   // state
   int pid;                      // running pid, 0 if not running
   int disabled;                 // given up on it
@@ -45,10 +53,14 @@ struct service {
 
 static char *sh_argv[] = { "/sh", 0 };
 static char *shc_argv[] = { "/sh", "-c", 0, 0 };  // [2]: init's -c argument
+static char *ai_argv[] = { "/ai_daemon", "--ready-fd", 0, 0 }; // [2]: the fd
+
+static int ai_wanted(void);
+static int start_ready(struct service *s);
 
 static struct service services[] = {
-  // { "ai_daemon", ai_argv, ai_present, start_ai_daemon, 1, 0, 0 },  issue 4
-  { "sh", sh_argv, 0, 0, 1, 1, 0 },
+  { "ai_daemon", ai_argv, ai_wanted, start_ready, 1, 0, 0, 1 },
+  { "sh", sh_argv, 0, 0, 1, 1, 0, 0 },
 };
 #define NSERVICE (sizeof(services) / sizeof(services[0]))
 
@@ -65,6 +77,60 @@ spawn(struct service *s)
   }
   if(pid < 0)
     fprintf(2, "init: fork %s failed\n", s->name);
+  return pid;
+}
+
+// The AI device is there and has (or is loading) a model.
+static int
+ai_wanted(void)
+{
+  struct ai_info info;
+
+  if(ai_info(&info) < 0 || !info.present)
+    return 0;
+  return info.state == AI_DEV_LOADING || info.state == AI_DEV_READY;
+}
+
+// fork+exec with argv[2] = the write end of a pipe, then block until the
+// service writes one byte there (the course's ai_daemon protocol).
+static int
+start_ready(struct service *s)
+{
+  int p[2], pid;
+  char fd[8], c;
+
+  if(pipe(p) < 0){
+    fprintf(2, "[init] pipe %s failed\n", s->argv[0]);
+    s->disabled = 1;
+    return -1;
+  }
+  snprintf(fd, sizeof(fd), "%d", p[1]);
+  s->argv[2] = fd;
+  pid = fork();
+  if(pid == 0){
+    close(p[0]);
+    exec(s->argv[0], s->argv);
+    fprintf(2, "[init] exec %s failed\n", s->argv[0]);
+    exit(127);
+  }
+  close(p[1]);
+  if(pid < 0){
+    fprintf(2, "[init] fork %s failed\n", s->argv[0]);
+    fprintf(2, "[init] disabling %s after launch failure\n", s->name);
+    close(p[0]);
+    s->disabled = 1;
+    return -1;
+  }
+  if(read(p[0], &c, 1) == 1 && c == '1'){
+    fprintf(2, "[init] %s ready (pid=%d)\n", s->name, pid);
+  } else {
+    // it exits (or has exited) on its own; wait() reaps it
+    fprintf(2, "[init] %s did not signal ready\n", s->name);
+    fprintf(2, "[init] disabling %s restarts after startup failure\n",
+            s->name);
+    s->disabled = 1;
+  }
+  close(p[0]);
   return pid;
 }
 
@@ -86,6 +152,8 @@ exited(struct service *s, int status)
   s->pid = 0;
   if(s->halt_on_exit)
     halt(status);
+  if(s->announce)
+    fprintf(2, "[init] %s exited status=%d\n", s->name, status);
   if(!s->respawn)
     return;
   if(time_us() - s->started_us < QUICK_EXIT_US)

@@ -12,8 +12,11 @@
 int main(int argc, char *argv[]);
 
 // The ELF entry point (user.ld). The kernel's exec passes argc in a0 and
-// argv in a1; returning from main is the same as calling exit.
-void
+// argv in a1; returning from main is the same as calling exit. Its own
+// section puts it first in .text, at address 0, where no other function
+// may be: a function there has a null address (init's service table
+// takes function addresses).
+__attribute__((section(".text._start"))) void
 _start(int argc, char *argv[])
 {
   exit(main(argc, argv));

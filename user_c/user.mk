@@ -16,8 +16,9 @@ UBUILD := $(BUILD)/user
 
 UPROGS := init sh \
 	cat echo grep wc ls mkdir rm ln kill sleep uptime ps halt \
-	sysbench usertests
-UPROG_ALIASES := poweroff=halt
+	sysbench usertests \
+	ai_daemon llmrun aitest aibench
+UPROG_ALIASES := poweroff=halt llmrun_smol=llmrun llmrun_qwen=llmrun
 
 UCFLAGS := -Wall -Werror -O2 -fno-omit-frame-pointer -ggdb \
 	-march=rv64imac_zicsr_zifencei -mabi=lp64 -mcmodel=medany -mno-relax \
@@ -70,3 +71,6 @@ $(FS_IMG): $(UPROG_BINS) $(foreach f,$(FS_FILES),$(lastword $(subst =, ,$(f)))) 
 $(UBUILD)/_usertests: $(UBUILD)/ut_proc.o $(UBUILD)/ut_fs.o $(UBUILD)/ut_mem.o \
 	$(UBUILD)/ut_args.o $(UBUILD)/ut_ulib.o
 $(UBUILD)/_sh: $(UBUILD)/shparse.o
+# the AI programs share ailib.c (ai_submit, ai_wait_status, id parsing)
+$(UBUILD)/_init $(UBUILD)/_ai_daemon $(UBUILD)/_llmrun $(UBUILD)/_aitest \
+	$(UBUILD)/_aibench: $(UBUILD)/ailib.o

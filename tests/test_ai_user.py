@@ -1,0 +1,389 @@
+"""The AI user programs end to end: llmrun, aitest, aibench and ai_daemon in the booted guest.
+
+Every test boots with `python -m harness run --model M -c CMDS` (tests/guest.py), so requests
+go through the real path: syscall -> kernel slots and queue -> ai_daemon worker -> virtio AI
+device -> pyllm engine. Models: SmolLM2-135M (`smol`, loads in well under a second) and the
+tiny random Qwen3.5 checkpoint of the golden tests (tests/data/qwen35/tiny_text). The
+reference ids come from `python -m harness generate` (greedy, no end-of-sequence stop, as
+llmrun asks the device).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from guest import BEGIN, END, ROOT, GuestResult, run_raw
+
+SMOL = "smol"
+QWEN_TINY = str(ROOT / "tests" / "data" / "qwen35" / "tiny_text")
+NO_STOP = "4294967295"  # a stop id no model produces: generate exactly -n tokens
+
+
+def _model_available(model: str) -> str | None:
+    if model == SMOL and not (ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf").exists():
+        return "SmolLM2 weights missing (harness models fetch smol)"
+    return None
+
+
+def ai_guest(cmds: str, model: str = SMOL, timeout: float = 300.0) -> GuestResult:
+    """Run cmds in the guest booted with the AI device serving `model`."""
+    why = _model_available(model)
+    if why:
+        pytest.skip(why)
+    proc = run_raw(f"echo {BEGIN}; ({cmds}); echo {END} $?", timeout, "--model", model)
+    out = proc.stdout.replace("\r\n", "\n")
+    start = out.find(BEGIN + "\n")
+    m = re.search(re.escape(END) + r" (-?\d+)\n", out)
+    if start < 0 or m is None:
+        raise AssertionError(
+            f"guest run did not finish (harness status {proc.returncode})\n"
+            f"--- stdout ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{proc.stderr[-4000:]}")
+    return GuestResult(out[start + len(BEGIN) + 1: m.start()], int(m.group(1)), proc)
+
+
+@functools.cache
+def generate(model: str, prompt: tuple[int, ...], n: int) -> list[int]:
+    """`harness generate`'s greedy ids for prompt (exactly n of them)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "generate", "--model", model, "--tokens",
+         " ".join(map(str, prompt)), "-n", str(n), "--stop", NO_STOP, "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=True)
+    ids = json.loads(proc.stdout)["ids"]
+    assert len(ids) == n
+    return ids
+
+
+def ids_line(ids: list[int]) -> str:
+    return " ".join(map(str, ids))
+
+
+PROMPTS = [
+    ((504, 3575, 282, 4649, 314), 8),   # "The capital of France is"
+    ((1, 42, 314, 2718, 7, 99, 1234, 2048) * 2, 16),
+    ((1, 2, 3), 1),
+]
+
+
+# ------------------------------------------------------------------ llmrun
+
+
+def test_llmrun_equals_harness_generate() -> None:
+    cmds = "; ".join(f"llmrun --predict {n} {ids_line(list(p))}" for p, n in PROMPTS)
+    cmds += "; llmrun_smol --predict 4 --prompt-file /prompt.txt"
+    r = ai_guest(cmds)
+    want = [ids_line(generate(SMOL, p, n)) for p, n in PROMPTS]
+    prompt_txt = tuple(int(x) for x in (ROOT / "user_c/files/prompt.txt").read_text().split())
+    want.append(ids_line(generate(SMOL, prompt_txt, 4)))
+    assert r.output.splitlines() == want, r.output
+    assert r.status == 0
+
+
+def test_llmrun_qwen_family_and_wrong_family() -> None:
+    r = ai_guest("llmrun_qwen --predict 6 1 2 3 4 5; echo rc=$?; "
+                 "llmrun --predict 3 7 8 9; echo rc=$?; "
+                 "llmrun_smol 1 2 3; echo rc=$?", model=QWEN_TINY)
+    assert r.output == (
+        f"{ids_line(generate(QWEN_TINY, (1, 2, 3, 4, 5), 6))}\nrc=0\n"
+        f"{ids_line(generate(QWEN_TINY, (7, 8, 9), 3))}\nrc=0\n"
+        "llmrun_smol: expected SmolLM assets, got Qwen3.5\nrc=1\n")
+
+
+def test_llmrun_smol_rejects_qwen_and_asset_dir_note() -> None:
+    r = ai_guest("llmrun_qwen 1 2 3; echo rc=$?; "
+                 "llmrun_smol --asset-dir /AI/SMOL --predict 2 1 2 3; echo rc=$?; "
+                 "llmrun --asset-dir /AI/QWEN --predict 2 1 2 3; echo rc=$?")
+    ref = ids_line(generate(SMOL, (1, 2, 3), 2))
+    lines = r.output.splitlines()
+    assert lines[0] == "llmrun_qwen: expected Qwen3.5 assets, got SmolLM"
+    assert lines[1:4] == ["rc=1", ref, "rc=0"]
+    assert re.fullmatch(r"\[llmrun\] --asset-dir /AI/QWEN ignored: the AI device serves "
+                        r"SmolLM2-135M-Instruct\S* \(SmolLM\); the model is chosen on the "
+                        r"host \(harness run --model \.\.\.\)", lines[4]), lines[4]
+    assert lines[5:] == [ref, "rc=0"]
+
+
+# every course error text, one command each: (command, expected output, exit status)
+ERRORS = [
+    ("llmrun --predict 0 1 2", "llmrun: bad --predict value 0", 1),
+    ("llmrun --predict abc 1", "llmrun: bad --predict value abc", 1),
+    ("llmrun --predict 2147483648 1", "llmrun: bad --predict value 2147483648", 1),
+    ("llmrun 1 x 3", "llmrun: invalid token id x", 1),
+    ("llmrun 1 4294967296", "llmrun: invalid token id 4294967296", 1),
+    ("llmrun --stdin --prompt-file /prompt.txt",
+     "llmrun: --stdin cannot be combined with --prompt-file", 1),
+    ("llmrun --prompt-file /prompt.txt 1 2",
+     "llmrun: cannot mix --prompt-file with inline token ids", 1),
+    ("llmrun --prompt-file /nope.txt", "llmrun: failed to open prompt file /nope.txt", 1),
+    ("llmrun --prompt-file /", "llmrun: bad prompt file /", 1),
+    ("llmrun --prompt-file /bad.txt", "llmrun: invalid token id in /bad.txt near byte 4", 1),
+    ("llmrun --prompt-file /of.txt", "llmrun: token id overflow in /of.txt near byte 11", 1),
+    ("llmrun --prompt-file /empty.txt", "llmrun: no token ids found in /empty.txt", 1),
+    ("llmrun --prompt-file /big.txt", "llmrun: prompt file /big.txt exceeds token limit 255", 1),
+    ("llmrun 1 2 49152 3", "llmrun: token 2 out of range\nllmrun: request failed", 1),
+    ("llmrun --predict 2147483647 1 2",
+     "llmrun: request too long for runtime_seq_len=CTX\nllmrun: request failed", 1),
+    ("llmrun --bogus 1", "llmrun: unknown option --bogus\nUSAGE", 1),
+    ("llmrun --predict", "USAGE", 1),
+    ("llmrun --stdin 1 2", "llmrun: --stdin cannot be combined with inline token ids", 1),
+    ("llmrun --help", "USAGE", 0),
+]
+
+USAGE = """usage: llmrun [--asset-dir DIR] [--predict N] token0 token1 ...
+       llmrun [--asset-dir DIR] [--predict N] --prompt-file FILE
+       llmrun [--asset-dir DIR] --stdin
+prompt file format: whitespace-separated token ids
+stdin service format: <predict> <token0> <token1> ...
+interactive mode: type exit or quit to return to the shell"""
+
+
+def test_llmrun_error_texts() -> None:
+    setup = ("echo 1 2 x > /bad.txt; echo 1 99999999999 > /of.txt; echo > /empty.txt; "
+             "cat /prompt.txt /prompt.txt /prompt.txt /prompt.txt /prompt.txt /prompt.txt "
+             "/prompt.txt /prompt.txt > /big.txt; llmrun --predict 1 1 > /dev-null-ish; "
+             "rm /dev-null-ish; ")
+    marker = "=====case"
+    cmds = setup + "; ".join(f"echo {marker}; {cmd}; echo rc=$?" for cmd, _, _ in ERRORS)
+    r = ai_guest(cmds)
+    chunks = r.output.split(marker + "\n")[1:]
+    assert len(chunks) == len(ERRORS), r.output
+    ctx = None
+    for (cmd, want, rc), got in zip(ERRORS, chunks, strict=True):
+        text, _, status = got.rstrip("\n").rpartition("\n")
+        assert status == f"rc={rc}", (cmd, got)
+        if "CTX" in want:
+            m = re.search(r"runtime_seq_len=(\d+)", text)
+            assert m, (cmd, text)
+            ctx = int(m.group(1))
+            want = want.replace("CTX", m.group(1))
+        if "USAGE" in want:
+            # the course's six lines, then our notes
+            assert text.startswith(want.replace("USAGE", USAGE)), (cmd, text)
+        else:
+            assert text == want, cmd
+    assert ctx is not None and ctx >= 2048  # SmolLM2's context
+
+
+def test_llmrun_stdin_service() -> None:
+    lines = ["4 504 3575 282 4649 314", "", "   2 1 2 3   ", "0 1 2", "x y", "5",
+             "3 1 2 49152", "1 " + " ".join(["7"] * 256), "exit", "4 1 2"]
+    setup = "; ".join(f"echo '{line}' >> /req.txt" for line in lines)
+    r = ai_guest(f"{setup}; llmrun --stdin < /req.txt; echo rc=$?; "
+                 "echo 2 1 2 3 | llmrun_smol; echo rc=$?")
+    bad = "llmrun: bad request line; expected: <predict> <token0> <token1> ..."
+    ready = ("[{}] stdin service ready; format: <predict> <token0> <token1> ...; "
+             "type exit or quit to return to sh")
+    assert r.output.splitlines() == [
+        ready.format("llmrun"),
+        ids_line(generate(SMOL, (504, 3575, 282, 4649, 314), 4)),
+        ids_line(generate(SMOL, (1, 2, 3), 2)),
+        bad, bad, bad,
+        "llmrun: token 2 out of range", "llmrun: request failed",
+        bad,
+        "[llmrun] leaving stdin service",
+        "rc=0",
+        ready.format("llmrun_smol"),      # no ids: interactive; ends at end of input
+        ids_line(generate(SMOL, (1, 2, 3), 2)),
+        "rc=0",
+    ]
+
+
+TIMING = re.compile(
+    r"Model Loading Time: (\d+) us\nTTFT: (\d+) us\nTPOT: (\d+ us|n/a \(1 token\))\n"
+    r"E2E: (\d+) us\n"
+    r"timing: model=(\S+) synthetic=([01]) load_us=(\d+) ttft_us=(\d+) tpot_us=(-?\d+) "
+    r"e2e_us=(\d+) prompt=(\d+) generated=(\d+) submit=(\d+) dispatch=(\d+) accept=(\d+) "
+    r"first=(\d+) done=(\d+) waited=(\d+)\n")
+
+
+def test_llmrun_timing_format() -> None:
+    r = ai_guest("llmrun --timing --predict 8 504 3575 282 4649 314; "
+                 "llmrun --timing 1 2 3")
+    ref = ids_line(generate(SMOL, (504, 3575, 282, 4649, 314), 8))
+    assert r.output.startswith(ref + "\n")
+    runs = list(TIMING.finditer(r.output))
+    assert len(runs) == 2, r.output
+    for m, (nprompt, ngen) in zip(runs, [(5, 8), (3, 1)], strict=True):
+        g = m.groups()
+        load, ttft, e2e = int(g[0]), int(g[1]), int(g[3])
+        assert g[4].startswith("SmolLM2-135M-Instruct") and g[5] == "0"
+        assert (int(g[6]), int(g[7]), int(g[9])) == (load, ttft, e2e)
+        assert (int(g[10]), int(g[11])) == (nprompt, ngen)
+        submit, dispatch, accept, first, done, waited = map(int, g[12:18])
+        # the lifecycle in order, and the reported figures are its differences
+        assert 0 < submit <= dispatch <= accept <= first <= done <= waited
+        assert ttft == first - submit and e2e == waited - submit
+        if ngen > 1:
+            assert g[2] == f"{(done - first) // (ngen - 1)} us" and int(g[8]) > 0
+        else:
+            assert g[2] == "n/a (1 token)" and g[8] == "-1"
+        assert load > 0
+    assert "synthetic" not in r.output.replace("synthetic=0", "")
+
+
+# ------------------------------------------------------------------ aitest
+
+
+def test_aitest_course_checks() -> None:
+    r = ai_guest("aitest; echo rc=$?; "
+                 "aitest --badwait; echo rc=$?; "
+                 "aitest --async --query --fork-unauth --doublewait --predict 4 1 2 3; "
+                 "echo rc=$?; "
+                 "aitest --batch 8 --predict 3 5 6; echo rc=$?; "
+                 "aitest --cacheprobe --predict 2 9; echo rc=$?; "
+                 "aitest --predict 33; echo rc=$?; aitest --batch 9; echo rc=$?; "
+                 "aitest -1; echo rc=$?; aitest -- 5x; echo rc=$?")
+    out = r.output
+    one = ids_line(generate(SMOL, (0,), 1))
+    four = ids_line(generate(SMOL, (1, 2, 3), 4))
+    three = ids_line(generate(SMOL, (5, 6), 3))
+    blocks = out.split("rc=")
+    # default: token 0, predict 1, synchronous ai_call
+    assert blocks[0] == (f"[aitest] tokens: 0\n[aitest] token_count: 1\n[aitest] predict_count: 1\n"
+                         f"[aitest] result: {one}\n[aitest] bytes: {len(one)}\n")
+    assert blocks[1] == "0\n[aitest] badwait: PASS\n[aitest] tokens: 0\n" \
+        "[aitest] token_count: 1\n[aitest] predict_count: 1\n" \
+        f"[aitest] result: {one}\n[aitest] bytes: {len(one)}\n"
+    m = re.fullmatch(r"0\n\[aitest\] reqid: (\d+)\n"
+                     r"\[aitest\] query: reqid=(\d+) state=([123]) err=0 result_len=(\d+)\n"
+                     r"\[aitest\] query: PASS\n\[aitest\] fork-unauth: PASS\n"
+                     r"\[aitest\] doublewait: PASS\n(.*)", blocks[2], re.S)
+    assert m and m.group(1) == m.group(2), blocks[2]
+    assert m.group(5) == (f"[aitest] tokens: 1 2 3\n[aitest] token_count: 3\n"
+                          f"[aitest] predict_count: 4\n[aitest] result: {four}\n"
+                          f"[aitest] bytes: {len(four)}\n")
+    batch = blocks[3]
+    ids = [int(x) for x in re.findall(r"\[aitest\] batch submit\[\d\] reqid=(\d+)", batch)]
+    assert len(ids) == 8 and ids == sorted(set(ids))
+    results = re.findall(r"\[aitest\] batch result\[(\d)\]: (.*) \((\d+) bytes\)", batch)
+    assert [int(i) for i, _, _ in results] == list(range(8))
+    assert all(res == three and int(n) == len(three) for _, res, n in results)
+    assert "[aitest] batch: PASS\n" in batch
+    assert re.search(r"\[aitest\] cacheprobe: cold run\n\[aitest\] cacheprobe cold ticks: \d+\n"
+                     r"\[aitest\] cacheprobe: warm run\n\[aitest\] cacheprobe warm ticks: \d+\n"
+                     r"\[aitest\] cacheprobe: PASS\n", blocks[4])
+    assert blocks[5] == "0\naitest: invalid predict count 33\n"
+    assert blocks[6] == "1\naitest: batch too large\n"
+    assert blocks[7] == "1\naitest: invalid token id -1\n"
+    assert blocks[8] == "1\naitest: invalid token id 5x\n"
+    assert blocks[9] == "1\n"
+    for rc in blocks[1:5]:
+        assert rc.startswith("0\n")
+
+
+def test_aitest_our_checks() -> None:
+    r = ai_guest("aitest --nonblock --predict 8 1 2; echo rc=$?; "
+                 "aitest --smallcap --predict 5 3 4; echo rc=$?; "
+                 "aitest --all --predict 2 1; echo rc=$?")
+    out = r.output
+    assert "[aitest] nonblock: 8 slots filled, then AI_EBUSY\n[aitest] nonblock: PASS\n" in out
+    assert "[aitest] smallcap: PASS\n" in out
+    assert "FAIL" not in out, out
+    assert re.search(r"\[aitest\] stats: busy slots 0 -> 0, submitted \+\d+, completed \+\d+, "
+                     r"failed \+0\n\[aitest\] stats: PASS\n", out), out
+    for name in ("badwait", "batch", "nonblock", "smallcap", "query", "fork-unauth",
+                 "doublewait", "stats"):
+        assert f"[aitest] {name}: PASS" in out.split("rc=0\n")[2], name
+    assert out.count("rc=0\n") == 3
+
+
+# ------------------------------------------------------------------ aibench
+
+
+def test_aibench_8_clients_all_correct_no_leaks() -> None:
+    r = ai_guest("aibench -c 8 -n 4 -p 8 -g 8; echo rc=$?")
+    out = r.output
+    assert out.endswith("aibench: PASS\nrc=0\n"), out
+    head = re.search(r"aibench: model=(\S+) synthetic=0 clients=8 requests=4 prompt=8 predict=8\n"
+                     r"reference: ([\d ]+)\n", out)
+    assert head, out
+    prompt = (1, 42, 314, 2718, 7, 99, 1234, 2048)
+    assert head.group(2) == ids_line(generate(SMOL, prompt, 8))
+    reqs = re.findall(r"^req client=(\d+) i=(\d+) reqid=(\d+) ok=(\d) err=(\d+) gen=(\d+) "
+                      r"queue_us=(\d+) ttft_us=(\d+) tpot_us=(-?\d+) e2e_us=(\d+) submit=(\d+)$",
+                      out, re.M)
+    assert len(reqs) == 32
+    assert sorted((int(c), int(i)) for c, i, *_ in reqs) == [(c, i) for c in range(8)
+                                                               for i in range(4)]
+    assert len({rq[2] for rq in reqs}) == 32  # request ids are never reused
+    for rq in reqs:
+        assert rq[3] == "1" and rq[4] == "0" and rq[5] == "8"
+        assert int(rq[7]) <= int(rq[9])  # TTFT within E2E
+    assert re.search(r"^total: requests=32 ok=32 failed=0 tokens=256 wall_us=\d+ "
+                     r"req_per_s=\d+\.\d tok_per_s=\d+\.\d$", out, re.M)
+    for name in ("ttft_us", "tpot_us", "e2e_us", "queue_us"):
+        assert re.search(rf"^{name}: mean=\d+ median=\d+ p99=\d+ min=\d+ max=\d+$", out, re.M)
+    assert re.search(r"^stats: free=8 queued=0 running=0 done=0 failed=0 orphans=0 workers=2 "
+                     r"submitted=\+33 completed=\+33 failed=\+0$", out, re.M), out
+
+
+def test_aibench_usage_errors() -> None:
+    r = ai_guest("aibench -c 0; echo rc=$?; aibench -g 0; echo rc=$?; aibench -x 1; echo rc=$?")
+    assert r.output.startswith("aibench: -c wants 1..32 clients\nrc=2\n"
+                               "aibench: -g wants 1..4096 tokens\nrc=2\nusage: aibench")
+    assert r.output.endswith("rc=2\n")
+
+
+# ------------------------------------------------------------------ ai_daemon and init
+
+
+def _ps(out: str) -> list[tuple[int, int, str]]:
+    """(pid, ppid, name) rows of every ps table in out."""
+    return [(int(m.group(1)), int(m.group(2)), m.group(3)) for m in
+            re.finditer(r"^\s*(\d+)\s+(\d+)\s+\S+\s+\d+K (\S+)", out, re.M)]
+
+
+def test_init_starts_ai_daemon_with_workers() -> None:
+    proc = run_raw("ps", 120.0, "--model", SMOL) if not _model_available(SMOL) else None
+    if proc is None:
+        pytest.skip("SmolLM2 weights missing")
+    out = proc.stdout.replace("\r\n", "\n")
+    m = re.search(r"^\[init\] ai_daemon ready \(pid=(\d+)\)$", out, re.M)
+    assert m, out
+    daemon = int(m.group(1))
+    rows = _ps(out)
+    assert (daemon, 1, "ai_daemon") in rows
+    workers = [pid for pid, ppid, name in rows if ppid == daemon and name == "ai_daemon"]
+    assert len(workers) == 2
+    # no daemon without an AI model
+    plain = run_raw("ps", 120.0)
+    assert "ai_daemon" not in plain.stdout and plain.returncode == 0
+
+
+def test_worker_killed_while_running_is_replaced() -> None:
+    r = ai_guest("aitest --killworker --predict 3 1 2 3; echo rc=$?; "
+                 "llmrun --predict 3 1 2 3; aitest --stats --predict 2 4; echo rc=$?")
+    out = r.output
+    assert re.search(r"^\[aitest\] killworker: killed 2 workers; the request got the worker "
+                     r"died while running the request$", out, re.M), out
+    assert "[aitest] killworker: PASS" in out and "FAIL" not in out, out
+    exits = re.findall(r"^\[ai_daemon\] worker pid (\d+) exited status=-?\d+; starting another$",
+                       out, re.M)
+    assert len(set(exits)) == 2, out
+    assert ids_line(generate(SMOL, (1, 2, 3), 3)) + "\n" in out
+    assert "[aitest] stats: PASS" in out
+    assert out.count("rc=0\n") == 2
+
+
+def test_daemon_killed_is_restarted_by_init() -> None:
+    r = ai_guest("aitest --killdaemon --predict 3 1 2 3; echo rc=$?; ps; "
+                 "llmrun --predict 3 1 2 3")
+    out = r.output
+    assert "[aitest] killdaemon: PASS" in out and "FAIL" not in out, out
+    m = re.search(r"^\[aitest\] killdaemon: ai_daemon (\d+) replaced by (\d+)$", out, re.M)
+    assert m, out
+    old, new = int(m.group(1)), int(m.group(2))
+    assert re.search(r"^\[init\] ai_daemon exited status=-?\d+$", out, re.M), out
+    assert f"[init] ai_daemon ready (pid={new})" in out
+    retired = re.findall(r"^\[ai_daemon\] retiring worker pid (\d+) of an earlier ai_daemon$",
+                         out, re.M)
+    assert len(retired) == 2, out
+    rows = _ps(out)
+    daemons = sorted((pid, ppid) for pid, ppid, name in rows if name == "ai_daemon")
+    assert daemons[0] == (new, 1) and [ppid for _, ppid in daemons[1:]] == [new, new], daemons
+    assert old not in [pid for pid, _ in daemons]
+    assert out.endswith(ids_line(generate(SMOL, (1, 2, 3), 3)) + "\n"), out
