@@ -24,6 +24,7 @@ EXIT_PANIC = 101     # the kernel panicked (POWER_FAIL)
 EXIT_FAULT = 102     # the machine stopped the guest (unknown MMIO, unmapped memory, ...)
 EXIT_TIMEOUT = 124   # --timeout passed (like coreutils timeout)
 EXIT_INTERRUPTED = 130
+DEMO_TEXT = "The capital of France is"  # --demo, `make run`
 
 
 def parse_size(text: str) -> int:
@@ -72,8 +73,25 @@ def _file(what: str, path: Path, hint: str) -> Path:
               help="Guest time source: host = real time (idle guest costs no CPU); "
                    "icount = instruction count (reproducible runs, for tests).")
 @click.option("-q", "--quiet", is_flag=True, help="No banner or summary on stderr.")
+@click.option("--model", "-m", metavar="MODEL",
+              help="Plug in the AI device serving this model: smol, qwen, or a path to a "
+                   ".gguf file / HF checkpoint folder. It loads on a host thread while the "
+                   "guest boots (ai_daemon waits for it).")
+@click.option("--prompt", metavar="TEXT",
+              help="Tokenise TEXT on the host, run `llmrun --timing` in the guest through the "
+                   "AI service, print the generated text and the lifecycle timings "
+                   "(Model Loading Time, TTFT, TPOT, E2E). Implies --model smol by default.")
+@click.option("--max-new-tokens", "-n", type=click.IntRange(1), default=32, show_default=True,
+              help="Tokens to generate for --prompt / --demo.")
+@click.option("--demo", is_flag=True,
+              help=f"Run the demo prompt ({DEMO_TEXT!r}) like --prompt, then the interactive "
+                   "shell when stdin is a terminal (what `make run` does).")
+@click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Write each AI request's life (submit, queued, dispatched, device accept, "
+                   "first token, done, waited) as Chrome/Perfetto trace JSON to FILE.")
 def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path,
-        persist: bool, clock: str, quiet: bool) -> None:
+        persist: bool, clock: str, quiet: bool, model: str | None, prompt: str | None,
+        max_new_tokens: int, demo: bool, trace: Path | None) -> None:
     """Boot the kernel and attach the terminal to its console.
 
     \b
@@ -83,17 +101,72 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
     Scripted: harness run -c "echo hi | wc; ls"   (exit status = the last command's)
 
     \b
+    \b
+    With the AI device (LLM inference served to the guest's ai_submit/ai_wait):
+      harness run --model smol                          shell; try llmrun, aitest, aibench
+      harness run --model smol --prompt "The capital of France is" -n 16
+      harness run --demo --trace demo.json              the demo prompt, then the shell
+
     Exit codes: the guest's status (0-255) when it powers off; 101 kernel panic;
-    102 machine fault (unknown MMIO, unmapped memory, ...); 124 timeout; 130 interrupted.
+    102 machine fault (unknown MMIO, unmapped memory, ...); 124 timeout; 130 interrupted;
+    1 for a bad option (unknown model, missing file, prompt too long).
     A panic or fault prints a report on stderr: registers, the faulting instruction and
     a symbolised backtrace.
     """
     _file("kernel", kernel, "build it with `make build`")
     _file("disk image", fs, "build it with `make build`")
+    if (prompt is not None or demo) and cmd is not None:
+        raise click.UsageError("-c cannot be combined with --prompt or --demo")
+    if prompt is not None and demo:
+        raise click.UsageError("give --prompt or --demo, not both")
+    if (prompt is not None or demo) and model is None:
+        model = "smol"
+    if model is not None:
+        _check_model(model)
+    if prompt is not None or demo:
+        from harness.run_prompt import run_prompt
+
+        sys.exit(run_prompt(model=model or "smol", text=DEMO_TEXT if demo else prompt or "",
+                            max_new_tokens=max_new_tokens, kernel=kernel, fs=fs, ram=ram,
+                            clock=clock, timeout=timeout, trace=trace, then_shell=demo,
+                            quiet=quiet))
     config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd=cmd or "",
                            persist=persist, timeout=timeout)
-    code = boot(config, interactive=cmd is None, quiet=quiet)
+    created: list = []
+    if model is not None:
+        _add_ai_device(config, model, created, quiet)
+    try:
+        code = boot(config, interactive=cmd is None, quiet=quiet)
+    finally:
+        if trace is not None:
+            from harness import ai_trace
+
+            n = ai_trace.write_trace(trace, [(f"boot {i + 1}", d.trace)
+                                             for i, d in enumerate(created)])
+            click.echo(f"[harness] wrote {n} trace events to {trace}", err=True)
     sys.exit(code)
+
+
+def _check_model(model: str) -> None:
+    """Unknown names and missing files: one line and exit status 1, before booting."""
+    from harness.session import check_model
+    from pyllm.errors import PyllmError
+
+    try:
+        check_model(model)
+    except PyllmError as e:
+        raise click.ClickException(str(e)) from None
+
+
+def _add_ai_device(config: MachineConfig, model: str, created: list, quiet: bool) -> None:
+    """Plug the AI device (harness/devices/virtio_ai.py) in at VIRTIO1, loading `model`."""
+    from harness import bootinfo
+    from harness.devices.virtio_ai import device_entry
+
+    log = None if quiet else (lambda m: click.echo(m, err=True))
+    config.extra_devices.append(device_entry(model, log=log, allow_load=(model,),
+                                             created=created))
+    config.flags |= bootinfo.F_AIDEV
 
 
 def boot(config: MachineConfig, *, interactive: bool, quiet: bool) -> int:

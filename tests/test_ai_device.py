@@ -622,13 +622,15 @@ def _stub_run(model: ai.LoadedModel | str, prompt: list[int], npredict: int,
 
 def test_bare_metal_guest_drives_the_device(tiny: ai.LoadedModel, tmp_path: Path) -> None:
     prompt = [17, 300, 42, 7]
-    text, devs = _stub_run(str(TINY), prompt, 40, tmp_path)  # loads at boot, on a host thread
-    ids = " ".join(map(str, engine_ids(tiny, prompt, 40)))
-    assert text.splitlines() == [
-        "ready tiny_text load_us>0 config irq",
-        f"poll status 0 n 40 ids {ids} times ok",
+    text, devs = _stub_run(str(TINY), prompt, 200, tmp_path)  # loads at boot, on a host thread
+    ids = " ".join(map(str, engine_ids(tiny, prompt, 200)))
+    lines = text.splitlines()
+    assert lines[0] in ("ready tiny_text load_us>0 config irq",
+                        "ready tiny_text load_us>0 at once")
+    assert lines[1:] == [
+        f"poll status 0 n 200 ids {ids} times ok",
         "progress seen",
-        f"wfi status 0 n 40 ids {ids} times ok",
+        f"wfi status 0 n 200 ids {ids} times ok",
         "irq wake",
         "efault ok",
     ]

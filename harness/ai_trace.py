@@ -1,0 +1,101 @@
+"""Request traces as Chrome/Perfetto trace JSON (`harness run --trace FILE`).
+
+Input: the AI device's `trace` (harness/devices/virtio_ai.py), which holds the kernel's
+trace-register writes (submit, dispatch, complete, waited, failed, freed; see
+kernel_c/virtio_ai.h) and the device's own events (accept, first token, done, load),
+all in guest microseconds since boot. Output: one track per request with a slice per
+phase between consecutive events, plus an instant for every event; open the file in
+https://ui.perfetto.dev (or chrome://tracing).
+
+    queued            submit   -> dispatch   in the kernel's circular queue
+    to device         dispatch -> accept     worker, driver, virtqueue notify
+    prefill           accept   -> first      the engine's prompt pass + first token (device)
+    decode            first    -> done       the remaining tokens (device)
+    completion        done     -> complete   used ring, interrupt, the kernel wakes
+    result waiting    complete -> waited     until the owner's ai_wait returns it
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.devices.virtio_ai import ST, TraceEvent
+
+PHASES: dict[tuple[str, str], str] = {
+    ("submit", "dispatch"): "queued",
+    ("dispatch", "accept"): "to device",
+    ("accept", "first"): "prefill",
+    ("first", "done"): "decode",
+    ("done", "complete"): "completion",
+    ("complete", "waited"): "result waiting",
+    ("done", "failed"): "completion",
+    ("submit", "freed"): "queued",
+    ("complete", "freed"): "result waiting",
+}
+STATUS_NAMES = {v: k for k, v in ST.items()}
+REQID_MASK = 0xFF_FFFF  # the kernel writes 24-bit ids to the trace register
+
+
+def chrome_trace(boots: Sequence[tuple[str, Sequence[TraceEvent]]]) -> dict[str, Any]:
+    """The trace JSON object for one or more boots: (label, device trace) each."""
+    out: list[dict[str, Any]] = []
+    for pid, (label, events) in enumerate(boots, start=1):
+        out.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": label}})
+        out.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": 0,
+                    "args": {"name": "AI device"}})
+        by_req: dict[int, list[TraceEvent]] = defaultdict(list)
+        for e in sorted(events, key=lambda e: e.t_us):
+            rid = e.reqid & REQID_MASK
+            out.append(_instant(pid, rid, e))
+            if rid:
+                by_req[rid].append(e)
+        out.extend(_load_slices(pid, events))
+        for rid, evs in sorted(by_req.items()):
+            out.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": rid,
+                        "args": {"name": f"request {rid}"}})
+            out.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": rid,
+                        "args": {"sort_index": rid}})
+            for a, b in zip(evs, evs[1:], strict=False):
+                name = PHASES.get((a.event, b.event))
+                if name is not None:
+                    out.append({"name": name, "cat": "ai", "ph": "X", "pid": pid, "tid": rid,
+                                "ts": a.t_us, "dur": max(0, b.t_us - a.t_us),
+                                "args": {"from": a.event, "to": b.event}})
+    return {"traceEvents": out, "displayTimeUnit": "ms",
+            "otherData": {"clock": "guest microseconds since boot",
+                          "source": "harness run --trace (kernel trace register + AI device)"}}
+
+
+def _instant(pid: int, rid: int, e: TraceEvent) -> dict[str, Any]:
+    args: dict[str, Any] = {"source": e.source}
+    if e.event == "done":
+        args["status"] = STATUS_NAMES.get(e.arg, e.arg)
+    elif e.event == "accept":
+        args["prompt_tokens"] = e.arg
+    elif e.event == "cancel":
+        args["hits"] = e.arg
+    return {"name": e.event, "cat": e.source, "ph": "i", "s": "t", "pid": pid, "tid": rid,
+            "ts": e.t_us, "args": args}
+
+
+def _load_slices(pid: int, events: Sequence[TraceEvent]) -> list[dict[str, Any]]:
+    out, start = [], None
+    for e in events:
+        if e.event == "load":
+            start = e.t_us
+        elif e.event == "loaded" and start is not None:
+            out.append({"name": "model load", "cat": "device", "ph": "X", "pid": pid,
+                        "tid": 0, "ts": start, "dur": max(0, e.t_us - start)})
+            start = None
+    return out
+
+
+def write_trace(path: Path, boots: Sequence[tuple[str, Sequence[TraceEvent]]]) -> int:
+    """Write the JSON file; the number of trace events written."""
+    data = chrome_trace(boots)
+    path.write_text(json.dumps(data, indent=None, separators=(",", ":")) + "\n")
+    return len(data["traceEvents"])

@@ -1,0 +1,159 @@
+"""`harness run --model M --prompt TEXT` and `--demo`: one prompt through the guest.
+
+The text is tokenised on the host with the model's tokenizer; the guest runs
+`llmrun --timing --predict N <ids>` (user_c/llmrun.c) through the real path: ai_submit ->
+the kernel's request queue -> ai_daemon -> virtio AI device -> pyllm engine -> interrupt ->
+ai_wait. Its output line of generated ids is decoded here and printed with the lifecycle
+timings the guest measured (Model Loading Time, TTFT, TPOT, E2E; see llmrun.c for where
+each timer starts and stops). `--demo` (what `make run` does) runs the demo prompt and then,
+when stdin is a terminal, boots the interactive shell with the model already loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from harness import ai_trace, bootinfo, cheader
+from harness.devices.virtio_ai import TraceEvent, VirtioAi, device_entry
+from harness.machine import Exit, MachineConfig
+from harness.session import AI_MAX_TOKENS, AiSession, GuestRun, LlmResult, parse_llmrun
+
+AI_MAX_PREDICT = cheader.load("ai.h")["AI_MAX_PREDICT"]
+
+
+def encode_prompt(model: str, text: str) -> list[int]:
+    """Host-side tokenisation, with the AI service's limits checked before boot."""
+    from pyllm.registry import load_tokenizer
+
+    ids = load_tokenizer(model).encode(text)
+    if not ids:
+        raise click.ClickException("the prompt is empty after tokenisation")
+    if len(ids) > AI_MAX_TOKENS:
+        raise click.ClickException(f"the prompt is {len(ids)} tokens; the AI service takes at "
+                                   f"most {AI_MAX_TOKENS} (AI_MAX_TOKENS in kernel_c/ai.h)")
+    return ids
+
+
+def run_prompt(*, model: str, text: str, max_new_tokens: int, kernel: Path, fs: Path,
+               ram: int, clock: str, timeout: float | None, trace: Path | None,
+               then_shell: bool, quiet: bool) -> int:
+    """Run one prompt through the guest and print text + timings; the exit code."""
+    if max_new_tokens > AI_MAX_PREDICT:
+        raise click.ClickException(f"--max-new-tokens {max_new_tokens} is above the service "
+                                   f"limit {AI_MAX_PREDICT} (AI_MAX_PREDICT)")
+    ids = encode_prompt(model, text)
+    cmd = f"llmrun --timing --predict {max_new_tokens} " + " ".join(map(str, ids))
+    if len(cmd.encode()) >= bootinfo.CMD_MAX:
+        raise click.ClickException(f"the llmrun command line ({len(cmd)} bytes) does not fit "
+                                   f"in bootinfo.cmd ({bootinfo.CMD_MAX - 1} bytes)")
+    log = None if quiet else (lambda m: click.echo(m, err=True))
+    session = AiSession(model, kernel=kernel, fs=fs, ram_size=ram, clock=clock, preload=False,
+                        log=log)
+    boots: list[tuple[str, list[TraceEvent]]] = []
+    try:
+        if not quiet:
+            click.echo(f"[harness] prompt {text!r}: {len(ids)} tokens; in the guest: "
+                       f"{_short(cmd)}", err=True)
+        echo = None if quiet else _echo_console
+        run = session.run(cmd, timeout=timeout, echo=echo)
+        boots.append(("boot 1: " + _short(cmd), run.trace))
+        code = _report(run, session, ids, text, quiet)
+        if code == 0 and then_shell and os.isatty(0):
+            code = _shell(session, kernel, fs, ram, clock, quiet, boots)
+    finally:
+        if trace is not None:
+            n = ai_trace.write_trace(trace, boots)
+            click.echo(f"[harness] wrote {n} trace events to {trace} "
+                       "(open it in https://ui.perfetto.dev)", err=True)
+        session.close()
+    return code
+
+
+def _echo_console(data: bytes) -> None:
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+def _short(cmd: str, n: int = 100) -> str:
+    return cmd if len(cmd) <= n else cmd[: n - 5] + " ..."
+
+
+def _report(run: GuestRun, session: AiSession, ids: list[int], text: str, quiet: bool) -> int:
+    """Print the decoded text and the timings; the exit code."""
+    from harness.cmd_run import EXIT_FAULT, EXIT_INTERRUPTED, EXIT_PANIC, EXIT_TIMEOUT
+
+    results = parse_llmrun(run.output)
+    if run.exit in (Exit.PANIC, Exit.FAULT) and run.machine is not None and run.result:
+        from harness.report import format_report
+
+        click.echo(format_report(run.machine, run.result), err=True)
+        return EXIT_PANIC if run.exit == Exit.PANIC else EXIT_FAULT
+    if run.exit == Exit.TIMEOUT:
+        click.echo(f"[harness] {run.message}", err=True)
+        return EXIT_TIMEOUT
+    if run.exit == Exit.QUIT:
+        click.echo(f"[harness] {run.message}", err=True)
+        return EXIT_INTERRUPTED
+    if not results:
+        if quiet:  # the console was not shown: show it now
+            click.echo(run.output, err=True)
+        click.echo("[harness] llmrun printed no result (see its output above)", err=True)
+        return run.status if run.exit == Exit.POWEROFF and run.status else 1
+    res = results[-1]
+    tok = session.tokenizer
+    click.echo("")
+    click.echo(click.style(tok.decode(ids), bold=True) + tok.decode(res.ids))
+    click.echo("")
+    click.echo(format_timings(res, len(ids)))
+    return 0 if run.ok else run.status or 1
+
+
+def format_timings(res: LlmResult, n_prompt: int) -> str:
+    """The lifecycle table of one llmrun result (times from the guest)."""
+    t = res.timing
+    n = t.get("generated", len(res.ids))
+    model = t.get("model", "?")
+    rows = [
+        ("Model Loading Time", t.get("load_us"), "device: weights file -> ready to serve"),
+        ("TTFT", t.get("ttft_us"), f"ai_submit -> first token ({n_prompt} prompt tokens: "
+                                   "queue + prefill)"),
+        ("TPOT", t.get("tpot_us"), f"mean time per token after the first ({n} generated)"),
+        ("E2E", t.get("e2e_us"), "ai_submit -> ai_wait returned the result"),
+    ]
+    label = f"{model} (synthetic weights)" if res.synthetic else model
+    lines = [f"lifecycle of the request, measured in the guest ({label}):"]
+    for name, us, what in rows:
+        val = f"{us / 1000:9.2f} ms" if isinstance(us, int) and us >= 0 else "      n/a   "
+        lines.append(f"  {name:<19}{val}   {what}")
+    if res.synthetic:
+        lines.append("  note: synthetic weights -- the text is meaningless, the timings are real")
+    return "\n".join(lines)
+
+
+def _shell(session: AiSession, kernel: Path, fs: Path, ram: int, clock: str, quiet: bool,
+           boots: list[tuple[str, list[TraceEvent]]]) -> int:
+    """Boot the interactive shell with the session's (already loaded) model."""
+    from harness.cmd_run import boot
+
+    if not quiet:
+        click.echo("\n[harness] interactive shell with the model loaded (Ctrl-A X quits); "
+                   "try: llmrun --timing --predict 16 504 3575 282 4649 314", err=True)
+    created: list[VirtioAi] = []
+    config = interactive_config(session, kernel, fs, ram, clock, created)
+    try:
+        return boot(config, interactive=True, quiet=quiet)
+    finally:
+        if created:
+            boots.append(("boot 2: interactive", list(created[-1].trace)))
+
+
+def interactive_config(session: AiSession, kernel: Path, fs: Path, ram: int, clock: str,
+                       created: list[VirtioAi]) -> MachineConfig:
+    model = session.lm if session.lm is not None else session.spec
+    return MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd="",
+                         flags=bootinfo.F_AIDEV,
+                         extra_devices=[device_entry(model, log=session.log, created=created)])
