@@ -4,12 +4,13 @@
 // and the harness raises STIP (not MTIP: Unicorn cannot raise M-level
 // interrupts) once mtime reaches it. A write also lowers STIP.
 //
-// Ticks come every 1/TICK_HZ seconds while anything needs them: a process
-// is running (preemption) or sleeping in sleep(). When the scheduler finds
-// nothing to run and nobody waits for ticks, it disarms the timer before
-// wfi, so an idle machine takes no interrupts at all and the harness thread
-// can sleep until console input. ticks is derived from mtime, so it stays
-// right across such gaps.
+// Ticks come every 1/TICK_HZ seconds while a process is running, for
+// preemption. When the scheduler finds nothing to run it calls timer_idle()
+// before wfi, which sets the deadline to the earliest wake-up of a process
+// in sleep(n), or disarms the timer when nobody sleeps: an idle machine
+// takes no interrupts at all (or one per sleeper), and the harness thread
+// can sleep until then. ticks is derived from mtime, so it stays right
+// across such gaps.
 
 #include "types.h"
 #include "param.h"
@@ -27,6 +28,7 @@
 struct spinlock tickslock;
 uint ticks;                     // timer ticks since boot; tickslock
 static int ticksleepers;        // processes in sleep(n); tickslock
+static uint wakeat[NPROC];      // their wake-up ticks (0 = free); tickslock
 static uint64 deadline = NEVER; // what MTIMECMP holds (NEVER = disarmed)
 
 static void
@@ -68,13 +70,25 @@ timer_arm(void)
     setdeadline(r_time() + TICK_INTERVAL);
 }
 
-// Stop ticking if nothing needs ticks. Called by the idle scheduler with
-// interrupts off, right before wfi.
+// Nothing is runnable: let the timer fire only when the earliest sleep(n)
+// ends, or never if nobody sleeps. Called by the scheduler with interrupts
+// off, right before wfi.
 void
 timer_idle(void)
 {
-  if(deadline != NEVER && ticksleepers == 0)
-    setdeadline(NEVER);
+  uint soonest = 0;
+  int i;
+
+  if(ticksleepers == 0){
+    if(deadline != NEVER)
+      setdeadline(NEVER);
+    return;
+  }
+  for(i = 0; i < NPROC; i++)
+    if(wakeat[i] && (soonest == 0 || wakeat[i] < soonest))
+      soonest = wakeat[i];
+  if(soonest)
+    setdeadline(bootinfo.boot_mtime + (uint64)soonest * TICK_INTERVAL);
 }
 
 // The timer interrupt: update ticks, wake sleep()ers, set the next deadline.
@@ -95,22 +109,29 @@ int
 ticksleep(int n)
 {
   uint ticks0;
+  int slot, r = 0;
 
   acquire(&tickslock);
   ticks = boottime() / TICK_INTERVAL;
   ticks0 = ticks;
+  // at most NPROC processes sleep at once, so a slot is free
+  for(slot = 0; slot < NPROC && wakeat[slot] != 0; slot++)
+    ;
+  if(slot == NPROC)
+    panic("ticksleep: no wake-up slot");
+  wakeat[slot] = ticks0 + n > 0 ? ticks0 + n : 1;
   ticksleepers++;
   while(ticks - ticks0 < n){
     if(killed(myproc())){
-      ticksleepers--;
-      release(&tickslock);
-      return -1;
+      r = -1;
+      break;
     }
     sleep(&ticks, &tickslock);
   }
+  wakeat[slot] = 0;
   ticksleepers--;
   release(&tickslock);
-  return 0;
+  return r;
 }
 
 // Ticks since boot, fresh from mtime.
