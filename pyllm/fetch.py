@@ -193,14 +193,21 @@ def installed() -> list[Installed]:
         if p.name.startswith(".") or p.suffix in (".json", ".part", ".md") or \
                 p.name.endswith((".partial", ".tmp")):
             continue
-        if p.is_file() and p.suffix != ".gguf":
+        course = p.suffix == ".zip" or p.is_dir() and not (p / "config.json").exists()
+        course_synth = False
+        if course:  # the OS course's asset folders and zips (pyllm/loaders/course.py)
+            from pyllm.loaders.course import is_course_asset, is_synthetic_asset
+
+            course = is_course_asset(p)
+            course_synth = course and is_synthetic_asset(p)
+        if p.is_file() and p.suffix != ".gguf" and not course:
             continue
-        if p.is_dir() and not ((p / "config.json").exists() or any(p.glob("*.gguf"))):
+        if p.is_dir() and not ((p / "config.json").exists() or any(p.glob("*.gguf")) or course):
             continue
         size = p.stat().st_size if p.is_file() else sum(
             f.stat().st_size for f in p.rglob("*") if f.is_file())
-        synthetic = p.is_dir() and (p / "SYNTHETIC").exists()
-        origin = "copied in by hand"
+        synthetic = p.is_dir() and (p / "SYNTHETIC").exists() or course_synth
+        origin = "course assets, copied in by hand" if course else "copied in by hand"
         try:
             origin = json.loads(stamp_path(p).read_text())["origin"]
         except (OSError, ValueError, KeyError):

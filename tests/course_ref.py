@@ -135,7 +135,7 @@ class CourseRef:
 
     def run(self, tokens: list[int]) -> np.ndarray:
         c = self.c
-        L, hd, eps = c["layers"], c["hd"], c["eps"]
+        L, eps = c["layers"], c["eps"]
         kcache = [[] for _ in range(L)]
         vcache = [[] for _ in range(L)]
         conv = [np.zeros((2 * c["lk"] * c["lkd"] + c["lv"] * c["lvd"], c["conv"]))

@@ -459,6 +459,12 @@ class NumpyQ8Ops(NumpyOps):
 Ops = NumpyOps  # the protocol the model relies on (the other Ops have the same members)
 Linear = DenseLinear | Q8Linear | Q8TwinLinear
 TRAITS: dict[str, type] = {"f32": DenseLinear, "q8x16": Q8Linear, "q8_0-numpy": Q8TwinLinear}
+
+# the OS course's per-row int8 "qmat" matrices (pyllm/kernels/qmat.py; course assets only)
+from pyllm.kernels.qmat import QmatF32Linear, QmatLinear, QmatTwinLinear  # noqa: E402
+
+Linear = Linear | QmatLinear | QmatTwinLinear | QmatF32Linear
+TRAITS.update({"qmat": QmatLinear, "qmat-numpy": QmatTwinLinear, "qmat-f32": QmatF32Linear})
 BACKENDS = ("auto", "c", "numpy-q8", "numpy-f32")
 
 

@@ -40,7 +40,7 @@ struct repack_job {
 };
 
 // One row group: 16 scales, then the records; rows past `rows` are padding
-// (scale 0, weights 0).
+// (scale 0, weights 0). Four weights at a time: byte ^ 0x80 is q + 128.
 static void
 repack_group(void *arg, int g)
 {
@@ -51,13 +51,19 @@ repack_group(void *arg, int g)
   for (int r = 0; r < 16; r++)
     sc[r] = g * 16 + r < j->rows ? j->scale[g * 16 + r] : 0.0f;
   memcpy(grp, sc, sizeof(sc));
-  for (int b = 0; b < nb; b++) {
-    uint8_t *rec = grp + PYLLM_Q8R16_GROUP_HEAD + (long long)b * PYLLM_Q8R16_RECORD;
-    for (int r = 0; r < 16; r++) {
-      int row = g * 16 + r;
-      const int8_t *src = j->q + (long long)row * j->cols + b * QK;
-      for (int k = 0; k < QK; k++)
-        rec[64 * (k / 4) + 4 * r + k % 4] = row < j->rows ? (uint8_t)(src[k] + 128) : 128;
+  uint8_t *rec0 = grp + PYLLM_Q8R16_GROUP_HEAD;
+  for (int r = 0; r < 16; r++) {
+    int row = g * 16 + r;
+    const uint8_t *src = row < j->rows ? (const uint8_t *)j->q + (long long)row * j->cols : 0;
+    for (int b = 0; b < nb; b++) {
+      uint8_t *rec = rec0 + (long long)b * PYLLM_Q8R16_RECORD + 4 * r;
+      for (int c = 0; c < 8; c++) {
+        uint32_t w = 0;  // a padding row: q = 0
+        if (src)
+          memcpy(&w, src + b * QK + 4 * c, 4);
+        w ^= 0x80808080u;
+        memcpy(rec + 64 * c, &w, 4);
+      }
     }
   }
 }
@@ -74,6 +80,35 @@ pyllm_repack_rowq8(const float *scale, const int8_t *q, int rows, int cols, int 
   struct repack_job j = { scale, q, rows, cols, dst };
   pool_run(repack_group, &j, rows_out / 16);
   return 0;
+}
+
+struct dq_job {
+  const float *scale;
+  const int8_t *q;
+  int cols;
+  float *out;
+  int per, rows;
+};
+
+static void
+dq_chunk(void *arg, int c)
+{
+  struct dq_job *j = arg;
+  int end = (c + 1) * j->per < j->rows ? (c + 1) * j->per : j->rows;
+  for (long long r = (long long)c * j->per; r < end; r++) {
+    const int8_t *q = j->q + r * j->cols;
+    float *o = j->out + r * j->cols, s = j->scale[r];
+    for (int k = 0; k < j->cols; k++)
+      o[k] = (float)q[k] * s;
+  }
+}
+
+// out[r][c] = scale[r] * q[r][c] (the course's embedding rows as float32).
+void
+pyllm_rowq8_dequantize(const float *scale, const int8_t *q, int rows, int cols, float *out)
+{
+  struct dq_job j = { scale, q, cols, out, 256, rows };
+  pool_run(dq_chunk, &j, (rows + j.per - 1) / j.per);
 }
 
 // ------------------------------------------------------------ int8 activations

@@ -36,6 +36,7 @@
 long long pyllm_q8r16_bytes(int rows, int cols);
 int pyllm_repack_rowq8(const float *scale, const int8_t *q, int rows, int cols, int rows_out,
                        uint8_t *dst);
+void pyllm_rowq8_dequantize(const float *scale, const int8_t *q, int rows, int cols, float *out);
 void pyllm_q8r16_matmul(const struct pyllm_qmat *w, const struct pyllm_qact *x, float *out);
 void pyllm_rowq8_matmul_f32(const float *scale, const int8_t *q, int rows, int cols,
                             const float *x, int n, float *out);

@@ -412,7 +412,7 @@ class AssetSource:
         if not chunks:
             return None
         parts = [self.read_file(c) for c in chunks]
-        out = np.concatenate(parts) if len(parts) > 1 else np.array(parts[0])
+        out = np.concatenate(parts) if len(parts) > 1 else parts[0]
         if len(parts) > 1:
             log.append(f"loaded {name} from {len(parts)} chunks ({out.nbytes} bytes)")
         return out
@@ -573,6 +573,24 @@ def is_course_asset(path: Path) -> bool:
     return True
 
 
+def is_synthetic_asset(path: Path) -> bool:
+    """INFO.TXT says `synthetic=1` (our exporter writes it for synthetic sources)."""
+    try:
+        src = find_source(path)
+    except FormatError:
+        return False
+    if src is None:
+        return False
+    try:
+        raw = src.load("INFO.TXT", [])
+    except FormatError:
+        return False
+    finally:
+        src.close()
+    text = "" if raw is None else bytes(raw).decode("utf-8", "replace")
+    return parse_info(text).get("synthetic", "0") not in ("0", "", "no", "false")
+
+
 def sniff(path: Path) -> tuple[str, str] | None:
     """For the registry: ("course", "llama" | "qwen3_5") when `path` holds course assets
     (CFG.BIN is parsed and validated), None when it does not look like course assets."""
@@ -620,6 +638,14 @@ class CourseAssets:
     def close(self) -> None:
         if self.source is not None:
             self.source.close()
+
+    def drop_weights(self) -> None:
+        """Forget the weight arrays (a model that copied them into its own format lets the
+        mapped files and chunk buffers go)."""
+        self.layers = []
+        self.emb = (np.zeros(0, F32), np.zeros((0, self.cfg.dim), np.int8))
+        self.norm = self.rope = np.zeros(0, F32)
+        self.close()
 
 
 def open_course(path: str | os.PathLike[str], expect: int | None = None) -> CourseAssets:

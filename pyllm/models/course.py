@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from pyllm.errors import ModelNotFoundError, PyllmError, UnsupportedArchitectureError
+from pyllm.kernels.qmat import dequantize_table
 from pyllm.loaders import TensorRef
 from pyllm.loaders.course import (
     FLAG_ATTN_GATE,
@@ -224,7 +225,7 @@ class _CourseFastLlama(_FastLlama):
         self.lins.append(head)
         self.qmats["head"] = head.qm.c
         self.nbytes = sum(lin.nbytes for lin in self.lins)
-        self.embd = np.ascontiguousarray(dequantize_rows(a.emb, np.arange(cfg.vocab_size)))
+        self.embd = dequantize_table(*a.emb)
         self.attn_norm = np.stack([np.asarray(ly["input_norm"], F32) for ly in a.layers])
         self.ffn_norm = np.stack([np.asarray(ly["post_norm"], F32) for ly in a.layers])
         self.out_norm = np.array(a.norm, F32)
@@ -294,7 +295,7 @@ class CourseLlama(LlamaModel):
             bos=bos[0] if bos else (SMOL_BOS if smol_vocab else None),
             eos=eos if eos is not None else (SMOL_EOS if smol_vocab else ()),
             extra={"n_heads": cfg.n_heads, "n_kv_heads": cfg.n_kv_heads,
-                   "head_dim": cfg.head_dim,
+                   "head_dim": cfg.head_dim, "weights_copied": backend == "c",
                    "kv_bytes_per_token": 2 * cfg.n_layers * cfg.kv_dim * 4})
         self.build_seconds = time.perf_counter() - t0
 
@@ -388,7 +389,7 @@ def build_qwen(a: CourseAssets, backend: str, n_threads: int, name: str,
             post_norm=unfold(ly["post_norm"]), gate_up=lin(ly["gate_proj"], ly["up_proj"]),
             down=lin(ly["down_proj"])))
     # the C decode step looks rows up in a float32 (or bf16) table: dequantize once
-    emb = np.ascontiguousarray(dequantize_rows(a.emb, np.arange(c.vocab_size)))
+    emb = dequantize_table(*a.emb)
     embed = Embedding(TensorRef("EMB.BIN", "F32", emb.shape, emb, emb.nbytes))
     w = Q.Qwen35Weights(embed=embed, layers=layers, norm=unfold(a.norm), head=lin(a.emb))
     ops = Q8Ops(n_threads=n_threads) if backend in ("c", "c-f32") else NumpyOps()
@@ -398,7 +399,8 @@ def build_qwen(a: CourseAssets, backend: str, n_threads: int, name: str,
                  n_threads=ops.n_threads, weight_bytes=sum(m.nbytes for m in mats),
                  bos=None, eos=cfg.eos_ids,
                  extra={"n_heads": cfg.n_heads, "n_kv_heads": cfg.n_kv_heads,
-                        "head_dim": cfg.head_dim, "rotary_dim": cfg.rotary_dim})
+                        "head_dim": cfg.head_dim, "rotary_dim": cfg.rotary_dim,
+                        "weights_copied": backend in ("c", "numpy-f32")})
     model = Q.Qwen35(cfg, w, ops, info)
     model.assets = a  # type: ignore[attr-defined]  # keeps the mapped files alive
     if backend == "c" and cfg.lin_v_dim <= 1024:
@@ -444,6 +446,8 @@ def from_course(path: Path, *, name: str, synthetic: bool = False, backend: str 
     except BaseException:
         a.close()
         raise
+    if model.info.extra.get("weights_copied"):
+        a.drop_weights()
     model.info.load_seconds = time.perf_counter() - t0
     return model
 
