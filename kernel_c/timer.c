@@ -30,6 +30,7 @@ uint ticks;                     // timer ticks since boot; tickslock
 static int ticksleepers;        // processes in sleep(n); tickslock
 static uint wakeat[NPROC];      // their wake-up ticks (0 = free); tickslock
 static uint64 deadline = NEVER; // what MTIMECMP holds (NEVER = disarmed)
+static int ticking;             // deadline is a preemption tick, not idle's
 
 static void
 setdeadline(uint64 t)
@@ -61,13 +62,20 @@ time_us(void)
   return (t / hz) * 1000000 + (t % hz) * 1000000 / hz;
 }
 
-// Make sure a tick will come; the scheduler calls this before running a
-// process so that it can be preempted.
+// Make sure a preemption tick will come; the scheduler calls this before
+// running a process. After an idle period the deadline may be a sleeper's
+// wake-up far away (or none): bring it to the next tick.
 void
 timer_arm(void)
 {
-  if(deadline == NEVER)
-    setdeadline(r_time() + TICK_INTERVAL);
+  uint64 next;
+
+  if(ticking)
+    return;
+  next = r_time() + TICK_INTERVAL;
+  if(next < deadline)
+    setdeadline(next);
+  ticking = 1;
 }
 
 // Nothing is runnable: let the timer fire only when the earliest sleep(n)
@@ -79,6 +87,7 @@ timer_idle(void)
   uint soonest = 0;
   int i;
 
+  ticking = 0;
   if(ticksleepers == 0){
     if(deadline != NEVER)
       setdeadline(NEVER);
@@ -102,6 +111,7 @@ timerintr(void)
   wakeup(&ticks);
   release(&tickslock);
   setdeadline(now + TICK_INTERVAL);
+  ticking = 1;
 }
 
 // Sleep for n ticks. Returns 0, or -1 if the process was killed.

@@ -282,6 +282,22 @@ def test_idle_machine_stops_its_timer(image: Path) -> None:
     assert 25 < ahead <= 30, seen
 
 
+def test_process_woken_after_idle_is_still_preempted(image: Path) -> None:
+    """The CPU idles with only a 30 s sleep() armed; console input wakes ktest, which
+    forks and spins: the child must run on a preemption tick, not 30 s later."""
+    from harness.machine import Exit
+
+    def type_line(b: Boot) -> None:
+        b.wait_for("ktest preempt: waiting for a line\n")
+        time.sleep(0.3)                                  # let the CPU go idle
+        b.machine.send_input(b"go\n")
+
+    b = Boot(image, "ktest preempt", timeout=60)
+    r = b.run(type_line)
+    assert r.exit == Exit.POWEROFF, b.text[-2000:]
+    assert "ktest preempt: OK child ran while the parent spun" in b.text, b.text[-2000:]
+
+
 # ----------------------------------------------------------------------------- panic
 
 

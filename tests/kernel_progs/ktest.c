@@ -16,6 +16,9 @@
 //   ktest fault KIND    one user fault (load store exec illegal ebreak):
 //                       the child dies, we report its status
 //   ktest time          time_us, uptime and sleep agree
+//   ktest preempt       after the CPU idled with only a long sleep()'s wake-up
+//                       armed, a process woken by console input (the test
+//                       types a line) is still preempted
 //
 // Each prints "ktest NAME: OK ..." (exit 0) or "ktest NAME: FAIL ..."
 // (exit 1).
@@ -636,6 +639,39 @@ timetest(void)
   finish("sleep(10) took %ld us, %ld ticks", t1 - t0, u1 - u0);
 }
 
+// ---------------------------------------------------------------- preempt
+
+static void
+preempt(void)
+{
+  static struct procinfo pi[NPROC];
+  int sleeper, child, n;
+  uint64 t0;
+  char c;
+
+  name = "preempt";
+  if((sleeper = fork()) == 0){
+    sleep(3000);
+    exit(0);
+  }
+  printf("ktest preempt: waiting for a line\n");
+  if(read(0, &c, 1) != 1)
+    failf("no input", 0);
+  if((child = fork()) == 0)
+    exit(0);
+  // spin in user mode: only a timer tick lets the child run
+  for(t0 = time_us(); time_us() - t0 < 300000; )
+    ;
+  n = procinfo(pi, NPROC);
+  for(int i = 0; i < n; i++)
+    if(pi[i].pid == child && pi[i].state != PS_ZOMBIE)
+      failf("the child never ran while we spun 300 ms (state)", pi[i].state);
+  kill(sleeper);
+  while(wait(0) >= 0)
+    ;
+  finish("child ran while the parent spun", 0, 0);
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -656,7 +692,9 @@ main(int argc, char *argv[])
     fault(argv[2]);
   if(argc >= 2 && strcmp(argv[1], "time") == 0)
     timetest();
+  if(argc >= 2 && strcmp(argv[1], "preempt") == 0)
+    preempt();
   fprintf(2, "usage: ktest args|fuzz SEED N|forkbomb|sbrkbomb|badelf|kill|"
-          "fault KIND|time\n");
+          "fault KIND|time|preempt\n");
   exit(2);
 }
