@@ -29,6 +29,7 @@ The output appears atomically (written under a temporary name, then renamed).
 from __future__ import annotations
 
 import platform
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -513,7 +514,7 @@ def models_export(model: str, out: Path, fmt: str, seq_len: int, chunk_size: int
 
     def log(msg: str) -> None:
         if bar:
-            bar[0].write(msg, file=click.get_text_stream("stderr"))
+            bar[0].write(msg, file=sys.stderr)
         else:
             click.echo(msg, err=True)
 

@@ -650,7 +650,8 @@ class CourseAssets:
 
 def open_course(path: str | os.PathLike[str], expect: int | None = None) -> CourseAssets:
     """Read and validate the course assets at `path` (see the module docstring). `expect`
-    = KIND_SMOL / KIND_QWEN gives the runtime's 'expected X assets, got Y' check."""
+    = KIND_SMOL / KIND_QWEN gives the runtime's 'expected X assets, got Y' check; by default
+    a folder named SMOL or QWEN expects its kind."""
     src = find_source(Path(path))
     if src is None:
         raise FormatError(f"{path}: no course assets here (expected CFG.BIN or EMB.BIN in "
@@ -676,6 +677,8 @@ def _read(src: AssetSource, expect: int | None) -> CourseAssets:
     if raw_cfg is None:
         log.append("CFG.BIN missing, using legacy SmolLM defaults")
     cfg = parse_cfg(raw_cfg, where)
+    if expect is None:  # /AI/SMOL holds SmolLM assets, /AI/QWEN Qwen's
+        expect = {v: k for k, v in FOLDERS.items()}.get(src.root_name.upper())
     if expect is not None and cfg.model_kind != expect:
         raise CourseFormatError(where, f"expected {kind_name(expect)} assets, got "
                                 f"{kind_name(cfg.model_kind)}")
