@@ -2,7 +2,7 @@
 
 Input: the AI device's `trace` (harness/devices/virtio_ai.py), which holds the kernel's
 trace-register writes (submit, dispatch, complete, waited, failed, freed; see
-kernel_c/virtio_ai.h) and the device's own events (accept, first token, done, load),
+kernel_c/virtio_ai.h) and the device's own events (accept, first token, done, used, load),
 all in guest microseconds since boot. Output: one track per request with a slice per
 phase between consecutive events, plus an instant for every event; open the file in
 https://ui.perfetto.dev (or chrome://tracing).
@@ -11,7 +11,8 @@ https://ui.perfetto.dev (or chrome://tracing).
     to device         dispatch -> accept     worker, driver, virtqueue notify
     prefill           accept   -> first      the engine's prompt pass + first token (device)
     decode            first    -> done       the remaining tokens (device)
-    completion        done     -> complete   used ring, interrupt, the kernel wakes
+    device completion done     -> used       the engine's last token -> used ring + interrupt
+    interrupt to kernel used   -> complete   the kernel's interrupt handler, the worker wakes
     result waiting    complete -> waited     until the owner's ai_wait returns it
 """
 
@@ -30,9 +31,10 @@ PHASES: dict[tuple[str, str], str] = {
     ("dispatch", "accept"): "to device",
     ("accept", "first"): "prefill",
     ("first", "done"): "decode",
-    ("done", "complete"): "completion",
+    ("done", "used"): "device completion",
+    ("used", "complete"): "interrupt to kernel",
     ("complete", "waited"): "result waiting",
-    ("done", "failed"): "completion",
+    ("used", "failed"): "interrupt to kernel",
     ("submit", "freed"): "queued",
     ("complete", "freed"): "result waiting",
 }

@@ -151,6 +151,7 @@ class Machine:
         self._counted = False  # the translated blocks carry Unicorn's count hook
         self._output_hooks: list[Callable[[bytes], None]] = []
         self.devices: dict[str, Device] = {}
+        self.boot_mtime = 0  # bootinfo.boot_mtime, set when the kernel is loaded
         try:
             self._build_devices()
             self._load_kernel()
@@ -180,7 +181,8 @@ class Machine:
 
     def _context(self, irq: int | None) -> DeviceContext:
         line = self.plic.line_for(irq) if irq is not None else (lambda level: None)
-        return DeviceContext(irq=line, post=self.post, ram=self.ram, clock=self.clock)
+        return DeviceContext(irq=line, post=self.post, ram=self.ram, clock=self.clock,
+                             boot_mtime=lambda: self.boot_mtime)
 
     def _device_options(self, cls: type[Device]) -> dict[str, object]:
         if cls is Power:
@@ -203,8 +205,9 @@ class Machine:
             off = seg.paddr - self.ram.base
             self.ram.view[off : off + len(seg.data)] = seg.data
         flags = self.config.flags | (bootinfo.F_ICOUNT if self.config.clock == "icount" else 0)
+        self.boot_mtime = self.clock.mtime()  # the guest's time_us() counts from here
         info = bootinfo.pack(ram_base=self.ram.base, ram_size=self.ram.size,
-                             timebase_hz=self.clock.hz, boot_mtime=self.clock.mtime(),
+                             timebase_hz=self.clock.hz, boot_mtime=self.boot_mtime,
                              flags=flags, cmd=self.config.cmd)
         self.uc.mem_map(ML["BOOTINFO"], 0x1000, UC_PROT_READ)
         self.uc.mem_write(ML["BOOTINFO"], info)

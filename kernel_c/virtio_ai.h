@@ -13,7 +13,8 @@
 // The device answers the notify write at once and computes on a host
 // thread; the guest keeps running. When a request finishes the device puts
 // the chain's head on the used ring and raises VIRTIO1_IRQ. All times are
-// guest microseconds since boot (mtime / 10), the clock of time_us().
+// guest microseconds since boot ((mtime - bootinfo.boot_mtime) / 10), the
+// clock of time_us().
 
 #define VIRTIO_ID_AI            0x4149      // "AI"
 #define VIRTIO_AI_VENDOR        0x4941584e  // "NXAI"

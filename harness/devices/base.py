@@ -50,6 +50,9 @@ class DeviceContext:
     post: Callable[[Callable[[], None]], None]  # thread-safe: run fn on the emulation thread
     ram: PhysMem  # guest physical memory, for DMA
     clock: Clock | None = None  # the machine's mtime source, for device timestamps
+    # mtime when the kernel started (bootinfo.boot_mtime): the guest's time_us() is
+    # (mtime - boot_mtime) in microseconds
+    boot_mtime: Callable[[], int] = lambda: 0
 
 
 def _no_irq(level: bool) -> None:

@@ -25,7 +25,8 @@ Malformed chains (wrong descriptor count or direction, a loop, an index past the
 bad counts or lengths, unknown types and buffers outside RAM complete with an AI_ST_* error
 in resp, or with used.len = 0 when resp itself is unusable: never a harness exception.
 
-Times are guest microseconds since boot (mtime * 1e6 / TIMEBASE_HZ, the clock of time_us()).
+Times are guest microseconds since boot ((mtime - bootinfo.boot_mtime) * 1e6 / TIMEBASE_HZ,
+exactly the kernel's time_us()).
 With the host clock the engine's own perf_counter token times are converted exactly, so
 t_first/t_done do not include the posting delay; with --clock icount they are the guest time
 when the emulation thread applies the update.
@@ -117,6 +118,11 @@ class LoadedModel:
         t0 = time.perf_counter()
         model = registry.load(spec, **opts)
         load_us = int((time.perf_counter() - t0) * 1e6)
+        # import what a request's sampler needs now (numpy.random: ~30 ms the first
+        # time), not inside the first request's QUEUE_NOTIFY
+        from pyllm.sampling import Sampler, SamplingParams
+
+        Sampler(SamplingParams(seed=0))
         return cls(model, Engine(model), load_us, spec)
 
     def close(self) -> None:
@@ -151,7 +157,8 @@ class TraceEvent:
 
     t_us: int
     event: str   # kernel: submit, dispatch, complete, waited, failed, freed;
-                 # device: accept, first, done, cancel, load, loaded
+                 # device: accept, first, done, used (on the used ring, interrupt raised),
+                 # cancel, load, loaded
     reqid: int   # the kernel's request id (0 for device-wide events)
     source: str  # "kernel" or "device"
     arg: int = 0  # done: the AI_ST_* status; accept: prompt tokens
@@ -231,9 +238,14 @@ class VirtioAi(VirtioMmio):
 
     # ---------------------------------------------------------------- time
     def now_us(self) -> int:
-        """Guest microseconds since boot (emulation thread)."""
+        """Guest microseconds since boot, as the kernel's time_us() (emulation thread)."""
         clk = self.ctx.clock
-        return clk.mtime() * 1_000_000 // clk.hz if clk is not None else 0
+        return self._mtime_to_us(clk.mtime()) if clk is not None else 0
+
+    def _mtime_to_us(self, mtime: int) -> int:
+        t = max(0, mtime - self.ctx.boot_mtime())
+        hz = self.ctx.clock.hz if self.ctx.clock is not None else 1_000_000
+        return (t // hz) * 1_000_000 + (t % hz) * 1_000_000 // hz  # == kernel_c/timer.c
 
     def _us_at(self, t_perf: float) -> int | None:
         """Guest µs at host perf_counter time t_perf (any thread); None if the guest clock
@@ -242,7 +254,7 @@ class VirtioAi(VirtioMmio):
         if not isinstance(clk, HostClock):
             return None
         ns = int(t_perf * 1e9) + self._perf_to_mono - clk.t0
-        return max(0, ns * clk.hz // 1_000_000_000) * 1_000_000 // clk.hz
+        return self._mtime_to_us(max(0, ns * clk.hz // 1_000_000_000))
 
     def _event(self, t_us: int, event: str, reqid: int, source: str = "device",
                arg: int = 0) -> None:
@@ -255,8 +267,9 @@ class VirtioAi(VirtioMmio):
         self._loads += 1
         gen = self._loads
         self._set_state(DEV_STATE["LOADING"])
-        self._event(self.now_us(), "load", 0)
         self.log(f"[ai] loading model {spec} ...")
+        t0 = time.perf_counter()
+        t0_us = self.now_us()  # the trace's load start, if host time is not the guest's
 
         def work() -> None:  # host thread: only ctx.post reaches the machine
             try:
@@ -264,11 +277,13 @@ class VirtioAi(VirtioMmio):
                 err = ""
             except Exception as exc:  # a PyllmError, or a bug: FAILED either way
                 lm, err = None, str(exc) or type(exc).__name__
-            self.ctx.post(lambda: self._load_done(gen, lm, err, job))
+            span = (t0, time.perf_counter(), t0_us)
+            self.ctx.post(lambda: self._load_done(gen, lm, err, job, span))
 
         threading.Thread(target=work, name="ai-load", daemon=True).start()
 
-    def _load_done(self, gen: int, lm: LoadedModel | None, err: str, job: _Job | None) -> None:
+    def _load_done(self, gen: int, lm: LoadedModel | None, err: str, job: _Job | None,
+                   span: tuple[float, float, int]) -> None:
         if self._closed or gen != self._loads:  # closed, or a newer load superseded this one
             if lm is not None:
                 lm.close()
@@ -285,7 +300,9 @@ class VirtioAi(VirtioMmio):
             info = lm.model.info
             self.log(f"[ai] model {info.label} ready ({info.arch}, "
                      f"{info.n_params / 1e6:.0f}M parameters, loaded in {lm.load_us / 1e3:.0f} ms)")
-        self._event(self.now_us(), "loaded", 0, arg=self.state)
+        start, end = self._us_at(span[0]), self._us_at(span[1])
+        self._event(span[2] if start is None else start, "load", 0)  # 0 if before boot
+        self._event(self.now_us() if end is None else end, "loaded", 0, arg=self.state)
         if job is not None:
             self._finish_job(job, ST["OK"] if lm is not None else ST["ENOMODEL"])
 
@@ -451,11 +468,11 @@ class VirtioAi(VirtioMmio):
         if int(ids.max()) >= info.vocab_size:
             return ST["ERANGE"]
         prompt = ids.astype(np.int32)
-        sampling = {}
+        sampling: dict[str, float | int] = {"seed": hdr["seed"]}  # seeding from the OS is slower
         if self.driver_features & F_SAMPLING and hdr["temp_milli"]:
             top_p = hdr["top_p_milli"] / 1000 if 0 < hdr["top_p_milli"] < 1000 else 1.0
-            sampling = {"temperature": hdr["temp_milli"] / 1000, "top_k": hdr["top_k"],
-                        "top_p": top_p, "seed": hdr["seed"]}
+            sampling.update(temperature=hdr["temp_milli"] / 1000, top_k=hdr["top_k"],
+                            top_p=top_p)
         params = GenParams(max_new_tokens=npredict,
                            stop_ids=None if hdr["flags"] & STOP_EOS else (), **sampling)
         job.out, job.npredict, job.lm = out_addr, npredict, lm
@@ -510,7 +527,8 @@ class VirtioAi(VirtioMmio):
                 if not job.t_first_perf:
                     job.t_first_perf = ev.t
                 job.t_last_perf = ev.t
-                if progress:
+                # the last token travels with the completion (on_done comes next)
+                if progress and ev.index + 1 < job.npredict:
                     self._mark(job)
 
         return on_token
@@ -583,6 +601,7 @@ class VirtioAi(VirtioMmio):
         if status != ST["OK"]:
             self.errors += 1
         self.complete(job.queue, job.head, self._write_resp(job, status))
+        self._event(self.now_us(), "used", job.reqid)
         self._retire(job.lm)
 
     def _write_resp(self, job: _Job, status: int) -> int:
