@@ -317,7 +317,7 @@ def test_aibench_8_clients_all_correct_no_leaks() -> None:
                      r"req_per_s=\d+\.\d tok_per_s=\d+\.\d$", out, re.M)
     for name in ("ttft_us", "tpot_us", "e2e_us", "queue_us"):
         assert re.search(rf"^{name}: mean=\d+ median=\d+ p99=\d+ min=\d+ max=\d+$", out, re.M)
-    assert re.search(r"^stats: free=8 queued=0 running=0 done=0 failed=0 orphans=0 workers=2 "
+    assert re.search(r"^stats: free=8 queued=0 running=0 done=0 failed=0 orphans=0 workers=8 "
                      r"submitted=\+33 completed=\+33 failed=\+0$", out, re.M), out
 
 
@@ -347,8 +347,8 @@ def test_init_starts_ai_daemon_with_workers() -> None:
     daemon = int(m.group(1))
     rows = _ps(out)
     assert (daemon, 1, "ai_daemon") in rows
-    workers = [pid for pid, ppid, name in rows if ppid == daemon and name == "ai_daemon"]
-    assert len(workers) == 2
+    workers = [pid for pid, ppid, name in rows if ppid == daemon and name == "ai_worker"]
+    assert len(workers) == 8 and [name for _, _, name in rows].count("ai_daemon") == 1
     # no daemon without an AI model
     plain = run_raw("ps", 120.0)
     assert "ai_daemon" not in plain.stdout and plain.returncode == 0
@@ -358,12 +358,12 @@ def test_worker_killed_while_running_is_replaced() -> None:
     r = ai_guest("aitest --killworker --predict 3 1 2 3; echo rc=$?; "
                  "llmrun --predict 3 1 2 3; aitest --stats --predict 2 4; echo rc=$?")
     out = r.output
-    assert re.search(r"^\[aitest\] killworker: killed 2 workers; the request got the worker "
+    assert re.search(r"^\[aitest\] killworker: killed 8 workers; the request got the worker "
                      r"died while running the request$", out, re.M), out
     assert "[aitest] killworker: PASS" in out and "FAIL" not in out, out
     exits = re.findall(r"^\[ai_daemon\] worker pid (\d+) exited status=-?\d+; starting another$",
                        out, re.M)
-    assert len(set(exits)) == 2, out
+    assert len(set(exits)) == 8, out
     assert ids_line(generate(SMOL, (1, 2, 3), 3)) + "\n" in out
     assert "[aitest] stats: PASS" in out
     assert out.count("rc=0\n") == 2
@@ -381,9 +381,10 @@ def test_daemon_killed_is_restarted_by_init() -> None:
     assert f"[init] ai_daemon ready (pid={new})" in out
     retired = re.findall(r"^\[ai_daemon\] retiring worker pid (\d+) of an earlier ai_daemon$",
                          out, re.M)
-    assert len(retired) == 2, out
+    assert len(retired) == 8, out
     rows = _ps(out)
-    daemons = sorted((pid, ppid) for pid, ppid, name in rows if name == "ai_daemon")
-    assert daemons[0] == (new, 1) and [ppid for _, ppid in daemons[1:]] == [new, new], daemons
-    assert old not in [pid for pid, _ in daemons]
+    assert [(pid, ppid) for pid, ppid, name in rows if name == "ai_daemon"] == [(new, 1)], rows
+    workers = [(pid, ppid) for pid, ppid, name in rows if name == "ai_worker"]
+    assert [ppid for _, ppid in workers] == [new] * 8, rows
+    assert not {old, *map(int, retired)} & {pid for pid, _, _ in rows}
     assert out.endswith(ids_line(generate(SMOL, (1, 2, 3), 3)) + "\n"), out

@@ -307,8 +307,8 @@ alive(int pid)
   return 0;
 }
 
-// The running ai_daemon supervisor (a child of init with children of its
-// own name) and its worker pids. Returns the supervisor's pid or -1.
+// The running ai_daemon supervisor (a child of init with ai_worker
+// children) and its worker pids. Returns the supervisor's pid or -1.
 static int
 find_daemon(int *workers, int *nw)
 {
@@ -322,7 +322,7 @@ find_daemon(int *workers, int *nw)
     *nw = 0;
     for(int j = 0; j < n; j++)
       if(rows[j].ppid == s->pid && rows[j].state != PS_ZOMBIE &&
-         strcmp(rows[j].name, "ai_daemon") == 0 && *nw < AI_MAX_WORKERS)
+         strcmp(rows[j].name, "ai_worker") == 0 && *nw < AI_MAX_WORKERS)
         workers[(*nw)++] = rows[j].pid;
     if(*nw > 0)
       return s->pid;

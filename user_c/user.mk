@@ -18,7 +18,8 @@ UPROGS := init sh \
 	cat echo grep wc ls mkdir rm ln kill sleep uptime ps halt \
 	sysbench usertests \
 	ai_daemon llmrun aitest aibench
-UPROG_ALIASES := poweroff=halt llmrun_smol=llmrun llmrun_qwen=llmrun
+UPROG_ALIASES := poweroff=halt llmrun_smol=llmrun llmrun_qwen=llmrun \
+	ai_worker=ai_daemon
 
 UCFLAGS := -Wall -Werror -O2 -fno-omit-frame-pointer -ggdb \
 	-march=rv64imac_zicsr_zifencei -mabi=lp64 -mcmodel=medany -mno-relax \
