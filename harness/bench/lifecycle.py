@@ -326,6 +326,7 @@ def run(opts: Options, progress: Progress, say: Callable[[str], None]) -> Result
                     probes.run()
                     progress("", 1)
                     eng = EngineRunner(lm.engine, lm.model.info.vocab_size)
+                    eng.request(opts.input_lens[0], 2)  # caches refilled after the probes
                     for n_in, n_out in cells:
                         progress(f"round {rnd + 1}/{opts.reps} {spec}: engine {n_in}->{n_out}", 0)
                         samples.append(Sample(spec, "engine", n_in, n_out, rnd, 1,
@@ -400,6 +401,10 @@ def _guest_round(g: GuestRunner, mr: ModelResult, samples: list[Sample],
 
 def _llamacpp_setup(opts: Options, models: dict[str, ModelResult],
                     lms: dict[str, Any]) -> dict[str, LlamaCppRunner]:
+    # llama.cpp's OpenMP threads spin while they wait; on a shared 2-vCPU machine that
+    # collapses when another process holds a core (smollm2.md: 200x). Passive waiting is
+    # what a shared machine needs (set before the OpenMP runtime starts; the user's wins).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     out = {}
     for spec, mr in models.items():
         path = mr.info["path"]
@@ -408,7 +413,8 @@ def _llamacpp_setup(opts: Options, models: dict[str, ModelResult],
             try:
                 out[spec] = LlamaCppRunner(path, mr.info["n_threads"])
                 mr.llamacpp = {"load_s": out[spec].load_s, "ttft_s": {}, "tpot_s": [],
-                               "threads": mr.info["n_threads"]}
+                               "threads": mr.info["n_threads"],
+                               "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
             except Exception as exc:  # noqa: BLE001 - a broken llama.cpp build: say why
                 why = f"llama.cpp failed to load {path}: {exc}"
         if why is not None:
@@ -477,10 +483,10 @@ def roofline_points(mr: ModelResult, samples: list[Sample], peaks: Any) -> list[
         secs = median([s.times.first - s.times.dispatch for s in eng if s.n_in == n])
         pts.append(classify(mr.label, "prefill", f"prefill {n} tok",
                             prefill_cost(mr.shapes, wb, n), secs, peaks))
-    dec = [s for s in eng if s.n_gen > 1]
+    dec = [s for s in eng if s.times.n_gen > 1]
     if dec:
         secs = median([s.times.tpot for s in dec])
-        pos = median([s.n_in + (s.n_gen - 1) / 2 for s in dec])
+        pos = median([s.n_in + (s.times.n_gen - 1) / 2 for s in dec])
         pts.append(classify(mr.label, "decode", "decode", decode_cost(mr.shapes, wb, pos),
                             secs, peaks))
     return pts

@@ -1,10 +1,11 @@
 """Model Loading Time, cold and warm, each in a fresh process (what a booting device sees).
 
-One load = `pyllm.registry.load(spec)` timed in a new Python process, after its imports (the
-call the AI device makes at boot; metrics.METRICS["load"]). The files a load reads are the
-model's own files plus every regular file the loaded process has mapped (the repack cache
-under models/.cache); the first, untimed load of a model finds them and also makes sure the
-repack cache exists, so every timed load does the same work.
+One load = `pyllm.registry.load(spec)` timed in a new Python process (the call the AI device
+makes at boot; metrics.METRICS["load"]). The model's builder module and the C kernels are
+imported before the clock starts, so the time is the weights' alone. The files a load reads
+are the model's own files plus every regular file the loaded process has mapped (the repack
+cache under models/.cache); the first, untimed load of a model finds them and also makes
+sure the repack cache exists, so every timed load does the same work.
 
 Cold = the page cache of those files is dropped first:
   * `fadvise`: posix_fadvise(POSIX_FADV_DONTNEED) on each file (after fdatasync), which
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import mmap
 import os
 import subprocess
@@ -37,10 +39,14 @@ CHILD = r"""
 import json, os, sys, time
 import pyllm.registry as registry
 spec = sys.argv[1]
+# the code is not the weights: import the builder and the C kernels before the clock starts
+_, path = registry.resolve(spec)
+registry._builder(*registry.detect(path), path)
+from pyllm.kernels import native
+native()
 t0 = time.perf_counter()
 model = registry.load(spec)
 load_s = time.perf_counter() - t0
-_, path = registry.resolve(spec)
 files = set()
 p = os.path.realpath(path)
 if os.path.isdir(p):
@@ -68,6 +74,7 @@ class LoadSample:
     kind: str  # "cold" | "warm" | "first"
     seconds: float
     resident_before: float  # fraction of the files' bytes in the page cache before the load
+    resident_after: float  # ... and after it (cold: what the load read, readahead included)
     method: str  # how the cache was dropped ("" for warm)
     repack_cache: str  # "hit" | "miss" | "empty" | "off"
     foreign_cores: float  # CPU other processes used meanwhile
@@ -187,7 +194,8 @@ def prepare(spec: str) -> tuple[LoadResult, LoadSample]:
     with CpuWatch() as w:
         d = _child_load(spec)
     res = LoadResult(spec, d["files"], sum(os.path.getsize(f) for f in d["files"]))
-    first = LoadSample("first", d["load_s"], 1.0, "", d["repack_cache"], w.foreign)
+    first = LoadSample("first", d["load_s"], math.nan, resident_fraction(res.files), "",
+                       d["repack_cache"], w.foreign)
     return res, first
 
 
@@ -201,6 +209,7 @@ def measure(res: LoadResult, kind: str, method: str = "fadvise") -> LoadSample:
     before = resident_fraction(res.files)
     with CpuWatch() as w:
         d = _child_load(res.spec)
-    s = LoadSample(kind, d["load_s"], before, used, d["repack_cache"], w.foreign)
+    s = LoadSample(kind, d["load_s"], before, resident_fraction(res.files), used,
+                   d["repack_cache"], w.foreign)
     res.samples.append(s)
     return s

@@ -1,0 +1,642 @@
+"""Writers of a lifecycle run: results.json, results.csv (summaries), requests.csv (every
+request), report.md (the answer to Part 1, tables and plots embedded) and the terminal
+summary (rich tables plus vLLM's 50-column block).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from harness.bench import analysis as A
+from harness.bench.lifecycle import Results
+from harness.bench.metrics import METRICS, START_STOP, TIMESTAMP_MEANING, VANTAGES
+from harness.bench.stats import Summary
+
+SCHEMA = "harness-bench-lifecycle/1"
+
+
+# ---------------------------------------------------------------- number formats
+
+def f(x: float, digits: int = 3) -> str:
+    """A number with `digits` significant digits (no exponent for everyday sizes)."""
+    if x is None or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return "-"
+    if x == 0:
+        return "0"
+    mag = math.floor(math.log10(abs(x)))
+    dec = max(0, digits - 1 - mag)
+    return f"{x:,.{dec}f}"
+
+
+def fx(x: float) -> str:
+    return "-" if not math.isfinite(x) else f"{f(x)}x"
+
+
+def mb(x: float) -> str:
+    return f"{f(x / 1e6)} MB"
+
+
+def _clean(o: Any) -> Any:
+    """JSON-ready: Summaries and dataclasses to dicts, NaN/inf to None, int keys to str."""
+    if isinstance(o, Summary):
+        return _clean(o.as_dict())
+    if hasattr(o, "as_dict"):
+        return _clean(o.as_dict())
+    if isinstance(o, dict):
+        return {str(k): _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if isinstance(o, Path):
+        return str(o)
+    return o
+
+
+# ---------------------------------------------------------------- JSON / CSV
+
+def results_dict(res: Results) -> dict[str, Any]:
+    o = res.opts
+    models: dict[str, Any] = {}
+    for spec, mr in res.models.items():
+        cells = []
+        for v in res.vantages(spec):
+            for n_in in o.input_lens:
+                for n_out in o.output_lens:
+                    cells.append({"vantage": v, "n_in": n_in, "n_out": n_out,
+                                  **{m: res.summary(spec, v, m, n_in, n_out)
+                                     for m in ("ttft", "tpot", "e2e", "queue")}})
+        models[spec] = {
+            "label": mr.label, "synthetic": mr.synthetic, "info": mr.info, "arch": mr.arch,
+            "load": A.load_summary(mr), "load_samples": mr.load.samples, "cells": cells,
+            "trends": A.length_findings(res, spec), "os_path": A.os_path(res, spec),
+            "roofline": mr.roofline, "concurrency": mr.conc, "llmrun": mr.llmrun,
+            "llamacpp": mr.llamacpp, "llamacpp_ratios": A.llamacpp_rows(res, spec),
+            "course": A.anchor_rows(res, spec), "guest_error": mr.guest_error,
+            "guest_boot_s": mr.guest_boot_s, "foreign_cores": mr.foreign,
+            "clock_skew_ms": [s * 1e3 for s in mr.clock_skew_s]}
+    specs = list(res.models)
+    comps = {f"{b}/{a}": A.model_ratios(res, a, b)
+             for i, a in enumerate(specs) for b in specs[i + 1:]}
+    return _clean({
+        "schema": SCHEMA, "meta": res.meta, "wall_s": res.wall_s,
+        "options": {k: v for k, v in vars(o).items()},
+        "definitions": {"metrics": {k: vars(m) for k, m in METRICS.items()},
+                        "vantages": {k: vars(v) for k, v in VANTAGES.items()},
+                        "start_stop": {f"{v}.{m}": list(p) for (v, m), p in START_STOP.items()},
+                        "timestamps": TIMESTAMP_MEANING},
+        "machine": res.probes, "models": models, "comparisons": comps,
+        "headline": A.headline(res), "skipped": res.skipped})
+
+
+def write_json(res: Results, path: Path) -> None:
+    path.write_text(json.dumps(results_dict(res), indent=1) + "\n")
+
+
+SUMMARY_FIELDS = ["model", "label", "synthetic", "vantage", "n_in", "n_out", "clients", "metric",
+                  "unit", "n", "mean", "median", "p99", "std", "min", "max"]
+
+
+def write_csv(res: Results, out: Path) -> tuple[Path, Path]:
+    """results.csv: one row per (model, vantage, cell, metric) summary and per load kind;
+    requests.csv: one row per measured request."""
+    p1, p2 = out / "results.csv", out / "requests.csv"
+    with p1.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, SUMMARY_FIELDS)
+        w.writeheader()
+        for spec, mr in res.models.items():
+            base = {"model": spec, "label": mr.label, "synthetic": mr.synthetic}
+            ls = A.load_summary(mr)
+            for kind in ("cold", "warm"):
+                w.writerow({**base, "vantage": "load", "n_in": "", "n_out": "", "clients": "",
+                            "metric": f"load_{kind}", "unit": "s", **ls[kind].as_dict()})
+            for v in res.vantages(spec):
+                for n_in in res.opts.input_lens:
+                    for n_out in res.opts.output_lens:
+                        for m in ("ttft", "tpot", "e2e", "queue"):
+                            s = res.summary(spec, v, m, n_in, n_out)
+                            if s.n:
+                                w.writerow({**base, "vantage": v, "n_in": n_in, "n_out": n_out,
+                                            "clients": 1, "metric": m, "unit": "ms",
+                                            **s.as_dict()})
+                for p in mr.conc.get(v, []):
+                    for m in ("ttft", "tpot", "e2e", "queue"):
+                        w.writerow({**base, "vantage": v, "n_in": res.opts.conc_in,
+                                    "n_out": res.opts.conc_out, "clients": p.clients,
+                                    "metric": m, "unit": "ms", **getattr(p, m).as_dict()})
+    with p2.open("w", newline="") as fh:
+        rows = [s.row() for s in res.samples]
+        w = csv.DictWriter(fh, list(rows[0]) if rows else ["model"])
+        w.writeheader()
+        w.writerows(rows)
+    return p1, p2
+
+
+# ---------------------------------------------------------------- shared text
+
+def noise_line(res: Results) -> str:
+    fs = [x for mr in res.models.values() for x in mr.foreign]
+    if not fs:
+        return ""
+    med = sorted(fs)[len(fs) // 2]
+    busy = sum(x > 0.2 for x in fs)
+    tag = (" **The machine was shared: expect ±30 % on absolute times; ratios within a round "
+           "are steadier.**" if busy else "")
+    return (f"Other processes used {f(med, 2)} cores on average during the rounds "
+            f"({busy} of {len(fs)} model-rounds above 0.2 cores).{tag}")
+
+
+def synthetic_note(res: Results) -> str:
+    syn = [mr.label for mr in res.models.values() if mr.synthetic]
+    if not syn:
+        return ""
+    return (f"**Synthetic weights:** {', '.join(syn)} runs the real architecture with the "
+            "published shapes and dtype but seeded random values (the real Qwen3.5-0.8B "
+            "weights cannot be downloaded here). Its timings are real; the tokens it "
+            "generates are meaningless.")
+
+
+def findings_lengths(res: Results, spec: str) -> list[str]:
+    """Sentences on which metric follows input length and which follows output length."""
+    o = res.opts
+    fd = A.length_findings(res, spec)
+    v = A.headline_vantage(res, spec)
+    if v not in fd:
+        return []
+    t = fd[v]
+    out = []
+    tin, tout = t["ttft_vs_input"], t["ttft_vs_output"]
+    out.append(
+        f"**TTFT follows input length.** From the {v}: {f(tin.ys[0])} ms at {o.input_lens[0]} "
+        f"prompt tokens to {f(tin.ys[-1])} ms at {o.input_lens[-1]} ({fx(t['ttft_growth'])} for "
+        f"{fx(t['input_growth'])} the tokens); a least-squares line gives {f(tin.slope)} ms per "
+        f"prompt token plus {f(tin.intercept)} ms fixed (r = {f(tin.r, 2)}). Against output "
+        f"length it moves {f(tout.slope)} ms per generated token: TTFT ends before decoding "
+        "starts, so the output length cannot reach it.")
+    tpo, e2e = t["tpot_vs_output"], t["e2e_vs_output"]
+    out.append(
+        f"**TPOT follows neither, and E2E follows output length.** TPOT is {f(tpo.ys[0])} ms at "
+        f"{o.output_lens[0]} generated tokens and {f(tpo.ys[-1])} ms at {o.output_lens[-1]} "
+        f"({fx(t['tpot_growth_out'])}); across prompt lengths {o.input_lens[0]}..."
+        f"{o.input_lens[-1]} it changes {fx(t['tpot_growth_in'])}: every decode step reads "
+        "all weights once, and a few hundred cached positions add little to that. E2E grows "
+        f"{f(e2e.slope)} ms per generated token (r = {f(e2e.r, 2)}), i.e. about one TPOT per "
+        "token: E2E ≈ TTFT + (tokens − 1) × TPOT.")
+    return out
+
+
+def findings_roofline(res: Results, spec: str) -> list[str]:
+    mr = res.models[spec]
+    pk = res.probes
+    out = []
+    pre = [p for p in mr.roofline if p.phase == "prefill"]
+    dec = [p for p in mr.roofline if p.phase == "decode"]
+    if pre:
+        comp = [p for p in pre if p.bound == "compute"]
+        first = comp[0].label.split()[1] if comp else None
+        big = pre[-1]
+        out.append(
+            f"**Prefill ({mr.label})** does {f(big.flops / 1e9)} GFLOP for {big.label.split()[1]} "
+            f"tokens while moving at least {mb(big.bytes)}: {f(big.intensity)} FLOP/byte, "
+            f"{'above' if big.bound == 'compute' else 'below'} the ridge ({f(pk.ridge)}), so it "
+            f"is **{big.bound}-bound**; it ran at {f(big.achieved_flops / 1e9)} GFLOP/s, "
+            f"{f(100 * big.of_roof, 2)} % of what the roof allows there."
+            + (f" Prefill is compute-bound from {first} prompt tokens on: the weights are read "
+               "once per forward pass however many tokens share it." if first else ""))
+    for p in dec:
+        out.append(
+            f"**Decode ({mr.label})** does {f(p.flops / 1e9)} GFLOP per token but must stream "
+            f"{mb(p.bytes)} (weights {mb(mr.info['weight_bytes'])} + caches): {f(p.intensity)} "
+            f"FLOP/byte, far below the ridge, so it is **{p.bound}-bound**. At the measured TPOT "
+            f"({f(p.seconds * 1e3)} ms) it moves {f(p.achieved_bw / 1e9)} GB/s, "
+            f"{f(100 * p.achieved_bw / pk.bw, 2)} % of the bandwidth measured in this run "
+            f"({f(pk.bw / 1e9)} GB/s); the bandwidth floor would be "
+            f"{f(p.bytes / pk.bw * 1e3)} ms.")
+    return out
+
+
+def findings_compare(res: Results, a: str, b: str) -> list[str]:
+    rows = {r["what"]: r for r in A.model_ratios(res, a, b)}
+    ma, mb_ = res.models[a], res.models[b]
+    o = res.opts
+    n = max(o.input_lens)
+    out = []
+
+    def get(k: str) -> float:
+        return rows[k]["ratio"] if k in rows else math.nan
+
+    cand_load = {"bytes a cold load reads": get("bytes read by a cold load"),
+                 "parameters": get("parameters")}
+    lr = get("Model Loading Time, cold (s)")
+    name, r = A.explain_ratio(lr, cand_load)
+    out.append(f"**Load:** {mb_.label} takes {fx(lr)} the cold load of {ma.label} "
+               f"({fx(get('Model Loading Time, warm (s)'))} warm). A cold load reads "
+               f"{fx(get('bytes read by a cold load'))} the bytes from disk, and the model has "
+               f"{fx(get('parameters'))} the parameters; the closest ratio is the {name} "
+               f"({fx(r)}). Cold, loading is weight I/O; warm, the bytes come from the page "
+               "cache and what is left is mapping them and setting up the kernels.")
+    v = "guest" if "TPOT, guest (ms)" in rows else "engine"
+    tp = get(f"TPOT, {v} (ms)")
+    name, r = A.explain_ratio(tp, {"weight bytes read per token":
+                                   get("weight bytes read per token"),
+                                   "decode FLOPs per token": get("decode FLOPs per token")})
+    out.append(f"**TPOT:** {fx(tp)} ({v}). Decode is memory-bound, so it should follow the "
+               f"bytes streamed per token ({fx(get('weight bytes read per token'))}) more than "
+               f"the FLOPs ({fx(get('decode FLOPs per token'))}); measured, the closest is the "
+               f"{name} ({fx(r)}).")
+    tt = get(f"TTFT {n} tok, {v} (ms)")
+    name, r = A.explain_ratio(tt, {f"prefill FLOPs at {n} tokens":
+                                   get(f"prefill FLOPs, {n} tokens"),
+                                   "weight bytes read per token":
+                                   get("weight bytes read per token")})
+    out.append(f"**TTFT at {n} tokens:** {fx(tt)} ({v}). Prefill at this length is "
+               f"compute-bound, so it follows the matrix work: the prefill FLOPs grow "
+               f"{fx(get(f'prefill FLOPs, {n} tokens'))} (hidden {ma.arch.hidden} -> "
+               f"{mb_.arch.hidden}, FFN {ma.arch.ffn} -> {mb_.arch.ffn}, vocabulary "
+               f"{ma.arch.vocab} -> {mb_.arch.vocab}); the closest is the {name} ({fx(r)}).")
+    out.append(f"Layers do not explain it: {mb_.label} has {mb_.arch.layers} layers against "
+               f"{ma.arch.layers}, but each is far wider, and {mb_.arch.layer_mix.split(' + ')[0]}"
+               " keep a fixed-size state instead of a KV cache "
+               f"({mb(mb_.arch.state_bytes)} per sequence; KV "
+               f"{f(mb_.arch.kv_bytes_per_token / 1024)} KiB per token against "
+               f"{f(ma.arch.kv_bytes_per_token / 1024)} KiB)."
+               if mb_.arch.state_bytes else
+               f"Layers: {mb_.arch.layers} against {ma.arch.layers}.")
+    return out
+
+
+def findings_conc(res: Results, spec: str) -> list[str]:
+    mr = res.models[spec]
+    out = []
+    for v, pts in mr.conc.items():
+        if len(pts) < 2:
+            continue
+        a, b = pts[0], pts[-1]
+        w = f" with {b.workers} ai_daemon workers and 8 request slots" if b.workers else ""
+        out.append(
+            f"**{mr.label}, {v}:** from {a.clients} to {b.clients} clients{w}, output "
+            f"throughput goes {f(a.tok_per_s)} -> {f(b.tok_per_s)} tok/s "
+            f"({fx(A.ratio(b.tok_per_s, a.tok_per_s))}), median TTFT {f(a.ttft.median)} -> "
+            f"{f(b.ttft.median)} ms (P99 {f(b.ttft.p99)}), median TPOT {f(a.tpot.median)} -> "
+            f"{f(b.tpot.median)} ms, queueing {f(a.queue.median)} -> {f(b.queue.median)} ms. "
+            "Batched decode reads the weights once for every running sequence, so throughput "
+            "rises while each request's TPOT grows less than the client count; requests beyond "
+            "what the workers serve wait in the queue, which shows up in TTFT.")
+    return out
+
+
+# ---------------------------------------------------------------- markdown
+
+def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return lines + [""]
+
+
+def write_markdown(res: Results, out: Path, plots: dict[str, Path]) -> Path:
+    o, meta = res.opts, res.meta
+    L: list[str] = []
+    add = L.append
+    add("# Part 1 — the LLM inference lifecycle, measured")
+    add("")
+    add(f"`harness bench` run of {meta['date']} on {meta['cpu'] or 'this machine'} "
+        f"({meta['cpus']} CPUs, {meta['mem_gib']} GiB), commit `{meta['commit']}`, "
+        f"{f(res.wall_s)} s. Models: "
+        + ", ".join(f"**{mr.label}** ({mr.info['weight_format']}, {mr.info['backend']}, "
+                    f"{mr.info['n_threads']} threads)" for mr in res.models.values()) + ".")
+    add("")
+    for line in (synthetic_note(res), noise_line(res)):
+        if line:
+            add("> " + line)
+            add("")
+    for spec, why in res.skipped.items():
+        add(f"> Skipped `{spec}`: {why}")
+        add("")
+
+    add("## 1. What is measured, and where each metric starts and stops")
+    add("")
+    add("Each request is seen from three places (`harness/bench/metrics.py` is the one "
+        "definition):")
+    add("")
+    L += _md_table(["vantage", "what it is", "clock"],
+                   [[k, v.name, v.clock] for k, v in VANTAGES.items()])
+    rows = [[METRICS[m].name, v, f"t_{a}", f"t_{b}"] for (v, m), (a, b) in START_STOP.items()]
+    rows += [[METRICS["tpot"].name, "all", "(t_done − t_first)", "/ (tokens − 1)"]]
+    L += _md_table(["metric", "vantage", "starts at", "stops at"], rows)
+    L += _md_table(["timestamp", "meaning"], [[f"t_{k}", v] for k, v in
+                                               TIMESTAMP_MEANING.items()])
+    add(f"**Model Loading Time:** {METRICS['load'].meaning}")
+    add("")
+    add(f"Every request sends user_c/aibench.c's prompt pattern at the given length, greedy, "
+        f"and generates exactly the requested tokens (no EOS stop). {o.reps} interleaved "
+        f"round(s) per cell; a warm-up request per model (engine) and aibench's reference "
+        f"request (guest) are not counted. Medians unless stated; P99 and std are in "
+        f"results.json. Load: {o.load_reps} cold and {o.load_reps} warm load(s) per model, "
+        "interleaved, each in a fresh process.")
+    add("")
+
+    specs = list(res.models)
+    for k, spec in enumerate(specs):
+        mr = res.models[spec]
+        task = "Task A" if k == 0 else "Task B" if k == 1 else "Model"
+        add(f"## 2.{k + 1} {task} — {mr.label}: load, TTFT and TPOT against lengths")
+        add("")
+        ls = A.load_summary(mr)
+        add(f"**Model Loading Time:** cold {f(ls['cold'].median)} s, warm "
+            f"{f(ls['warm'].median)} s (n = {ls['cold'].n}/{ls['warm'].n}; "
+            f"files {mb(ls['file_bytes'])} in {len(ls['files'])}, of which a cold load reads "
+            f"{mb(ls['bytes_read'])}: {f(ls['cold_MBps'])} MB/s; page cache dropped by "
+            f"**{ls['method']}**, "
+            f"{f(100 * ls['resident_before_cold_max'], 2)} % still resident at worst"
+            + (": another process has the files mapped, so those pages could not be dropped"
+               if ls["resident_before_cold_max"] > 0.02 else "") + "). "
+            + (f"As the guest sees it (`llmrun --timing`, the device's load_us at boot): "
+               f"{f(int(mr.llmrun['load_us']) / 1e3)} ms." if mr.llmrun.get("load_us") else ""))
+        add("")
+        if mr.llmrun_text:
+            add("`llmrun --timing` in the guest (the course's output format):")
+            add("")
+            add("```")
+            add(mr.llmrun_text)
+            add("```")
+            add("")
+        if mr.guest_error:
+            add(f"> Guest path not measured for this model: {mr.guest_error}")
+            add("")
+        vs = res.vantages(spec)
+        head = ["in", "out"] + [f"TTFT {v}" for v in vs] + [f"TPOT {v}" for v in vs
+                                                             if v != "device"] \
+            + [f"E2E {v}" for v in vs if v != "device"]
+        trs = []
+        for r in A.main_rows(res, spec):
+            trs.append([str(r["n_in"]), str(r["n_out"])] + [f(r[f"{v}_ttft"]) for v in vs]
+                       + [f(r[f"{v}_tpot"]) for v in vs if v != "device"]
+                       + [f(r[f"{v}_e2e"]) for v in vs if v != "device"])
+        add("All times in ms (medians):")
+        add("")
+        L += _md_table(head, trs)
+        for s in findings_lengths(res, spec):
+            add(s)
+            add("")
+    if "ttft_vs_input" in plots:
+        add(f"![TTFT vs input length]({plots['ttft_vs_input'].name})")
+        add("")
+    if "tpot_vs_output" in plots:
+        add(f"![TPOT vs output length]({plots['tpot_vs_output'].name})")
+        add("")
+
+    add("## 3. Prefill vs decode: compute-bound or memory-bound")
+    add("")
+    pk = res.probes
+    add(f"Ceilings measured in this run ({len(pk.bandwidth)} samples, interleaved with the "
+        f"requests, {pk.threads} threads; the best sample is the roof):")
+    add("")
+    L += _md_table(["ceiling", "best", "median", "probe"], [
+        ["memory bandwidth", f"{f(pk.bw / 1e9)} GB/s",
+         f"{f(A.median(pk.bandwidth) / 1e9)} GB/s", "1 GiB streamed (pyllm_stream_read)"],
+        ["int8 GEMM", f"{f(max(pk.gemm_int8, default=math.nan) / 1e9)} GOP/s",
+         f"{f(A.median(pk.gemm_int8) / 1e9)} GOP/s", "pyllm_qmatmul 3584x1024, 128 rows"],
+        ["f32 GEMM", f"{f(max(pk.gemm_f32, default=math.nan) / 1e9)} GFLOP/s",
+         f"{f(A.median(pk.gemm_f32) / 1e9)} GFLOP/s", "OpenBLAS sgemm 1024^3"],
+        ["ridge point", f"{f(pk.ridge)} FLOP/B", "", "compute roof / bandwidth"]])
+    rows = []
+    for mr in res.models.values():
+        for p in mr.roofline:
+            rows.append([mr.label, p.label, f(p.flops / 1e9), mb(p.bytes), f(p.intensity),
+                         f(p.seconds * 1e3), f(p.achieved_flops / 1e9), f(p.achieved_bw / 1e9),
+                         f"**{p.bound}**", f"{f(100 * p.of_roof, 2)} %"])
+    add("FLOPs and bytes per phase come from each model's config (harness/bench/roofline.py "
+        "lists what is counted); the time is the engine-only one (no OS path):")
+    add("")
+    L += _md_table(["model", "phase", "GFLOP", "bytes moved", "FLOP/B", "time (ms)", "GFLOP/s",
+                    "GB/s", "bound", "of roof"], rows)
+    for spec in specs:
+        for s in findings_roofline(res, spec):
+            add(s)
+            add("")
+    if "roofline" in plots:
+        add(f"![Roofline]({plots['roofline'].name})")
+        add("")
+
+    if len(specs) >= 2:
+        a, b = specs[0], specs[1]
+        ma, mb_ = res.models[a], res.models[b]
+        add(f"## 4. Task B — {mb_.label} against {ma.label}")
+        add("")
+        arows = []
+        for mr in res.models.values():
+            r = mr.arch
+            arows.append([r.model, f(r.params / 1e6) + " M", f"{r.layers} ({r.layer_mix})",
+                          str(r.hidden), str(r.ffn), r.heads, f"{r.vocab:,}",
+                          f"{f(r.kv_bytes_per_token / 1024)} KiB",
+                          mb(r.state_bytes) if r.state_bytes else "-",
+                          f"{mb(r.weight_bytes)} {r.weight_format}", mb(r.file_bytes)])
+        L += _md_table(["model", "params", "layers", "hidden", "FFN", "heads", "vocab",
+                        "KV / token", "state / seq", "weights read / token", "files"], arows)
+        rows = [[r["what"], r["kind"], f(r["a"]), f(r["b"]), fx(r["ratio"])]
+                for r in A.model_ratios(res, a, b)]
+        L += _md_table(["quantity", "kind", ma.label, mb_.label, "ratio"], rows)
+        for s in findings_compare(res, a, b):
+            add(s)
+            add("")
+        if "load_time" in plots:
+            add(f"![Model Loading Time]({plots['load_time'].name})")
+            add("")
+
+    add("## 5. The OS path: guest vs device vs engine")
+    add("")
+    rows = []
+    for spec in specs:
+        p = A.os_path(res, spec)
+        if p:
+            rows.append([res.models[spec].label, f(p["queue_ms"]), f(p["submit_to_accept_ms"]),
+                         f(p["ttft_guest_ms"]), f(p["ttft_engine_ms"]),
+                         f(p["ttft_guest_minus_device_ms"]), f(p["done_to_waited_ms"]),
+                         f(p["tpot_guest_ms"]), f(p["tpot_engine_ms"])])
+    if rows:
+        L += _md_table(["model", "queue (submit→dispatch)", "submit→device accept",
+                        "TTFT guest", "TTFT engine", "TTFT guest − device",
+                        "device done → ai_wait returns", "TPOT guest", "TPOT engine"], rows)
+        add("All ms, medians over every single-client request. The OS path (system call, "
+            "queue, worker wake-up, virtqueue, interrupt, copy-out) adds the fixed costs in "
+            "the first, sixth and seventh columns; the tokens themselves are produced at the "
+            "same speed (TPOT), except that the emulator's thread competes with the engine for "
+            "the two cores and the GIL.")
+    else:
+        add("The guest path was not measured in this run: " + "; ".join(
+            f"{res.models[s].label}: {res.models[s].guest_error}" for s in specs))
+    add("")
+
+    add("## 6. Concurrency: queueing and back-pressure")
+    add("")
+    rows = []
+    for spec in specs:
+        mr = res.models[spec]
+        for v, pts in mr.conc.items():
+            for p in pts:
+                rows.append([mr.label, v, str(p.clients), f"{p.ok}/{p.requests}",
+                             f(p.req_per_s), f(p.tok_per_s), f(p.ttft.median), f(p.ttft.p99),
+                             f(p.tpot.median), f(p.tpot.p99), f(p.queue.median),
+                             str(p.workers or "-")])
+    add(f"Each client sends {o.per_client} request(s) of {o.conc_in} prompt tokens -> "
+        f"{o.conc_out} tokens one after the other (guest: `aibench -c C -n {o.per_client} "
+        f"-p {o.conc_in} -g {o.conc_out}`; engine: C threads doing the same).")
+    add("")
+    L += _md_table(["model", "vantage", "clients", "ok", "req/s", "tok/s", "TTFT med",
+                    "TTFT P99", "TPOT med", "TPOT P99", "queue med", "workers"], rows)
+    for spec in specs:
+        for s in findings_conc(res, spec):
+            add(s)
+            add("")
+    if "concurrency" in plots:
+        add(f"![Concurrency sweep]({plots['concurrency'].name})")
+        add("")
+    for spec in specs:
+        for v in ("guest", "engine"):
+            blk = A.vllm_block(res, spec, v)
+            if blk:
+                add(f"vLLM-style result, {res.models[spec].label}, {v}:")
+                add("")
+                add("```")
+                L.extend(blk)
+                add("```")
+                add("")
+
+    add("## 7. Against the original lab and llama.cpp")
+    add("")
+    from harness.bench.anchors import SOURCE
+
+    rows = []
+    for spec in specs:
+        for r in A.anchor_rows(res, spec):
+            rows.append([res.models[spec].label, r["what"], f(r["course"]), f(r["ours"]),
+                         fx(r["speedup"])])
+    if rows:
+        add(f"The course's figures ({SOURCE}) against ours; speed-up = course / ours:")
+        add("")
+        L += _md_table(["model", "metric", "course", "ours", "speed-up"], rows)
+        add("The course ran the model token by token on one emulated RISC-V core inside the "
+            "guest; here the guest hands token ids to a device backed by native kernels, which "
+            "is why a token takes milliseconds instead of seconds. Their TTFT was "
+            "prompt length × TPOT (serial prefill); batched prefill makes ours grow much "
+            "slower than the prompt.")
+        add("")
+    rows = []
+    for spec in specs:
+        lc = res.models[spec].llamacpp
+        for r in A.llamacpp_rows(res, spec):
+            rows.append([res.models[spec].label, r["what"], f(r["ours"]), f(r["llama.cpp"]),
+                         fx(r["ratio"])])
+        if lc.get("unavailable"):
+            add(f"llama.cpp, {res.models[spec].label}: {lc['unavailable']}.")
+            add("")
+    if rows:
+        add("pyllm (engine only) against llama.cpp (llama-cpp-python) on the same GGUF file, "
+            "same threads, same run; ratio = ours / llama.cpp (below 1: we are faster):")
+        add("")
+        L += _md_table(["model", "metric", "pyllm", "llama.cpp", "ratio"], rows)
+
+    add("## 8. Notes")
+    add("")
+    for spec in specs:
+        mr = res.models[spec]
+        sk = [abs(s) for s in mr.clock_skew_s]
+        if sk and max(sk) > 1e-3:
+            add(f"- {mr.label}: aibench's own t_submit (kernel time_us()) differs from the "
+                f"device trace's submit stamp by {f(A.median(mr.clock_skew_s) * 1e3)} ms: the "
+                "device's clock does not subtract the boot time the kernel's does. The guest "
+                "figures above use the trace (one clock for every timestamp).")
+    add(f"- Files: results.json (every figure, `schema` {SCHEMA}), results.csv (summaries), "
+        "requests.csv (every request), the PNG plots, this report.")
+    add("- Performance is measured, never asserted: rerun `harness bench` for your machine; "
+        "compare ratios within one run rather than absolute times across runs.")
+    add("")
+    path = out / "report.md"
+    path.write_text("\n".join(L))
+    return path
+
+
+# ---------------------------------------------------------------- terminal
+
+def terminal(res: Results, console: Any) -> None:
+    """The summary on the terminal (rich)."""
+    from rich.table import Table
+
+    o = res.opts
+    for line in (synthetic_note(res), noise_line(res)):
+        if line:
+            console.print(line.replace("**", ""))
+    for spec, mr in res.models.items():
+        vs = res.vantages(spec)
+        ls = A.load_summary(mr)
+        t = Table(title=f"{mr.label}: medians, ms (load: cold {f(ls['cold'].median)} s, warm "
+                        f"{f(ls['warm'].median)} s; {ls['method']})", title_justify="left")
+        t.add_column("in", justify="right")
+        t.add_column("out", justify="right")
+        for v in vs:
+            t.add_column(f"TTFT {v}", justify="right")
+        for v in vs:
+            if v != "device":
+                t.add_column(f"TPOT {v}", justify="right")
+        for v in vs:
+            if v != "device":
+                t.add_column(f"E2E {v}", justify="right")
+        for r in A.main_rows(res, spec):
+            t.add_row(str(r["n_in"]), str(r["n_out"]), *[f(r[f"{v}_ttft"]) for v in vs],
+                      *[f(r[f"{v}_tpot"]) for v in vs if v != "device"],
+                      *[f(r[f"{v}_e2e"]) for v in vs if v != "device"])
+        console.print(t)
+        if mr.guest_error:
+            console.print(f"[yellow]guest path not measured: {mr.guest_error}[/]")
+        for s in findings_lengths(res, spec):
+            console.print(" " + s.replace("**", ""))
+    t = Table(title=f"Roofline (ridge {f(res.probes.ridge)} FLOP/B; bandwidth "
+                    f"{f(res.probes.bw / 1e9)} GB/s, {res.probes.compute_kind} "
+                    f"{f(res.probes.compute / 1e9)} GOP/s, measured this run)",
+              title_justify="left")
+    for c in ("model", "phase", "GFLOP", "MB moved", "FLOP/B", "ms", "GFLOP/s", "GB/s", "bound",
+              "of roof"):
+        t.add_column(c, justify="left" if c in ("model", "phase", "bound") else "right")
+    for mr in res.models.values():
+        for p in mr.roofline:
+            t.add_row(mr.label, p.label, f(p.flops / 1e9), f(p.bytes / 1e6), f(p.intensity),
+                      f(p.seconds * 1e3), f(p.achieved_flops / 1e9), f(p.achieved_bw / 1e9),
+                      p.bound, f"{f(100 * p.of_roof, 2)} %")
+    console.print(t)
+    specs = list(res.models)
+    if len(specs) >= 2:
+        a, b = specs[0], specs[1]
+        t = Table(title=f"{res.models[b].label} / {res.models[a].label}", title_justify="left")
+        for c in ("quantity", a, b, "ratio"):
+            t.add_column(c, justify="left" if c == "quantity" else "right")
+        for r in A.model_ratios(res, a, b):
+            t.add_row(r["what"], f(r["a"]), f(r["b"]), fx(r["ratio"]))
+        console.print(t)
+    rows = [(res.models[s].label, r) for s in specs for r in A.anchor_rows(res, s)]
+    if rows:
+        t = Table(title="Against the course (1 emulated core, model in the guest)",
+                  title_justify="left")
+        for c in ("model", "metric", "course", "ours", "speed-up"):
+            t.add_column(c, justify="left" if c in ("model", "metric") else "right")
+        for lab, r in rows:
+            t.add_row(lab, r["what"], f(r["course"]), f(r["ours"]), fx(r["speedup"]))
+        console.print(t)
+    rows = [(res.models[s].label, r) for s in specs for r in A.llamacpp_rows(res, s)]
+    if rows:
+        t = Table(title="pyllm engine / llama.cpp (same file, same run)", title_justify="left")
+        for c in ("model", "metric", "pyllm", "llama.cpp", "ratio"):
+            t.add_column(c, justify="left" if c in ("model", "metric") else "right")
+        for lab, r in rows:
+            t.add_row(lab, r["what"], f(r["ours"]), f(r["llama.cpp"]), fx(r["ratio"]))
+        console.print(t)
+    for spec in specs:
+        v = "guest" if res.models[spec].conc.get("guest") else "engine"
+        blk = A.vllm_block(res, spec, v)
+        if blk:
+            console.print(f"{res.models[spec].label}, {v}, concurrency sweep "
+                          f"({o.conc_in} -> {o.conc_out} tokens):")
+            console.print("\n".join(blk), markup=False, highlight=False)
