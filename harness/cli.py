@@ -14,6 +14,7 @@ import click
 # name -> "module:attribute" of a click.Command; help text is read from the module's docstring
 COMMANDS: dict[str, str] = {
     "run": "harness.cmd_run:run",
+    "debug": "harness.cmd_debug:debug",
     "bench": "harness.cmd_bench:bench",
     "models": "pyllm.cli:models",
     "generate": "pyllm.cli:generate",
@@ -63,6 +64,7 @@ def main() -> None:
     harness run                      boot to an interactive shell (Ctrl-A X quits)
     harness run -c "echo hi | wc"    run commands in the guest and exit with their status
     harness run --model smol         boot with the AI device serving SmolLM2-135M
+    harness debug                    the kernel stopped at its first instruction, gdb-style
     harness generate --model smol --text "The capital of France is"
     harness tokens encode --model smol "some text"
     harness models list | fetch smol

@@ -89,9 +89,14 @@ def _file(what: str, path: Path, hint: str) -> Path:
 @click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="Write each AI request's life (submit, queued, dispatched, device accept, "
                    "first token, done, waited) as Chrome/Perfetto trace JSON to FILE.")
+@click.option("--gdb", "gdb_port", type=click.IntRange(0, 65535), metavar="PORT",
+              help="Start stopped at the first instruction and serve the GDB remote "
+                   "protocol on 127.0.0.1:PORT (0: a free port, printed); connect with "
+                   "gdb-multiarch build/kernel/kernel.elf -ex 'target remote :PORT'. "
+                   "See also `harness debug`.")
 def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path,
         persist: bool, clock: str, quiet: bool, model: str | None, prompt: str | None,
-        max_new_tokens: int, demo: bool, trace: Path | None) -> None:
+        max_new_tokens: int, demo: bool, trace: Path | None, gdb_port: int | None) -> None:
     """Boot the kernel and attach the terminal to its console.
 
     \b
@@ -119,6 +124,8 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
         raise click.UsageError("-c cannot be combined with --prompt or --demo")
     if prompt is not None and demo:
         raise click.UsageError("give --prompt or --demo, not both")
+    if gdb_port is not None and (prompt is not None or demo):
+        raise click.UsageError("--gdb cannot be combined with --prompt or --demo")
     if (prompt is not None or demo) and model is None:
         model = "smol"
     if model is not None:
@@ -136,7 +143,7 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
     if model is not None:
         _add_ai_device(config, model, created, quiet)
     try:
-        code = boot(config, interactive=cmd is None, quiet=quiet)
+        code = boot(config, interactive=cmd is None, quiet=quiet, gdb=gdb_port)
     finally:
         if trace is not None:
             from harness import ai_trace
@@ -169,8 +176,10 @@ def _add_ai_device(config: MachineConfig, model: str, created: list, quiet: bool
     config.flags |= bootinfo.F_AIDEV
 
 
-def boot(config: MachineConfig, *, interactive: bool, quiet: bool) -> int:
-    """Run the machine (rebooting on POWER_RESET) and return the process exit code."""
+def boot(config: MachineConfig, *, interactive: bool, quiet: bool,
+         gdb: int | None = None) -> int:
+    """Run the machine (rebooting on POWER_RESET) and return the process exit code;
+    with `gdb` (a port) the machine is served to gdb instead (harness/debug/gdbserver.py)."""
     while True:
         t0 = time.perf_counter()
         holder: list[Machine] = []  # the console exists before the machine it feeds
@@ -187,10 +196,10 @@ def boot(config: MachineConfig, *, interactive: bool, quiet: bool) -> int:
         try:
             if interactive:
                 with console:
-                    result = machine.run()
+                    result = _run_machine(machine, gdb)
             else:
                 with _quit_on_signals(machine):
-                    result = machine.run()
+                    result = _run_machine(machine, gdb)
         finally:
             machine.close()
         if result.exit != Exit.RESET:
@@ -198,6 +207,14 @@ def boot(config: MachineConfig, *, interactive: bool, quiet: bool) -> int:
         if not quiet:
             click.echo("\r\n[harness] the guest asked for a reset: rebooting", err=True)
         config.disk_data = machine.disk.disk
+
+
+def _run_machine(machine: Machine, gdb: int | None) -> RunResult:
+    if gdb is None:
+        return machine.run()
+    from harness.debug.gdbserver import serve_machine
+
+    return serve_machine(machine, gdb)
 
 
 def _console(holder: list[Machine]) -> Console:

@@ -1,0 +1,285 @@
+"""Run control over one machine: resume, one instruction, run to an address; why it stopped.
+
+The machine's own run loop does the running (harness/machine.py): a breakpoint hook
+calls `Machine.pause()` and `run()` returns Exit.PAUSE; `Machine.step()` executes one
+instruction. This module adds what a debugger needs around that:
+
+- Stepping masks interrupts (mie = 0 for that one instruction), like QEMU's gdbstub:
+  otherwise every step after a pause at the prompt would land in the timer handler.
+  An instruction that itself writes sie/mie is stepped unmasked.
+- A watchpoint stops right after the store: Unicorn leaves the PC on a store whose
+  write already happened when a hook stops it, and would run it again on resume (an
+  AMO would then apply twice). So the store is completed here: the PC moves past it,
+  an AMO's rd gets the old memory value and an SC's rd gets 0 (it succeeded).
+- Address spaces: the current one (satp), the kernel's (`kernel_pagetable`) and each
+  process's (`p->pagetable`); reads fall back from the current space to the kernel's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from unicorn import riscv_const as R
+
+from harness.debug import DebugError
+from harness.debug.breakpoints import Breakpoint, BreakpointTable, Hit, Watchpoint
+from harness.debug.procs import Proc, ProcTable
+from harness.debug.programs import Location, Program, Programs
+from harness.debug.vmem import AddressSpace, Phys, satp_root
+from harness.hart import PRIV_NAMES, PRIV_U, REG_PC, SSTATUS_SIE
+from harness.machine import Exit, Machine, RunResult
+from harness.traps import mem_operand
+
+END_KINDS = {Exit.POWEROFF: "exited", Exit.PANIC: "panic", Exit.FAULT: "fault",
+             Exit.TIMEOUT: "timeout", Exit.QUIT: "quit", Exit.RESET: "reset"}
+CSR_SIE, CSR_MIE = 0x104, 0x304
+
+
+@dataclass
+class Stop:
+    """Why the guest is stopped now."""
+
+    kind: str                 # breakpoint watchpoint step interrupted | exited panic fault ...
+    pc: int
+    point: Breakpoint | Watchpoint | None = None
+    hit: Hit | None = None
+    message: str = ""
+    result: RunResult | None = None  # set when the machine's run ended
+
+    @property
+    def ended(self) -> bool:
+        return self.result is not None
+
+
+class Target:
+    """A machine under a debugger."""
+
+    def __init__(self, machine: Machine, programs: Programs) -> None:
+        self.m = machine
+        self.hart = machine.hart
+        self.programs = programs
+        self.phys = Phys(machine)
+        try:
+            self.procs: ProcTable | None = ProcTable(programs.kernel, self.phys)
+        except DebugError:
+            self.procs = None  # a kernel without debug info (or a bare-metal stub)
+        self.bps = BreakpointTable(self)
+        kpt = programs.kernel.symbol("kernel_pagetable")
+        self._kpt_addr = kpt.addr if kpt is not None else None
+
+    # ---------------------------------------------------------------- state
+    @property
+    def alive(self) -> bool:
+        return self.m.result is None
+
+    def check_alive(self) -> None:
+        r = self.m.result
+        if r is not None:
+            raise DebugError(f"The machine is not running: {describe_end(r)}.")
+
+    @property
+    def pc(self) -> int:
+        return self.hart.pc
+
+    @property
+    def priv(self) -> int:
+        return self.hart.priv
+
+    @property
+    def sp(self) -> int:
+        return self.hart.x(2)
+
+    def satp(self) -> int:
+        return self.hart.csr(R.UC_RISCV_REG_SATP)
+
+    def current_proc(self) -> Proc | None:
+        return self.procs.current() if self.procs is not None else None
+
+    def program_at(self, pc: int | None = None, priv: int | None = None) -> Program | None:
+        """The program whose code runs at pc in privilege priv (default: now)."""
+        pc = self.pc if pc is None else pc
+        priv = self.priv if priv is None else priv
+        if priv == PRIV_U:
+            name = self.procs.current_name() if self.procs is not None else None
+            return self.programs.user(name) if name else None
+        return self.programs.kernel
+
+    # ---------------------------------------------------------------- address spaces
+    def kernel_space(self) -> AddressSpace:
+        root = self.phys.u64(self._kpt_addr) if self._kpt_addr is not None else None
+        return AddressSpace(self.phys, root or None, "the kernel")
+
+    def space(self) -> AddressSpace:
+        """The address space the hart uses now (satp)."""
+        root = satp_root(self.satp())
+        kernel = self.kernel_space()
+        if root is None or root == kernel.root:
+            return AddressSpace(self.phys, root, "the kernel" if root == kernel.root
+                                else "physical memory (paging off)")
+        return self.proc_space_by_root(root)
+
+    def proc_space_by_root(self, root: int) -> AddressSpace:
+        p = self.procs.by_pagetable(root) if self.procs is not None else None
+        name = f"pid {p.pid} ({p.name})" if p else f"page table {root:#x}"
+        return AddressSpace(self.phys, root, name)
+
+    def proc_space(self, proc: Proc) -> AddressSpace:
+        return AddressSpace(self.phys, proc.pagetable, f"pid {proc.pid} ({proc.name})")
+
+    def space_for(self, program: Program | None) -> AddressSpace:
+        """Where a program's addresses are valid: the kernel's space for the kernel; for
+        a user program, the current process if it runs that program (even from the
+        kernel), else the first process that does."""
+        if program is None or not program.user:
+            return self.kernel_space() if program is not None else self.space()
+        cur = self.current_proc()
+        if cur is not None and cur.name == program.name:
+            return self.proc_space(cur)
+        for p in self.procs.all() if self.procs is not None else []:
+            if p.name == program.name and p.state != "zombie":
+                return self.proc_space(p)
+        raise DebugError(f"No process runs {program.name}: its memory exists only in a "
+                         "process's address space")
+
+    def read(self, addr: int, n: int, space: AddressSpace | None = None) -> bytes:
+        """Guest memory: the given space, else the current one, falling back to the
+        kernel's (kernel addresses while the hart is in U-mode)."""
+        if space is not None:
+            return space.read(addr, n)
+        cur = self.space()
+        data = cur.vread(addr, n)
+        if data is not None:
+            return data
+        kernel = self.kernel_space()
+        if kernel != cur:
+            data = kernel.vread(addr, n)
+            if data is not None:
+                return data
+        raise DebugError(cur.why(addr, n))
+
+    def write(self, addr: int, data: bytes, space: AddressSpace | None = None) -> None:
+        target = space or self.space()
+        if target.translate(addr) is None and space is None:
+            kernel = self.kernel_space()
+            if kernel.translate(addr) is not None:
+                target = kernel
+        target.write(addr, data)
+
+    # ---------------------------------------------------------------- running
+    def _interrupt_first(self) -> bool:
+        """Will the next run take an interrupt before executing the instruction at pc?"""
+        if self.m.idle:
+            return True
+        if not self.hart.pending_enabled():
+            return False
+        return self.priv == PRIV_U or bool(self.hart.csr(R.UC_RISCV_REG_SSTATUS) & SSTATUS_SIE)
+
+    def resume(self) -> Stop:
+        """Continue until a breakpoint, a watchpoint, a pause request or the end."""
+        self.check_alive()
+        if not self._interrupt_first():
+            self.bps.arm_skip(self.pc)
+        try:
+            res = self.m.run()
+        finally:
+            self.bps.disarm()
+        return self._stop(res)
+
+    def stepi(self, mask_interrupts: bool = True) -> Stop:
+        """Execute one instruction (interrupts masked unless it writes sie/mie)."""
+        self.check_alive()
+        got = self.hart.fetch(self.pc)
+        mask = mask_interrupts and not (got is not None and _writes_ie(*got))
+        saved = 0
+        if mask:
+            saved = self.hart.csr(R.UC_RISCV_REG_MIE)
+            self.hart.set_csr(R.UC_RISCV_REG_MIE, 0)
+        if mask or not self._interrupt_first():
+            self.bps.arm_skip(self.pc)
+        try:
+            res = self.m.step()
+        finally:
+            self.bps.disarm()
+            if mask:
+                self.hart.set_csr(R.UC_RISCV_REG_MIE, saved)
+        return self._stop(res)
+
+    def run_to(self, loc: Location, predicate: Callable[[], bool] | None = None) -> Stop:
+        """Continue until loc is reached with predicate true (an internal breakpoint),
+        or anything else stops the guest first. A stop at loc has kind "step"."""
+        bp = self.bps.add([loc], "", internal=True, predicate=predicate)
+        try:
+            stop = self.resume()
+        finally:
+            self.bps.remove(bp)
+        if stop.point is bp:
+            return Stop("step", stop.pc)
+        return stop
+
+    def _stop(self, res: RunResult | None) -> Stop:
+        pc = self.pc
+        if res is None:
+            self.bps.take_hit()
+            return Stop("step", pc)
+        if res.exit != Exit.PAUSE:
+            self.bps.take_hit()
+            return Stop(END_KINDS.get(res.exit, res.exit.value), res.pc or pc,
+                        message=res.message, result=res)
+        hit = self.bps.take_hit()
+        if hit is None:
+            return Stop("interrupted", pc, message=res.message)
+        if isinstance(hit.point, Watchpoint):
+            self._complete_store(hit)
+            return Stop("watchpoint", self.pc, hit.point, hit, message=hit.error)
+        if hit.point.temporary:
+            self.bps.remove(hit.point)
+        return Stop("breakpoint", pc, hit.point, hit, message=hit.error)
+
+    def _complete_store(self, hit: Hit) -> None:
+        """The watched store already wrote memory and the PC is still on it: finish
+        the instruction (see the module docstring)."""
+        pc = self.pc
+        got = self.hart.fetch(pc)
+        if got is None:
+            return
+        bits, n = got
+        op = mem_operand(bits, n)
+        if op is None:
+            return
+        rs1, disp, _ = op
+        if (self.hart.x(rs1) + disp) & 0xFFFF_FFFF_FFFF_FFFF != hit.store_addr:
+            return  # not the store we saw: leave the guest alone
+        if n == 4 and bits & 0x7F == 0x2F:  # AMO / SC: rd was not written yet
+            rd, funct5 = (bits >> 7) & 31, bits >> 27
+            if funct5 == 0b00011:  # sc: the store happened, so it succeeded
+                self.hart.set_x(rd, 0)
+            elif funct5 != 0b00010:  # amo*: rd = the old memory value, sign-extended
+                width = 4 if (bits >> 12) & 7 == 2 else 8
+                old = int.from_bytes(hit.store_old[:width], "little", signed=True)
+                self.hart.set_x(rd, old)
+        self.hart.set(REG_PC, pc + n)
+        hit.pc = pc
+
+    # ---------------------------------------------------------------- descriptions
+    def context(self) -> str:
+        """"S-mode, pid 3 (sh)" for stop lines."""
+        mode = PRIV_NAMES.get(self.priv, str(self.priv))
+        p = self.current_proc()
+        return f"{mode}-mode, pid {p.pid} ({p.name})" if p else f"{mode}-mode, no process"
+
+
+def describe_end(r: RunResult) -> str:
+    if r.exit == Exit.POWEROFF:
+        return f"the guest powered off with status {r.status}"
+    if r.exit == Exit.PANIC:
+        return f"kernel panic ({r.message})"
+    if r.exit == Exit.FAULT:
+        return f"machine fault ({r.message})"
+    return r.message or r.exit.value
+
+
+def _writes_ie(bits: int, n: int) -> bool:
+    """Is this a CSR instruction on sie or mie (which a masked step would undo)?"""
+    return (n == 4 and bits & 0x7F == 0x73 and (bits >> 12) & 7 != 0
+            and bits >> 20 in (CSR_SIE, CSR_MIE))
