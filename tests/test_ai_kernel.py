@@ -1,0 +1,258 @@
+"""The kernel's AI service (kernel_c/ai_service.c, ai_slots.c, sysai.c, virtio_ai.c) from the
+guest, on the real AI device (harness/devices/virtio_ai.py) serving the tiny Qwen3.5 test
+checkpoint (tests/data/qwen35/tiny_text: loads in a blink, ~10k tokens/s).
+
+Most cases run tests/kernel_progs/aiktest.c, compiled here with the user programs' flags and
+put in scratch file-system images: one with everything in build/user (init starts
+/ai_daemon), one without /ai_daemon (aiktest itself is the worker, so every worker call and
+worker death can be driven exactly). Each aiktest mode prints "aiktest NAME: OK ..." only
+when every check held: the semantics table, bad arguments and pointers (each -1 with the
+right ai_lasterr), back-pressure on full slots, kill during every sleep, clients and workers
+dying with requests in every state, and no slot or page leaked afterwards (ai_stats,
+freemem). The user programs' aitest adds the course's checks and the daemon restarts.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness import bootinfo, cheader
+from harness.fsimage import build_image
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNEL = ROOT / "build" / "kernel" / "kernel.elf"
+UBUILD = ROOT / "build" / "user"
+SRC = ROOT / "tests" / "kernel_progs" / "aiktest.c"
+TINY = ROOT / "tests" / "data" / "qwen35" / "tiny_text"
+ULIB = ["ulib.o", "printf.o", "umalloc.o", "usys.o"]
+CC = shutil.which("riscv64-unknown-elf-gcc") or shutil.which("riscv64-linux-gnu-gcc")
+UCFLAGS = ["-Wall", "-Werror", "-O2", "-fno-omit-frame-pointer", "-ggdb",
+           "-march=rv64imac_zicsr_zifencei", "-mabi=lp64", "-mcmodel=medany", "-mno-relax",
+           "-ffreestanding", "-fno-common", "-nostdlib", "-fno-builtin",
+           "-fno-stack-protector", "-fno-pie", "-no-pie", "-fno-tree-loop-distribute-patterns",
+           "-I", str(ROOT / "kernel_c"), "-I", str(ROOT / "user_c")]
+AI = cheader.load("ai.h")
+TR = {v: k for k, v in cheader.load("virtio_ai.h").prefixed("AI_TR_").items()}
+
+
+def _require_build() -> None:
+    missing = [p for p in [KERNEL, *(UBUILD / o for o in ULIB), UBUILD / "_init",
+                           UBUILD / "_sh", UBUILD / "_ai_daemon", UBUILD / "_aitest"]
+               if not p.exists()]
+    if missing:
+        pytest.skip(f"{missing[0].relative_to(ROOT)} is not built (run make build)")
+    if CC is None:
+        pytest.skip("no riscv64 cross compiler (make setup)")
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """'daemon': build/user's programs plus aiktest; 'nodaemon': the same without
+    /ai_daemon (init then finds nothing to start for the AI device)."""
+    _require_build()
+    assert CC is not None
+    out = tmp_path_factory.mktemp("aiktest")
+    obj, elf = out / "aiktest.o", out / "_aiktest"
+    subprocess.run([CC, *UCFLAGS, "-c", "-o", str(obj), str(SRC)], check=True)
+    ld = CC[: -len("gcc")] + "ld"
+    subprocess.run([ld, "-z", "max-page-size=4096", "-T", str(ROOT / "user_c" / "user.ld"),
+                    "-o", str(elf), str(obj), *(str(UBUILD / o) for o in ULIB)], check=True)
+    files: dict[str, str | Path | bytes] = {
+        p.name[1:]: p for p in UBUILD.glob("_*") if p.is_file()}
+    files["aiktest"] = elf
+    imgs = {}
+    for kind in ("daemon", "nodaemon"):
+        if kind == "nodaemon":
+            files.pop("ai_daemon")
+        imgs[kind] = out / f"{kind}.img"
+        build_image(imgs[kind], files, size_blocks=8192, ninodes=512)
+    return imgs
+
+
+@pytest.fixture(scope="module")
+def tiny():  # -> LoadedModel, shared by every boot of this module
+    from harness.devices.virtio_ai import LoadedModel
+
+    lm = LoadedModel.load(str(TINY))
+    yield lm
+    lm.close()
+
+
+class Boot:
+    """One machine run (optionally with the AI device) with its console captured."""
+
+    def __init__(self, fs: Path, cmd: str, model: object, *, device: bool = True,
+                 timeout: float = 180.0) -> None:
+        from harness.devices.virtio_ai import device_entry
+        from harness.machine import Machine, MachineConfig
+
+        self._out = bytearray()
+        self._lock = threading.Lock()
+        self.created: list = []
+        extra = [device_entry(model, created=self.created)] if device else []
+        self.machine = Machine(MachineConfig(
+            kernel=KERNEL, fs=fs, cmd=cmd, timeout=timeout, output=self._sink,
+            flags=bootinfo.F_AIDEV if device else 0, extra_devices=extra))
+
+    def _sink(self, data: bytes) -> None:
+        with self._lock:
+            self._out += data
+
+    @property
+    def text(self) -> str:
+        with self._lock:
+            return self._out.decode(errors="replace").replace("\r\n", "\n")
+
+    @property
+    def device(self):  # -> VirtioAi | None
+        return self.created[0] if self.created else None
+
+    def run(self, during: Callable[[Boot], None] | None = None):  # -> RunResult
+        t = threading.Thread(target=during, args=(self,), daemon=True) if during else None
+        if t:
+            t.start()
+        try:
+            return self.machine.run()
+        finally:
+            if t:
+                t.join(timeout=30)
+            self.machine.close()
+
+    def wait_for(self, needle: str, timeout: float = 60.0) -> None:
+        end = time.monotonic() + timeout
+        while needle not in self.text:
+            if time.monotonic() > end:
+                raise AssertionError(f"no {needle!r} in the output:\n{self.text[-2000:]}")
+            time.sleep(0.01)
+
+
+def run(fs: Path, cmd: str, model: object, *, device: bool = True,
+        timeout: float = 180.0) -> tuple[str, Boot]:
+    """Boot, run cmd, power off; the console output (the run must end in a power-off)."""
+    from harness.machine import Exit
+
+    b = Boot(fs, cmd, model, device=device, timeout=timeout)
+    r = b.run()
+    assert r.exit == Exit.POWEROFF, f"{r.exit}: {r.message}\n{b.text[-4000:]}"
+    assert "panic" not in b.text, b.text[-4000:]
+    return b.text, b
+
+
+def _ok(out: str, mode: str) -> None:
+    assert re.search(rf"^aiktest {mode}: OK \d+ checks$", out, re.M), out[-4000:]
+    assert "FAIL" not in out, out[-4000:]
+
+
+# ----------------------------------------------------------------- aiktest, with ai_daemon
+
+
+@pytest.mark.parametrize("mode", ["sem", "args", "full", "killsubmit", "killwait", "exit"])
+def test_aiktest_with_daemon(images: dict[str, Path], tiny, mode: str) -> None:
+    out, _ = run(images["daemon"], f"aiktest {mode}", tiny)
+    assert "[init] ai_daemon ready" in out
+    _ok(out, mode)
+
+
+def test_guest_ids_equal_the_engine(images: dict[str, Path], tiny) -> None:
+    """aiktest sem's ai_call ids = the host engine's greedy ids for the same prompt."""
+    from pyllm.engine import GenParams
+
+    out, _ = run(images["daemon"], "aiktest sem", tiny)
+    m = re.search(r"^aiktest sem: ids ([\d ]+)$", out, re.M)
+    assert m, out[-3000:]
+    want = tiny.engine.submit([1, 2, 3, 4, 5], GenParams(8, stop_ids=())).wait()
+    assert [int(x) for x in m.group(1).split()] == list(want)
+
+
+def test_trace_register_sees_every_step(images: dict[str, Path], tiny) -> None:
+    """The kernel writes submit, dispatch, complete, waited for a request, in that order,
+    and the device's accept/first/done fall between dispatch and complete."""
+    out, b = run(images["daemon"], "aitest --async --predict 4 3 4 5", tiny)
+    assert re.search(r"^\[aitest\] result: \d+ \d+ \d+ \d+$", out, re.M), out
+    m = re.search(r"^\[aitest\] reqid: (\d+)$", out, re.M)
+    assert m, out
+    rid = int(m.group(1))
+    ev = [(e.event, e.source) for e in b.device.trace if e.reqid == rid]
+    names = [e for e, _ in ev]
+    assert [e for e, s in ev if s == "kernel"] == ["submit", "dispatch", "complete", "waited"]
+    assert names.index("dispatch") < names.index("accept") < names.index("first") \
+        < names.index("done") < names.index("complete"), names
+    times = [e.t_us for e in b.device.trace if e.reqid == rid and e.source == "kernel"]
+    assert times == sorted(times)
+
+
+# ----------------------------------------------------------------- aitest (user_c)
+
+
+@pytest.mark.parametrize("flags", ["--all", "--killworker", "--killdaemon"])
+def test_aitest_checks(images: dict[str, Path], tiny, flags: str) -> None:
+    out, _ = run(images["daemon"], f"aitest {flags} --predict 4 1 2 3; echo status $?", tiny)
+    assert re.search(r"^\[aitest\] \S+: PASS$", out, re.M), out[-3000:]
+    assert not re.search(r"^\[aitest\] \S+: FAIL$", out, re.M), out[-3000:]
+    assert "status 0" in out, out[-3000:]
+
+
+def test_no_slot_leaks_after_many_clients(images: dict[str, Path], tiny) -> None:
+    """8 concurrent clients (aibench), clients killed mid-request, then the slots: all free."""
+    cmd = ("aibench -c 8 -n 3 -g 16; echo bench $?; "
+           "aiktest killwait; aiktest exit; aitest --stats 1 2")
+    out, _ = run(images["daemon"], cmd, tiny, timeout=300)
+    assert "aibench: PASS" in out and "bench 0" in out, out[-3000:]
+    assert re.search(r"^total: requests=24 ok=24 failed=0 ", out, re.M), out[-3000:]
+    assert "aiktest killwait: OK" in out and "aiktest exit: OK" in out, out[-3000:]
+    assert re.search(r"^\[aitest\] stats: PASS$", out, re.M), out[-3000:]
+
+
+# ----------------------------------------------------------------- aiktest, no ai_daemon
+
+
+def test_worker_protocol(images: dict[str, Path], tiny) -> None:
+    out, _ = run(images["nodaemon"], "aiktest worker", tiny)
+    assert "[init] ai_daemon ready" not in out
+    _ok(out, "worker")
+
+
+def test_no_device(images: dict[str, Path]) -> None:
+    out, _ = run(images["daemon"], "aiktest nodev", None, device=False)
+    _ok(out, "nodev")
+
+
+def test_submit_sleeps_while_the_model_loads(images: dict[str, Path],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """No model at boot; the test starts a load whose end it holds back until the guest's
+    submit is asleep; the config interrupt then wakes it."""
+    from harness.devices import virtio_ai
+
+    release = threading.Event()
+    real_load = virtio_ai.LoadedModel.load.__func__
+
+    def held_load(cls, spec: str, **opts: object):  # noqa: ANN001, ANN202
+        lm = real_load(cls, spec, **opts)
+        release.wait(30)
+        return lm
+
+    monkeypatch.setattr(virtio_ai.LoadedModel, "load", classmethod(held_load))
+
+    def drive(b: Boot) -> None:
+        b.wait_for("aiktest loading: waiting for the load")
+        b.machine.post(lambda: b.device.start_load(str(TINY)))
+        b.wait_for("aiktest loading: submitting")
+        time.sleep(0.5)       # the guest is asleep in ai_submit by now
+        release.set()
+
+    b = Boot(images["nodaemon"], "aiktest loading", None)
+    from harness.machine import Exit
+
+    r = b.run(drive)
+    assert r.exit == Exit.POWEROFF, f"{r.exit}: {r.message}\n{b.text[-3000:]}"
+    _ok(b.text, "loading")
+    m = re.search(r"^aiktest loading: submit slept (\d+) us$", b.text, re.M)
+    assert m and int(m.group(1)) >= 300_000, b.text[-3000:]
