@@ -13,8 +13,11 @@ from __future__ import annotations
 import functools
 import json
 import re
+import shutil
+import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from guest import BEGIN, END, ROOT, GuestResult, run_raw
@@ -30,12 +33,13 @@ def _model_available(model: str) -> str | None:
     return None
 
 
-def ai_guest(cmds: str, model: str = SMOL, timeout: float = 300.0) -> GuestResult:
-    """Run cmds in the guest booted with the AI device serving `model`."""
+def ai_guest(cmds: str, model: str = SMOL, timeout: float = 300.0, *extra: str) -> GuestResult:
+    """Run cmds in the guest booted with the AI device serving `model` (extra: more
+    `harness run` options)."""
     why = _model_available(model)
     if why:
         pytest.skip(why)
-    proc = run_raw(f"echo {BEGIN}; ({cmds}); echo {END} $?", timeout, "--model", model)
+    proc = run_raw(f"echo {BEGIN}; ({cmds}); echo {END} $?", timeout, "--model", model, *extra)
     out = proc.stdout.replace("\r\n", "\n")
     start = out.find(BEGIN + "\n")
     m = re.search(re.escape(END) + r" (-?\d+)\n", out)
@@ -388,3 +392,71 @@ def test_daemon_killed_is_restarted_by_init() -> None:
     assert [ppid for _, ppid in workers] == [new] * 8, rows
     assert not {old, *map(int, retired)} & {pid for pid, _, _ in rows}
     assert out.endswith(ids_line(generate(SMOL, (1, 2, 3), 3)) + "\n"), out
+
+
+# ------------------------------------------------------------------ course assets, synthetic
+
+
+def image_with(tmp_path: Path, files: dict[str, bytes]) -> Path:
+    """build/fs.img's contents plus `files` (image name -> bytes), made by user.mk's own rule."""
+    img = tmp_path / "fs.img"
+    base = subprocess.run(["make", "-s", "--eval", "printfs: ; @echo $(FS_FILES)", "printfs"],
+                          cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    extra = []
+    for name, data in files.items():
+        host = tmp_path / name.replace("/", "_")
+        host.write_bytes(data)
+        extra.append(f"{name}={host}")
+    subprocess.run(["make", "-s", f"FS_IMG={img}", f"FS_FILES={' '.join(base + extra)}", str(img)],
+                   cwd=ROOT, check=True, capture_output=True)
+    return img
+
+
+def u32_list(ids: list[int] | tuple[int, ...]) -> bytes:
+    """The course's PMT.BIN/EXP.BIN format: u32 count, then count u32."""
+    return struct.pack(f"<I{len(ids)}I", len(ids), *ids)
+
+
+def test_aitest_defaults_from_course_asset_files(tmp_path: Path) -> None:
+    pmt = (504, 3575, 282, 4649, 314)
+    exp = generate(SMOL, pmt, 6)
+    img = image_with(tmp_path, {"AI/SMOL/PMT.BIN": u32_list(pmt), "AI/SMOL/EXP.BIN": u32_list(exp),
+                                "AI/QWEN/EXP.BIN": u32_list([1] * 33)})
+    r = ai_guest("aitest; echo rc=$?; aitest --predict 2; echo rc=$?; aitest --async 7; "
+                 "echo rc=$?", SMOL, 300.0, "--fs", str(img))
+    res = ids_line(exp)
+    two = ids_line(generate(SMOL, pmt, 2))
+    seven = ids_line(generate(SMOL, (7,), 6))
+    reqid = re.search(r"reqid: (\d+)", r.output)
+    assert reqid, r.output
+    assert r.output == (
+        f"[aitest] tokens: {ids_line(list(pmt))}\n[aitest] token_count: 5\n"
+        f"[aitest] predict_count: 6\n[aitest] result: {res}\n[aitest] bytes: {len(res)}\n"
+        "[aitest] expected: PASS\nrc=0\n"
+        f"[aitest] tokens: {ids_line(list(pmt))}\n[aitest] token_count: 5\n"
+        f"[aitest] predict_count: 2\n[aitest] result: {two}\n[aitest] bytes: {len(two)}\nrc=0\n"
+        f"[aitest] reqid: {reqid.group(1)}\n[aitest] tokens: 7\n[aitest] token_count: 1\n"
+        f"[aitest] predict_count: 6\n[aitest] result: {seven}\n"
+        f"[aitest] bytes: {len(seven)}\nrc=0\n")
+
+
+def test_aitest_bad_course_asset_files(tmp_path: Path) -> None:
+    img = image_with(tmp_path, {"AI/SMOL/PMT.BIN": u32_list([1, 2, 3])[:-2],
+                                "AI/QWEN/EXP.BIN": u32_list([1] * 33)})
+    r = ai_guest("aitest; echo rc=$?; aitest 5; echo rc=$?", SMOL, 300.0, "--fs", str(img))
+    assert r.output == ("aitest: failed to load default prompt tokens\nrc=1\n"
+                        "aitest: failed to load default predict count\nrc=1\n")
+
+
+def test_synthetic_weights_are_labelled(tmp_path: Path) -> None:
+    synth = tmp_path / "tiny_synth"
+    shutil.copytree(QWEN_TINY, synth)
+    (synth / "SYNTHETIC").write_text("random weights (test)\n")
+    r = ai_guest("llmrun --timing --predict 3 1 2 3; aibench -c 2 -n 1 -g 2 -q", str(synth))
+    assert re.search(r"^timing: model=tiny_synth synthetic=1 ", r.output, re.M), r.output
+    assert ("note: synthetic weights (tiny_synth): the ids are not meaningful, the timings are "
+            "real\n") in r.output
+    assert re.search(r"^aibench: model=tiny_synth synthetic=1 ", r.output, re.M)
+    assert r.output.endswith("aibench: PASS\n")
+    boot = r.raw.stdout
+    assert "ready on the AI device, loaded in" in boot and "; synthetic weights" in boot

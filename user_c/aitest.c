@@ -27,13 +27,17 @@
 //                   new workers and the service answers again
 //   --killdaemon    kill the ai_daemon supervisor: init starts a new one,
 //                   which retires the old workers; the service answers again
-// `--` ends the flags. Without token ids the prompt is PMT.BIN of /AI/SMOL or /AI/QWEN when
-// present (u32 count, then count u32 ids), else the single token 0.
+// `--` ends the flags. Without token ids the prompt is PMT.BIN of /AI/SMOL
+// or /AI/QWEN when present (u32 count, then count u32 ids), else the
+// single token 0; without --predict the count is EXP.BIN's (the prompt's
+// greedy continuation), else 1. With both from the files, the result must
+// equal EXP.BIN's ids: "[aitest] expected: PASS".
 //
 // The final lines describe the main request like the course's aitest:
 //   [aitest] tokens: <ids> / token_count / predict_count / result / bytes
 
 #include "types.h"
+#include "stat.h"
 #include "fcntl.h"
 #include "param.h"
 #include "procinfo.h"
@@ -47,6 +51,9 @@
 static uint32 tokens[TOKEN_MAX];
 static int ntokens, predict;
 static int failures;
+static uint32 expected[PREDICT_MAX];    // EXP.BIN's ids (the reference
+static int nexpected;                   // continuation of PMT.BIN)
+static int from_files;                  // prompt from PMT.BIN, predict from EXP.BIN
 
 static void
 pass(const char *check)
@@ -123,14 +130,30 @@ default_prompt(void)
 static void
 default_predict(void)
 {
-  static uint32 exp[PREDICT_MAX];
-  int n = load_bin("/AI/SMOL/EXP.BIN", exp, PREDICT_MAX);
+  int n = load_bin("/AI/SMOL/EXP.BIN", expected, PREDICT_MAX);
 
   if(n == 0)
-    n = load_bin("/AI/QWEN/EXP.BIN", exp, PREDICT_MAX);
+    n = load_bin("/AI/QWEN/EXP.BIN", expected, PREDICT_MAX);
   if(n < 0)
     die("failed to load default predict count");
   predict = n > 0 ? n : 1;
+  nexpected = n;
+}
+
+// With both defaults from the asset files, the result must be EXP.BIN's
+// ids (the course's only reference output; same model assumed).
+static void
+check_expected(const char *result)
+{
+  static char want[RESULT_MAX];
+
+  if(!from_files || nexpected == 0)
+    return;
+  ai_format_ids(want, sizeof(want), expected, nexpected);
+  if(strcmp(result, want) != 0)
+    fail("expected", "result differs from EXP.BIN: %s", want);
+  else
+    pass("expected");
 }
 
 // ------------------------------------------------------------------ checks
@@ -454,6 +477,7 @@ report(const char *result, int bytes)
   printf("[aitest] predict_count: %d\n", predict);
   printf("[aitest] result: %s\n", result);
   printf("[aitest] bytes: %d\n", bytes);
+  check_expected(result);
 }
 
 // --async: submit, optional query / fork / double wait, then wait.
@@ -524,6 +548,7 @@ main(int argc, char *argv[])
   int async = 0, query = 0, forkunauth = 0, doublewait = 0, badwait = 0;
   int cacheprobe = 0, batch = 0, nonblock = 0, smallcap = 0, stats = 0;
   int predict_set = 0, killworker = 0, killdaemon = 0, i;
+  struct stat sb;
 
   for(i = 1; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i++){
     char *a = argv[i];
@@ -573,10 +598,14 @@ main(int argc, char *argv[])
       die("invalid token id %s", argv[i]);
     ntokens++;
   }
+  int prompt_default = ntokens == 0;
   if(ntokens == 0)
     default_prompt();
   if(!predict_set)
     default_predict();
+  from_files = prompt_default && !predict_set && ntokens > 0 &&
+               (stat("/AI/SMOL/PMT.BIN", &sb) == 0 ||
+                stat("/AI/QWEN/PMT.BIN", &sb) == 0);
   if(predict < 1 || predict > PREDICT_MAX)
     die("invalid predict count %d", predict);
   if(batch < 0 || batch > AI_NSLOT)
