@@ -160,6 +160,7 @@ ai_service_submit(struct ai_submit_args *a)
   struct virtio_ai_config *m;
   struct aislot *s;
   int err, id, refreshed = 0;
+  uint64 now = time_us();       // t_submit: the request entered the kernel
 
   if(!virtio_ai_present())
     return -AI_ENODEV;
@@ -192,7 +193,7 @@ ai_service_submit(struct ai_submit_args *a)
     // checked again after every sleep: the model may have changed
     if((err = ais_check_model(a, tokens, m->vocab_size, m->max_context)) != AI_OK)
       goto out;
-    if((s = ais_claim(&ai.sv, p->pid, a, tokens, time_us())) != 0)
+    if((s = ais_claim(&ai.sv, p->pid, a, tokens, now)) != 0)
       break;
     err = (a->flags & AI_NONBLOCK) ? AI_EBUSY : killed(p) ? AI_EKILLED : 0;
     if(err)

@@ -53,6 +53,13 @@ def _require_build() -> None:
         pytest.skip("no riscv64 cross compiler (make setup)")
 
 
+def _aliases() -> dict[str, str]:
+    """UPROG_ALIASES of user_c/user.mk (ALIAS=PROG: /ALIAS is a copy of PROG)."""
+    text = (ROOT / "user_c" / "user.mk").read_text().replace("\\\n", " ")
+    m = re.search(r"^UPROG_ALIASES\s*:?=(.*)$", text, re.M)
+    return dict(a.split("=", 1) for a in m.group(1).split()) if m else {}
+
+
 @pytest.fixture(scope="module")
 def images(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """'daemon': build/user's programs plus aiktest; 'nodaemon': the same without
@@ -67,11 +74,15 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                     "-o", str(elf), str(obj), *(str(UBUILD / o) for o in ULIB)], check=True)
     files: dict[str, str | Path | bytes] = {
         p.name[1:]: p for p in UBUILD.glob("_*") if p.is_file()}
+    for alias, prog in _aliases().items():   # e.g. /ai_worker is a copy of ai_daemon
+        if (UBUILD / f"_{prog}").exists():
+            files[alias] = UBUILD / f"_{prog}"
     files["aiktest"] = elf
     imgs = {}
     for kind in ("daemon", "nodaemon"):
         if kind == "nodaemon":
             files.pop("ai_daemon")
+            files.pop("ai_worker", None)
         imgs[kind] = out / f"{kind}.img"
         build_image(imgs[kind], files, size_blocks=8192, ninodes=512)
     return imgs
