@@ -42,23 +42,31 @@ class Anchor:
     load_s: float
     tpot_s: float
     ttft_s: dict[int, float]  # prompt tokens -> TTFT
+    asset_bytes: float  # what their load read through the guest's file system
+
+    @property
+    def load_MBps(self) -> float:
+        return self.asset_bytes / self.load_s / 1e6
 
     def ttft_per_token_s(self) -> float:
         """TTFT / prompt tokens: their prefill is serial, one token_forward per token."""
         return statistics.median(v / n for n, v in self.ttft_s.items())
 
 
-def _anchor(model: str, rows: list[tuple[int, int, int, int, int]]) -> Anchor:
+def _anchor(model: str, rows: list[tuple[int, int, int, int, int]], asset_bytes: float,
+            ) -> Anchor:
     by_len: dict[int, list[int]] = {}
     for n_in, _, _, ttft, _ in rows:
         by_len.setdefault(n_in, []).append(ttft)
     return Anchor(model, statistics.median(r[2] for r in rows) / 1e6,
                   statistics.median(r[4] for r in rows) / 1e6,
-                  {n: statistics.median(v) / 1e6 for n, v in sorted(by_len.items())})
+                  {n: statistics.median(v) / 1e6 for n, v in sorted(by_len.items())},
+                  asset_bytes)
 
 
-ANCHORS: dict[str, Anchor] = {"smol": _anchor("SmolLM2-135M", SMOL_ROWS),
-                              "qwen": _anchor("Qwen3.5-0.8B", QWEN_ROWS)}
+# asset sizes: course_lab.md section 4 ("136 MB in 2.2 s, ~756 MB in 12.1 s")
+ANCHORS: dict[str, Anchor] = {"smol": _anchor("SmolLM2-135M", SMOL_ROWS, 136e6),
+                              "qwen": _anchor("Qwen3.5-0.8B", QWEN_ROWS, 756e6)}
 
 
 def anchor(name: str) -> Anchor | None:

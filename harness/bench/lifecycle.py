@@ -123,7 +123,8 @@ class ConcPoint:
 class ModelResult:
     spec: str
     name: str
-    label: str
+    label: str  # short, "(synthetic weights)" included
+    title: str  # human-readable: "SmolLM2-135M-Instruct, GGUF Q4_1"
     synthetic: bool
     info: dict[str, Any]
     arch: ArchRow
@@ -292,7 +293,7 @@ def run(opts: Options, progress: Progress, say: Callable[[str], None]) -> Result
             lms[spec] = lm
             m = lm.model
             info = m.info
-            models[spec] = ModelResult(spec, info.name, info.label, info.synthetic,
+            models[spec] = ModelResult(spec, info.name, info.label, _title(info), info.synthetic,
                                        info.as_dict(), arch_row(m, loads[spec].file_bytes),
                                        shapes_of(m), loads[spec], firsts.get(spec))
             runner = EngineRunner(lm.engine, info.vocab_size)
@@ -366,6 +367,16 @@ def run(opts: Options, progress: Progress, say: Callable[[str], None]) -> Result
             lm.close()
     return Results(opts, models, samples, probes.peaks, machine_meta(), skipped,
                    time.perf_counter() - t_start)
+
+
+def _title(info: Any) -> str:
+    from pyllm.registry import MODELS
+
+    spec = MODELS.get(info.name)
+    base = spec.title if spec is not None else Path(info.path).name
+    if info.synthetic:
+        base += ", SYNTHETIC weights"
+    return base
 
 
 def steps_total(opts: Options, n_models: int) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.bench import analysis as A
-from harness.bench.lifecycle import Results
+from harness.bench.lifecycle import Results, course_anchor
 from harness.bench.metrics import METRICS, START_STOP, TIMESTAMP_MEANING, VANTAGES
 from harness.bench.stats import Summary
 
@@ -220,72 +220,98 @@ def findings_roofline(res: Results, spec: str) -> list[str]:
 
 
 def findings_compare(res: Results, a: str, b: str) -> list[str]:
+    """Model B against model A: each measured ratio next to the architecture ratio that
+    predicts it, and the rest of the gap as a difference in achieved rate."""
     rows = {r["what"]: r for r in A.model_ratios(res, a, b)}
     ma, mb_ = res.models[a], res.models[b]
-    o = res.opts
-    n = max(o.input_lens)
+    n = max(res.opts.input_lens)
     out = []
 
     def get(k: str) -> float:
         return rows[k]["ratio"] if k in rows else math.nan
 
-    cand_load = {"bytes a cold load reads": get("bytes read by a cold load"),
-                 "parameters": get("parameters")}
-    lr = get("Model Loading Time, cold (s)")
-    name, r = A.explain_ratio(lr, cand_load)
-    out.append(f"**Load:** {mb_.label} takes {fx(lr)} the cold load of {ma.label} "
-               f"({fx(get('Model Loading Time, warm (s)'))} warm). A cold load reads "
-               f"{fx(get('bytes read by a cold load'))} the bytes from disk, and the model has "
-               f"{fx(get('parameters'))} the parameters; the closest ratio is the {name} "
-               f"({fx(r)}). Cold, loading is weight I/O; warm, the bytes come from the page "
-               "cache and what is left is mapping them and setting up the kernels.")
+    def point(mr: Any, label: str) -> Any:
+        return next((p for p in mr.roofline if p.label == label), None)
+
+    lr, br = get("Model Loading Time, cold (s)"), get("bytes read by a cold load")
+    la, lb = A.load_summary(ma), A.load_summary(mb_)
+    out.append(
+        f"**Model Loading Time** is weight I/O when cold: {mb_.label} takes {fx(lr)} the time "
+        f"of {ma.label} and reads {fx(br)} the bytes ({mb(lb['bytes_read'])} against "
+        f"{mb(la['bytes_read'])}; {f(lb['cold_MBps'])} and {f(la['cold_MBps'])} MB/s). Warm, "
+        f"the ratio drops to {fx(get('Model Loading Time, warm (s)'))}: the bytes come from the "
+        "page cache and what is left is mapping them and setting up the kernels. The parameter "
+        f"ratio ({fx(get('parameters'))}) is not what loading follows: the files hold the "
+        "weights in different formats (Q4_1 GGUF for SmolLM2, the int8 repack of a bf16 "
+        "checkpoint for Qwen), and bytes are what a disk delivers.")
     v = "guest" if "TPOT, guest (ms)" in rows else "engine"
-    tp = get(f"TPOT, {v} (ms)")
-    name, r = A.explain_ratio(tp, {"weight bytes read per token":
-                                   get("weight bytes read per token"),
-                                   "decode FLOPs per token": get("decode FLOPs per token")})
-    out.append(f"**TPOT:** {fx(tp)} ({v}). Decode is memory-bound, so it should follow the "
-               f"bytes streamed per token ({fx(get('weight bytes read per token'))}) more than "
-               f"the FLOPs ({fx(get('decode FLOPs per token'))}); measured, the closest is the "
-               f"{name} ({fx(r)}).")
-    tt = get(f"TTFT {n} tok, {v} (ms)")
-    name, r = A.explain_ratio(tt, {f"prefill FLOPs at {n} tokens":
-                                   get(f"prefill FLOPs, {n} tokens"),
-                                   "weight bytes read per token":
-                                   get("weight bytes read per token")})
-    out.append(f"**TTFT at {n} tokens:** {fx(tt)} ({v}). Prefill at this length is "
-               f"compute-bound, so it follows the matrix work: the prefill FLOPs grow "
-               f"{fx(get(f'prefill FLOPs, {n} tokens'))} (hidden {ma.arch.hidden} -> "
-               f"{mb_.arch.hidden}, FFN {ma.arch.ffn} -> {mb_.arch.ffn}, vocabulary "
-               f"{ma.arch.vocab} -> {mb_.arch.vocab}); the closest is the {name} ({fx(r)}).")
-    out.append(f"Layers do not explain it: {mb_.label} has {mb_.arch.layers} layers against "
-               f"{ma.arch.layers}, but each is far wider, and {mb_.arch.layer_mix.split(' + ')[0]}"
-               " keep a fixed-size state instead of a KV cache "
-               f"({mb(mb_.arch.state_bytes)} per sequence; KV "
-               f"{f(mb_.arch.kv_bytes_per_token / 1024)} KiB per token against "
-               f"{f(ma.arch.kv_bytes_per_token / 1024)} KiB)."
-               if mb_.arch.state_bytes else
-               f"Layers: {mb_.arch.layers} against {ma.arch.layers}.")
+    tp, wr = get(f"TPOT, {v} (ms)"), get("weight bytes read per token")
+    da, db = point(ma, "decode"), point(mb_, "decode")
+    eff = (f" The rest ({fx(tp / wr)}) is achieved bandwidth: {f(db.achieved_bw / 1e9)} GB/s "
+           f"for {mb_.label} against {f(da.achieved_bw / 1e9)} GB/s (engine only)."
+           if da and db else "")
+    out.append(
+        f"**TPOT** ({v}): {fx(tp)}. Decode is memory-bound (section 3), so the prediction is "
+        f"the ratio of bytes streamed per token, {fx(wr)} (the FLOPs grow only "
+        f"{fx(get('decode FLOPs per token'))}): Qwen's 248,320-row LM head and its "
+        f"{mb_.arch.ffn}-wide FFN make most of its {mb(mb_.info['weight_bytes'])}." + eff)
+    tt, fr = get(f"TTFT {n} tok, {v} (ms)"), get(f"prefill FLOPs, {n} tokens")
+    pa, pb = point(ma, f"prefill {n} tok"), point(mb_, f"prefill {n} tok")
+    eff = (f" The rest ({fx(tt / fr)}) is achieved compute: {f(pb.achieved_flops / 1e9)} "
+           f"GFLOP/s for {mb_.label} against {f(pa.achieved_flops / 1e9)} (engine only; the "
+           "DeltaNet recurrence and the wide LM head are not plain GEMMs)."
+           if pa and pb else "")
+    out.append(
+        f"**TTFT at {n} tokens** ({v}): {fx(tt)}. Prefill at this length is compute-bound, so "
+        f"the prediction is the ratio of matrix work, {fx(fr)}: hidden {ma.arch.hidden} -> "
+        f"{mb_.arch.hidden}, FFN {ma.arch.ffn} -> {mb_.arch.ffn}, vocabulary "
+        f"{ma.arch.vocab:,} -> {mb_.arch.vocab:,}." + eff)
+    if mb_.arch.state_bytes or ma.arch.state_bytes:
+        out.append(
+            f"**Layers** do not explain the gap: {mb_.label} has {mb_.arch.layers} layers "
+            f"against {ma.arch.layers}, but each is far wider (matrix work grows with hidden "
+            f"x FFN, not with depth), and {mb_.arch.layer_mix} layers mean a fixed "
+            f"{mb(mb_.arch.state_bytes)} recurrent state per sequence plus only "
+            f"{f(mb_.arch.kv_bytes_per_token / 1024)} KiB of KV cache per token, against "
+            f"{f(ma.arch.kv_bytes_per_token / 1024)} KiB for {ma.label}: at long contexts Qwen "
+            "reads less cache per token than the smaller model.")
     return out
 
 
 def findings_conc(res: Results, spec: str) -> list[str]:
+    """What the sweep shows, per vantage, from its first and last concurrency level."""
     mr = res.models[spec]
     out = []
     for v, pts in mr.conc.items():
         if len(pts) < 2:
             continue
         a, b = pts[0], pts[-1]
-        w = f" with {b.workers} ai_daemon workers and 8 request slots" if b.workers else ""
-        out.append(
-            f"**{mr.label}, {v}:** from {a.clients} to {b.clients} clients{w}, output "
-            f"throughput goes {f(a.tok_per_s)} -> {f(b.tok_per_s)} tok/s "
-            f"({fx(A.ratio(b.tok_per_s, a.tok_per_s))}), median TTFT {f(a.ttft.median)} -> "
-            f"{f(b.ttft.median)} ms (P99 {f(b.ttft.p99)}), median TPOT {f(a.tpot.median)} -> "
-            f"{f(b.tpot.median)} ms, queueing {f(a.queue.median)} -> {f(b.queue.median)} ms. "
-            "Batched decode reads the weights once for every running sequence, so throughput "
-            "rises while each request's TPOT grows less than the client count; requests beyond "
-            "what the workers serve wait in the queue, which shows up in TTFT.")
+        k = b.clients / a.clients
+        thr, tpg = A.ratio(b.tok_per_s, a.tok_per_s), A.ratio(b.tpot.median, a.tpot.median)
+        w = f" ({b.workers} ai_daemon workers, 8 request slots)" if b.workers else ""
+        text = (f"**{mr.label}, {v}:** from {a.clients} to {b.clients} clients{w}, output "
+                f"throughput goes {f(a.tok_per_s)} -> {f(b.tok_per_s)} tok/s ({fx(thr)}), "
+                f"median TPOT {f(a.tpot.median)} -> {f(b.tpot.median)} ms ({fx(tpg)}), median "
+                f"TTFT {f(a.ttft.median)} -> {f(b.ttft.median)} ms (P99 {f(b.ttft.p99)}). ")
+        if math.isfinite(tpg) and tpg < k:
+            text += (f"TPOT grew less than the {fx(k)} clients: one decode step advances every "
+                     "running sequence with a single pass over the weights (batching), which "
+                     "is why throughput rises. ")
+        else:
+            text += (f"TPOT grew as much as the clients ({fx(k)}): the steps were not shared, "
+                     "so throughput stayed flat. ")
+        qshare = A.ratio(b.queue.median, b.ttft.median)
+        if math.isfinite(qshare) and qshare > 0.1:
+            where = ("in the kernel's queue, for a worker" if v == "guest"
+                     else "for its turn to prefill (one prompt chunk per engine step)")
+            text += (f"A request now waits {f(b.queue.median)} ms ({f(100 * qshare, 2)} % of "
+                     f"its TTFT) {where}: back-pressure shows up as TTFT.")
+        else:
+            text += (f"Requests hardly wait in the queue ({f(b.queue.median)} ms) — there are "
+                     "as many workers as clients — so the TTFT growth happens inside the "
+                     "device: newcomers' prefill chunks interleave with the others' decode "
+                     "steps.")
+        out.append(text)
     return out
 
 
@@ -343,7 +369,7 @@ def write_markdown(res: Results, out: Path, plots: dict[str, Path]) -> Path:
     for k, spec in enumerate(specs):
         mr = res.models[spec]
         task = "Task A" if k == 0 else "Task B" if k == 1 else "Model"
-        add(f"## 2.{k + 1} {task} — {mr.label}: load, TTFT and TPOT against lengths")
+        add(f"## 2.{k + 1} {task} — {mr.title}: load, TTFT and TPOT against lengths")
         add("")
         ls = A.load_summary(mr)
         add(f"**Model Loading Time:** cold {f(ls['cold'].median)} s, warm "
@@ -425,7 +451,7 @@ def write_markdown(res: Results, out: Path, plots: dict[str, Path]) -> Path:
     if len(specs) >= 2:
         a, b = specs[0], specs[1]
         ma, mb_ = res.models[a], res.models[b]
-        add(f"## 4. Task B — {mb_.label} against {ma.label}")
+        add(f"## 4. Task B — {mb_.title} against {ma.title}")
         add("")
         arows = []
         for mr in res.models.values():
@@ -524,6 +550,15 @@ def write_markdown(res: Results, out: Path, plots: dict[str, Path]) -> Path:
             "is why a token takes milliseconds instead of seconds. Their TTFT was "
             "prompt length × TPOT (serial prefill); batched prefill makes ours grow much "
             "slower than the prompt.")
+        for spec in specs:
+            an = course_anchor(res.models[spec])
+            if an is not None:
+                ls = A.load_summary(res.models[spec])
+                add("")
+                add(f"Load, {res.models[spec].label}: the course read {mb(an.asset_bytes)} of "
+                    f"assets through the guest's file system at {f(an.load_MBps)} MB/s; a cold "
+                    f"load here reads {mb(ls['bytes_read'])} on the host at "
+                    f"{f(ls['cold_MBps'])} MB/s.")
         add("")
     rows = []
     for spec in specs:
