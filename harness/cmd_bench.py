@@ -15,6 +15,7 @@ from harness.cli import LazyGroup
 BENCH_COMMANDS: dict[str, str] = {
     "engine": "pyllm.bench:engine",
     "system": "harness.bench_system:system",
+    "service": "harness.bench_service:service",
 }
 
 
@@ -81,6 +82,7 @@ def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: l
     harness bench --quick          the same in a minute or two
     harness bench engine           pyllm vs llama.cpp vs numpy-f32: load, TTFT, TPOT
     harness bench system           boot time, syscall round trip, guest MIPS, idle host CPU
+    harness bench service          TTFT/TPOT through the guest's AI service vs the engine alone
 
     Each metric's start and stop are defined in harness/bench/metrics.py and docs/BENCH.md.
     """

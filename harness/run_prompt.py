@@ -106,7 +106,11 @@ def _report(run: GuestRun, session: AiSession, ids: list[int], text: str, quiet:
     res = results[-1]
     tok = session.tokenizer
     click.echo("")
-    click.echo(click.style(tok.decode(ids), bold=True) + tok.decode(res.ids))
+    full = tok.decode(ids + res.ids).rstrip("\n")  # decoded together: exact spacing
+    head = tok.decode(ids)
+    if full.startswith(head):  # the prompt in bold on a terminal
+        full = click.style(head, bold=True) + full[len(head):]
+    click.echo(full)
     click.echo("")
     click.echo(format_timings(res, len(ids)))
     return 0 if run.ok else run.status or 1
