@@ -460,3 +460,18 @@ def test_synthetic_weights_are_labelled(tmp_path: Path) -> None:
     assert r.output.endswith("aibench: PASS\n")
     boot = r.raw.stdout
     assert "ready on the AI device, loaded in" in boot and "; synthetic weights" in boot
+
+
+def test_without_ai_device_every_program_says_so() -> None:
+    from guest import run_guest
+
+    r = run_guest("llmrun 1 2 3; echo rc=$?; aitest; echo rc=$?; aibench; echo rc=$?; "
+                  "ai_daemon; echo rc=$?; ps")
+    lines = r.output.splitlines()
+    assert lines[:8] == [
+        "llmrun: no AI device (boot with: harness run --model smol)", "rc=1",
+        "aitest: ai_call failed (no AI device or no model loaded)", "rc=1",
+        "aibench: no AI device with a ready model (boot with: harness run --model smol)", "rc=2",
+        "ai_daemon: no AI device", "rc=1",
+    ]
+    assert "ai_daemon" not in r.output.split("rc=1\n")[-1]  # init did not start one
