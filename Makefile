@@ -66,6 +66,32 @@ bench: setup build
 bench-engine: setup
 	$(PY) -m harness bench engine
 
+# ---------------------------------------------------------------- the course's habits (issue 9)
+# The lab's make targets, mapped to the harness. The model is looked up in models/: our GGUF /
+# HF checkpoint, else the course's asset folder or zip dropped there (SMOL/, smol.zip, QWEN/,
+# qwen.zip). SMOL_ARCHIVE=path/to/smol.zip (QWEN_ARCHIVE) picks one, as in the lab's Makefile.
+# qemu-gdb waits for GDB on GDBPORT (the lab's 26000), through `harness debug` once it exists.
+SMOL_ARCHIVE ?= smol
+QWEN_ARCHIVE ?= qwen
+GDBPORT      ?= 26000
+.PHONY: qemu-smol qemu-qwen qemu-gdb
+qemu-smol: setup build
+	$(PY) -m harness run --model $(SMOL_ARCHIVE)
+
+qemu-qwen: setup build
+	$(PY) -m harness run --model $(QWEN_ARCHIVE)
+
+qemu-gdb: setup build
+	@if $(PY) -m harness debug --help >/dev/null 2>&1; then \
+	  exec $(PY) -m harness debug --gdb $(GDBPORT); \
+	elif $(PY) -m harness run --help 2>/dev/null | grep -q -- '--gdb'; then \
+	  exec $(PY) -m harness run --gdb $(GDBPORT); \
+	else \
+	  echo "make qemu-gdb: this harness has no GDB stub command yet (harness debug is" \
+	       "being written); then this target runs: $(PY) -m harness debug --gdb $(GDBPORT)" >&2; \
+	  exit 2; \
+	fi
+
 lint:
 	$(PY) -m ruff check harness pyllm scripts tests
 
