@@ -71,6 +71,7 @@ static struct {
   struct aiq_used *used;
   uint16 used_idx;              // how far we have read used->ring
   struct virtio_ai_config cfg;  // the model, as last read from the device
+  uint32 cfggen;                // CONFIG_GENERATION when cfg was read
 } dev;
 
 static void virtio_ai_intr(void);
@@ -96,6 +97,7 @@ readcfg(void)
     for(i = 0; i < sizeof(dev.cfg) / 4; i++)
       w[i] = *R(VIRTIO_MMIO_CONFIG + 4 * i);
   } while(gen != *R(VIRTIO_MMIO_CONFIG_GENERATION));
+  dev.cfggen = gen;
   dev.cfg.name[sizeof(dev.cfg.name) - 1] = 0;
   dev.cfg.arch[sizeof(dev.cfg.arch) - 1] = 0;
   return dev.cfg.state != old;
@@ -203,13 +205,15 @@ virtio_ai_sampling(void)
   return (dev.features >> VIRTIO_AI_F_SAMPLING) & 1;
 }
 
-// The loaded model (state, vocabulary, context, ...): our copy, first
-// re-read from the device if refresh (MMIO reads are slow under the
-// harness; the config-change interrupt keeps the copy current anyway).
+// The loaded model (state, vocabulary, context, ...): our copy. The
+// config-change interrupt keeps it current; refresh also checks the
+// device's CONFIG_GENERATION (one register read, where re-reading the
+// whole config space costs 28) and re-reads it if it changed.
 struct virtio_ai_config*
 virtio_ai_model(int refresh)
 {
-  if(refresh && dev.present && readcfg())
+  if(refresh && dev.present &&
+     *R(VIRTIO_MMIO_CONFIG_GENERATION) != dev.cfggen && readcfg())
     ai_model_changed();
   return &dev.cfg;
 }
