@@ -249,3 +249,24 @@ def test_real_smol_matches_spec_and_cfg_versions(smol_zip, tmp_path):
         a.close()
         mv = pyllm.load(str(out), backend="numpy-f32")
         assert rel_rms(mv.logits_all(SMOL_TOKS, mv.new_state()), base) <= 1e-6
+
+
+# ---------------------------------------------------------------- through the guest
+
+@pytest.mark.slow
+def test_guest_llmrun_serves_a_course_zip(exported):
+    """`harness run --model x.zip`: the course's runner in the guest, over the AI service and
+    device, prints the zip's own EXP.BIN; the other family's runner refuses it."""
+    from guest import BEGIN, END, run_raw
+
+    _, path = exported["qwen_text"]
+    a = open_course(path)
+    ids = " ".join(map(str, a.prompt))
+    proc = run_raw(f"echo {BEGIN}; llmrun_qwen --predict {len(a.expected)} {ids}; "
+                   f"llmrun_smol --predict 1 1 2 3; echo {END} $?", 240.0, "--model", str(path))
+    out = proc.stdout.replace("\r\n", "\n")
+    assert BEGIN in out and END in out, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = out[out.index(BEGIN):].splitlines()
+    assert " ".join(map(str, a.expected)) in lines
+    assert "llmrun_smol: expected SmolLM assets, got Qwen3.5" in out
+    a.close()
