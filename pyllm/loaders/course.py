@@ -22,7 +22,7 @@ Any file may instead be a directory of chunks `00000`, `00001`, ... read in orde
 `CourseFormatError("<where>: <the course's error text>")` (course_lab.md 1.1), so a broken
 asset reads the way students know it. The norms stay as stored: SmolLM's are plain RMSNorm
 weights, Qwen's have the `1 +` of its (1 + w) norms folded in (all but the DeltaNet output
-norm). The writer half (`pack_cfg`, `pack_layer`, `u32_list`, `rope_table`, `AssetWriter`) is
+norm). The writer half (`pack_cfg`, `pack_blob`, `u32_list`, `rope_table`, `AssetWriter`) is
 used by pyllm/export.py.
 """
 
@@ -34,7 +34,7 @@ import shutil
 import struct
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -277,10 +277,6 @@ def pack_blob(items: dict[str, Any], layout: Layout) -> list[bytes | np.ndarray]
                 raise ValueError(f"{name}: qmat {q.shape} {q.dtype}, expected {shape} int8")
             out += [scale.astype("<f4"), q]
     return out
-
-
-def pack_layer(items: dict[str, Any], cfg: CourseConfig, kind: int) -> list[bytes | np.ndarray]:
-    return pack_blob(items, layer_layout(cfg, kind))
 
 
 def emb_layout(cfg: CourseConfig) -> Layout:
@@ -801,7 +797,7 @@ class AssetWriter:
             mode = "a" if self.tmp.exists() else "w"
             self._zf = zipfile.ZipFile(self.tmp, mode, self.compression, allowZip64=True)
             if mode == "w" and self.root:
-                self._zf.writestr(zipfile.ZipInfo(self.root + "/"), b"")
+                self._zf.writestr(zipfile.ZipInfo(self.root + "/", (2026, 1, 1, 0, 0, 0)), b"")
         else:
             self.tmp.mkdir(parents=True, exist_ok=True)
 
@@ -886,18 +882,3 @@ class AssetWriter:
     def __exit__(self, *exc: Any) -> None:
         if exc[0] is not None or self.tmp.exists():
             self.abort()
-
-
-def iter_files(src_path: Path) -> Iterator[tuple[str, int]]:
-    """(name, bytes) of every asset file at `src_path` (chunked files as one), for
-    listings and tests."""
-    src = find_source(src_path)
-    if src is None:
-        return
-    try:
-        for name in sorted(src.entries("")):
-            buf = src.load(name, [])
-            if buf is not None:
-                yield name, buf.nbytes
-    finally:
-        src.close()
