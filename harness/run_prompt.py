@@ -11,8 +11,11 @@ when stdin is a terminal, boots the interactive shell with the model already loa
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -59,7 +62,8 @@ def run_prompt(*, model: str, text: str, max_new_tokens: int, kernel: Path, fs: 
             click.echo(f"[harness] prompt {text!r}: {len(ids)} tokens; in the guest: "
                        f"{_short(cmd)}", err=True)
         echo = None if quiet else _echo_console
-        run = session.run(cmd, timeout=timeout, echo=echo)
+        with _sigterm_as_interrupt():
+            run = session.run(cmd, timeout=timeout, echo=echo)
         boots.append(("boot 1: " + _short(cmd), run.trace))
         code = _report(run, session, ids, text, quiet)
         if code == 0 and then_shell and os.isatty(0):
@@ -71,6 +75,21 @@ def run_prompt(*, model: str, text: str, max_new_tokens: int, kernel: Path, fs: 
                        "(open it in https://ui.perfetto.dev)", err=True)
         session.close()
     return code
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM/SIGHUP end the run like Ctrl-C (the machine stops cleanly, exit 130)."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
 
 
 def _echo_console(data: bytes) -> None:

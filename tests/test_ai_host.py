@@ -190,3 +190,17 @@ def test_demo_then_interactive_shell() -> None:
     finally:
         child.close(force=True)
     assert child.exitstatus == 0
+
+
+@pytest.mark.slow
+def test_bench_service_runs_and_reports_ratios(tmp_path: Path) -> None:
+    """A smoke run of `harness bench service` (figures are printed, never asserted)."""
+    _need_build()
+    out = tmp_path / "b.json"
+    p = harness("bench", "service", "-m", str(TINY), "--reps", "1", "--pairs", "1", "-n", "4",
+                "--json", str(out), timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "TTFT (ms)" in p.stdout and "TPOT (ms)" in p.stdout and "targets:" in p.stdout
+    assert "identical to the engine's" in p.stdout and "busy guest" in p.stdout
+    data = json.loads(out.read_text())
+    assert len(data["pairs"]) == 3 and all(x["same_ids"] for x in data["pairs"])
