@@ -731,7 +731,8 @@ class Interpreter:
         locs = self.programs.resolve(spec, prog, None, self.evaluator().integer)
         loc = locs[0]
         p = loc.program or prog
-        row = p.row(loc.addr)
+        hit = p.function(loc.addr) if loc.line is None else None
+        row = p.row(hit[0].addr if hit else loc.addr)  # a function: from its first line
         if row is None:
             raise DebugError(f"No line number information available for {spec}.")
         return ListPos(p, row.file, row.line)

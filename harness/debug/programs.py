@@ -48,7 +48,8 @@ class Program:
             self.elf = ElfImage.load(path)
         except ElfLoadError as e:
             raise DebugError(str(e)) from None
-        self._by_name = _all_symbols(path)  # ElfImage keeps one name per address
+        # ElfImage keeps one name per address; the STT_FILE names are the sources
+        self._by_name, self._files = _all_symbols(path)
         # the trampoline page runs at TRAMPOLINE, not where it is linked
         self._tramp = None if user else self._by_name.get("trampoline")
 
@@ -62,6 +63,12 @@ class Program:
     @cached_property
     def dwarf(self) -> DwarfInfo:
         return DwarfInfo(self.path)
+
+    def has_source(self, file: str) -> bool:
+        """Could FILE (a path suffix) be one of this program's sources? (a cheap check on
+        the symbol table's file names, before reading line tables)"""
+        stem = file.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        return stem in self._files
 
     @property
     def symbol_names(self) -> list[str]:
@@ -148,6 +155,7 @@ class Location:
 
     program: Program | None
     addr: int
+    line: int | None = None  # the line a FILE:LINE spec asked for (after gdb's move)
 
     @property
     def kernel(self) -> bool:
@@ -158,6 +166,9 @@ class Location:
         if p is None:
             return f"{self.addr:#x} (any process)"
         where = p.where(self.addr)
+        row = p.row(self.addr)
+        if self.line is not None and row is not None:
+            where = f"{row.file}:{self.line}"
         sym = p.describe(self.addr)
         out = f"{self.addr:#x}"
         if p.user:
@@ -229,20 +240,25 @@ class Programs:
         return self._function(spec, prog, current)
 
     def _file_line(self, file: str, line: int, prog: Program | None) -> list[Location]:
-        progs = [prog] if prog is not None else [self.kernel, *self.users()]
+        if prog is not None:
+            progs = [prog]
+        elif self.kernel.lines.match_file(file):
+            progs = [self.kernel]  # kernel sources are not linked into user programs
+        else:
+            progs = [p for p in self.users() if p.has_source(file)]
         out: list[Location] = []
         known = False
         for p in progs:
             for f in p.lines.match_file(file):
                 known = True
-                _, addrs = p.lines.line_addresses(f, line)
+                found, addrs = p.lines.line_addresses(f, line)
                 # one location per function, at its lowest address (as gdb does)
                 seen: set[str] = set()
                 for a in addrs:
                     fn = p.describe(a).split("+")[0]
                     if fn not in seen:
                         seen.add(fn)
-                        out.append(Location(p, a))
+                        out.append(Location(p, a, found))
         if not known:
             where = f" in {prog.name}" if prog is not None else ""
             raise DebugError(f"No source file named {file}{where}.")
@@ -287,21 +303,27 @@ def _is_call(bits: int, n: int) -> bool:
     return bits & 0xF07F == 0x9002 and bits != 0x9002
 
 
-def _all_symbols(path: Path) -> dict[str, Symbol]:
-    """Every named function/object/label of an ELF by name (sized symbols win)."""
+def _all_symbols(path: Path) -> tuple[dict[str, Symbol], set[str]]:
+    """Every named function/object/label of an ELF by name (sized symbols win), and the
+    source file names of its STT_FILE symbols."""
     from elftools.elf.elffile import ELFFile
     from elftools.elf.sections import SymbolTableSection
 
     out: dict[str, Symbol] = {}
+    files: set[str] = set()
     with open(path, "rb") as f:
         tab = ELFFile(f).get_section_by_name(".symtab")
         if not isinstance(tab, SymbolTableSection):
-            return out
+            return out, files
         for s in tab.iter_symbols():
+            kind = s["st_info"]["type"]
+            if kind == "STT_FILE":
+                files.add(s.name.rsplit("/", 1)[-1].rsplit(".", 1)[0])  # usys.S: usys.o
+                continue
             if (not s.name or s["st_shndx"] == "SHN_UNDEF" or s.name.startswith((".L", "$"))
-                    or s["st_info"]["type"] not in ("STT_FUNC", "STT_OBJECT", "STT_NOTYPE")):
+                    or kind not in ("STT_FUNC", "STT_OBJECT", "STT_NOTYPE")):
                 continue
             old = out.get(s.name)
             if old is None or (s["st_size"] and not old.size):
                 out[s.name] = Symbol(s.name, s["st_value"], s["st_size"])
-    return out
+    return out, files
