@@ -117,6 +117,21 @@ def test_backends_agree_and_decode_matches_prefill(exported, case):
         assert m.info.extra["decode"] == "c"
 
 
+@pytest.mark.parametrize("case", CASES)
+def test_batched_step_keeps_each_sequence_own_rows(exported, case):
+    """The C paths get only the batch's embedding rows (tokens renumbered 0..n-1): a step
+    over several sequences equals each sequence alone."""
+    _, path = exported[case]
+    m = pyllm.load(str(path), backend="c")
+    seqs = [[1, 5, 9], [33, 2], [7, 40, 12, 3]]
+    alone = [all_logits(m, s)[-1] for s in seqs]
+    states = [m.new_state() for _ in seqs]
+    for st, s in zip(states, seqs, strict=True):
+        m.prefill(s[:-1], st)
+    out = m.step([(st, np.array([s[-1]], np.int32)) for st, s in zip(states, seqs, strict=True)])
+    assert rel_rms(np.asarray(out), np.stack(alone)) <= 1e-4
+
+
 def test_smol_rope_rows_are_permuted_back(exported, monkeypatch):
     """The course stores Q/K in HF order (rotate-half); the Llama code needs GGUF's interleaved
     order. Without the permutation the model disagrees with the spec; with it, it agrees."""

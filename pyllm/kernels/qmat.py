@@ -51,8 +51,8 @@ def dequantize(scale: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 
 def dequantize_table(scale: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Like `dequantize`, for a whole table (the embedding): in C on the thread pool when the
-    kernels are built (a 248320 x 1024 table: ~0.2 s instead of ~2 s)."""
+    """Like `dequantize`, for a big matrix (the numpy-f32 backend's LM head): in C on the
+    thread pool when the kernels are built."""
     from pyllm.kernels import native
 
     nat = native()

@@ -635,13 +635,10 @@ class CourseAssets:
         if self.source is not None:
             self.source.close()
 
-    def drop_weights(self) -> None:
-        """Forget the weight arrays (a model that copied them into its own format lets the
-        mapped files and chunk buffers go)."""
+    def drop_layers(self) -> None:
+        """Forget the layer arrays (a model that copied them into its own format lets those
+        mapped files go; EMB.BIN stays: embedding rows are read from it)."""
         self.layers = []
-        self.emb = (np.zeros(0, F32), np.zeros((0, self.cfg.dim), np.int8))
-        self.norm = self.rope = np.zeros(0, F32)
-        self.close()
 
 
 def open_course(path: str | os.PathLike[str], expect: int | None = None) -> CourseAssets:

@@ -37,7 +37,6 @@ from typing import Any
 import numpy as np
 
 from pyllm.errors import ModelNotFoundError, PyllmError, UnsupportedArchitectureError
-from pyllm.kernels.qmat import dequantize_table
 from pyllm.loaders import TensorRef
 from pyllm.loaders.course import (
     FLAG_ATTN_GATE,
@@ -110,7 +109,7 @@ def make_linear(backend: str, parts: list[Qmat]) -> Any:
         return Q.QmatTwinLinear(scale, q)
     from pyllm.kernels.linear import DenseLinear
 
-    return DenseLinear(Q.dequantize(scale, q))
+    return DenseLinear(Q.dequantize_table(scale, q))
 
 
 def pick_backend(backend: str, shapes: list[tuple[int, int]], where: str,
@@ -225,7 +224,8 @@ class _CourseFastLlama(_FastLlama):
         self.lins.append(head)
         self.qmats["head"] = head.qm.c
         self.nbytes = sum(lin.nbytes for lin in self.lins)
-        self.embd = dequantize_table(*a.emb)
+        self.emb = a.emb  # int8 rows; the rows a call needs are dequantized for it (forward)
+        self.no_rows = np.zeros((1, cfg.dim), F32)
         self.attn_norm = np.stack([np.asarray(ly["input_norm"], F32) for ly in a.layers])
         self.ffn_norm = np.stack([np.asarray(ly["post_norm"], F32) for ly in a.layers])
         self.out_norm = np.array(a.norm, F32)
@@ -233,12 +233,67 @@ class _CourseFastLlama(_FastLlama):
         m.dim, m.hidden, m.n_layers = cfg.dim, cfg.hidden, L
         m.n_heads, m.n_kv_heads, m.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         m.vocab, m.eps, m.theta = cfg.vocab_size, cfg.norm_eps, cfg.rope_theta
-        m.embd_f32 = ptr(self.embd, "float *")
+        m.embd_f32 = ptr(self.no_rows, "float *")
         m.attn_norm, m.ffn_norm = ptr(self.attn_norm, "float *"), ptr(self.ffn_norm, "float *")
         m.out_norm = ptr(self.out_norm, "float *")
         m.wqkv, m.wo, m.wgu = self.qmats["wqkv"], self.qmats["wo"], self.qmats["wgu"]
         m.wdown, m.head = self.qmats["wdown"], self.qmats["head"]
         self.m = m
+
+    def forward(self, batch: list[tuple[Any, np.ndarray]], all_rows: bool = False) -> np.ndarray:
+        """_FastLlama.forward with the embedding rows of this batch only: llama.c reads token
+        ids for nothing but the row lookup, so the rows go in as a small f32 table indexed
+        0..n-1 (no 4-bytes-per-weight copy of the whole embedding)."""
+        rows, remapped = batch_rows(self.emb, batch)
+        self.m.embd_f32 = self.ffi.cast("float *", rows.ctypes.data)
+        try:
+            return super().forward(remapped, all_rows)
+        finally:
+            self.m.embd_f32 = self.ffi.cast("float *", self.no_rows.ctypes.data)
+
+
+def batch_rows(emb: Qmat, batch: list[tuple[Any, Any]]) -> tuple[np.ndarray, list[Any]]:
+    """(the dequantized embedding rows of every token of `batch`, the batch with its tokens
+    replaced by their row numbers in that table)."""
+    ids = [np.atleast_1d(np.asarray(t, np.int64)) for _, t in batch]
+    rows = np.ascontiguousarray(dequantize_rows(emb, np.concatenate(ids)))
+    remapped, at = [], 0
+    for (st, t), i in zip(batch, ids, strict=True):
+        r = np.arange(at, at + len(i), dtype=np.int32)
+        remapped.append((st, r if np.ndim(t) else int(r[0])))
+        at += len(i)
+    return rows, remapped
+
+
+class QmatEmbedding:
+    """Embedding rows dequantized when looked up (pyllm.kernels.linear.Embedding's interface).
+    `t` is a one-row stand-in for qwen35_c.FastDecode, whose table pointer _CourseFastDecode
+    sets per call."""
+
+    def __init__(self, emb: Qmat) -> None:
+        self.m = emb
+        dim = emb[1].shape[1]
+        self.t = TensorRef("EMB.BIN", "F32", (1, dim), np.zeros((1, dim), F32), 4 * dim)
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        return dequantize_rows(self.m, ids)
+
+
+def _course_fast_decode(model: Any, emb: Qmat) -> Any:
+    """qwen35_c.FastDecode fed one embedding row per sequence (as _CourseFastLlama does)."""
+    from pyllm.models.qwen35_c import FastDecode
+
+    class _CourseFastDecode(FastDecode):
+        def __call__(self, items: list[tuple[Any, int]]) -> np.ndarray:
+            rows, remapped = batch_rows(emb, items)
+            keep = self.s.embd_f32
+            self.s.embd_f32 = self.ffi.cast("float *", rows.ctypes.data)
+            try:
+                return super().__call__(remapped)
+            finally:
+                self.s.embd_f32 = keep
+
+    return _CourseFastDecode(model)
 
 
 class CourseLlama(LlamaModel):
@@ -355,7 +410,7 @@ def qwen_config(a: CourseAssets) -> Any:
 
 def build_qwen(a: CourseAssets, backend: str, n_threads: int, name: str,
                synthetic: bool) -> Model:
-    from pyllm.kernels.linear import Embedding, NumpyOps, Q8Ops
+    from pyllm.kernels.linear import NumpyOps, Q8Ops
     from pyllm.models import qwen35 as Q
 
     cfg = qwen_config(a)
@@ -388,10 +443,8 @@ def build_qwen(a: CourseAssets, backend: str, n_threads: int, name: str,
             kind=kind, input_norm=unfold(ly["input_norm"]), mixer=mixer,
             post_norm=unfold(ly["post_norm"]), gate_up=lin(ly["gate_proj"], ly["up_proj"]),
             down=lin(ly["down_proj"])))
-    # the C decode step looks rows up in a float32 (or bf16) table: dequantize once
-    emb = dequantize_table(*a.emb)
-    embed = Embedding(TensorRef("EMB.BIN", "F32", emb.shape, emb, emb.nbytes))
-    w = Q.Qwen35Weights(embed=embed, layers=layers, norm=unfold(a.norm), head=lin(a.emb))
+    w = Q.Qwen35Weights(embed=QmatEmbedding(a.emb), layers=layers, norm=unfold(a.norm),
+                        head=lin(a.emb))
     ops = Q8Ops(n_threads=n_threads) if backend in ("c", "c-f32") else NumpyOps()
     mats = [w.head] + [m for lw in layers for m in
                        (lw.gate_up, lw.down, *_mixer_mats(lw))]
@@ -400,13 +453,11 @@ def build_qwen(a: CourseAssets, backend: str, n_threads: int, name: str,
                  bos=None, eos=cfg.eos_ids,
                  extra={"n_heads": cfg.n_heads, "n_kv_heads": cfg.n_kv_heads,
                         "head_dim": cfg.head_dim, "rotary_dim": cfg.rotary_dim,
-                        "weights_copied": backend in ("c", "numpy-f32")})
+                        "weights_copied": backend in ("c", "numpy-f32")})  # but EMB.BIN
     model = Q.Qwen35(cfg, w, ops, info)
     model.assets = a  # type: ignore[attr-defined]  # keeps the mapped files alive
     if backend == "c" and cfg.lin_v_dim <= 1024:
-        from pyllm.models import qwen35_c
-
-        model.fast = qwen35_c.FastDecode(model)
+        model.fast = _course_fast_decode(model, a.emb)
     info.extra["decode"] = "c" if model.fast is not None else "numpy"
     return model
 
@@ -447,7 +498,7 @@ def from_course(path: Path, *, name: str, synthetic: bool = False, backend: str 
         a.close()
         raise
     if model.info.extra.get("weights_copied"):
-        a.drop_weights()
+        a.drop_layers()
     model.info.load_seconds = time.perf_counter() - t0
     return model
 
