@@ -138,6 +138,10 @@ class RspConnection:
         """While the body runs (the target is running), call on_interrupt when gdb sends
         0x03; other bytes are kept for read_packet."""
         rd, wr = os.pipe()
+        with self._lock:
+            if INTERRUPT in self._buf:  # it came in with the packet that started us
+                self._buf.remove(0x03)
+                on_interrupt()
 
         def watch() -> None:
             while True:
