@@ -34,14 +34,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import numpy as np
 
 from pyllm.errors import PyllmError, UnsupportedArchitectureError
 
-F32 = np.float32
+if TYPE_CHECKING:  # numpy is imported where it is used: `harness models --help` stays quick
+    import numpy as np
+
 COURSE_PROMPT = [1, 42, 314, 2718, 7, 99, 1234, 2048] * 4  # the lab's user/prompt.txt
 REFERENCE_TEXT = "The capital of France is"
 DEFAULT_CHUNK = 64 << 20
@@ -74,11 +75,15 @@ class Source:
 
 
 def _gguf_source(name: str, path: Path, synthetic: bool) -> Source:
+    import numpy as np
+
     from pyllm.loaders.course import KIND_SMOL, CourseConfig
     from pyllm.loaders.gguf import open_gguf, tensor_array
     from pyllm.models.course import to_rotate_half
     from pyllm.models.llama import LlamaConfig, _weight_format, tokenizer_from_gguf
     from pyllm.quants import dequantize
+
+    F32 = np.float32
 
     ck = open_gguf(path)
     lc = LlamaConfig.from_gguf(ck.metadata, str(path))
@@ -122,6 +127,8 @@ def _gguf_source(name: str, path: Path, synthetic: bool) -> Source:
 
 
 def _hf_source(name: str, path: Path, synthetic: bool) -> Source:
+    import numpy as np
+
     from pyllm.kernels.linear import raw_f32, tensor_f32
     from pyllm.loaders.course import (
         FLAG_ATTN_GATE,
@@ -134,6 +141,7 @@ def _hf_source(name: str, path: Path, synthetic: bool) -> Source:
     from pyllm.loaders.safetensors import open_safetensors
     from pyllm.models import qwen35 as Q
 
+    F32 = np.float32
     ckpt = open_safetensors(path)
     where = str(path / "config.json")
     Q.check_architecture(ckpt.metadata, where)
@@ -276,15 +284,19 @@ def planned_bytes(cfg: Any, kinds: list[int]) -> int:
 
 def _qmat_pieces(x: Any) -> tuple[np.ndarray, np.ndarray]:
     """A float matrix -> (scale, q); an existing (scale, q) passes unchanged."""
+    import numpy as np
+
     from pyllm.kernels.qmat import quantize_rows
 
     if isinstance(x, tuple):
-        return np.asarray(x[0], F32), np.asarray(x[1], np.int8)
+        return np.asarray(x[0], np.float32), np.asarray(x[1], np.int8)
     return quantize_rows(x)
 
 
 def _layer_items(d: dict[str, Any], layout: Any) -> dict[str, Any]:
-    return {n: (_qmat_pieces(d[n]) if k == "qmat" else np.asarray(d[n], F32))
+    import numpy as np
+
+    return {n: (_qmat_pieces(d[n]) if k == "qmat" else np.asarray(d[n], np.float32))
             for n, k, _ in layout}
 
 
@@ -303,6 +315,8 @@ def export_course(model: str, out: Path, *, seq_len: int = DEFAULT_SEQ,
     the engine backend that computes EXP.BIN; plan(total_bytes) is called once before the
     writing starts, progress(n_bytes) as it goes.
     """
+    import numpy as np
+
     from pyllm import kernels
     from pyllm.loaders.course import (
         FOLDERS,
@@ -395,6 +409,8 @@ def export_course(model: str, out: Path, *, seq_len: int = DEFAULT_SEQ,
 
 def _emb_pieces(src: Source, cfg: Any) -> list[np.ndarray]:
     """EMB.BIN: all row scales, then all int8 rows, quantized SLAB_ROWS rows at a time."""
+    import numpy as np
+
     scales, qs = [], []
     for r0 in range(0, cfg.vocab_size, SLAB_ROWS):
         s, q = _qmat_pieces(src.embedding_rows(r0, min(cfg.vocab_size, r0 + SLAB_ROWS)))
