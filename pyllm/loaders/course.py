@@ -524,6 +524,8 @@ def find_source(path: Path) -> AssetSource | None:
     if path.is_dir():
         if any((path / m).exists() for m in MARKERS):
             return DirSource(path)
+        if (path / "config.json").exists() or any(path.glob("*.gguf")):
+            return None  # our own formats' folders
         subs = [p for p in sorted(path.iterdir()) if p.is_dir()
                 and any((p / m).exists() for m in MARKERS)]
         return DirSource(subs[0]) if len(subs) == 1 else None
