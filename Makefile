@@ -70,7 +70,8 @@ bench-engine: setup
 # The lab's make targets, mapped to the harness. The model is looked up in models/: our GGUF /
 # HF checkpoint, else the course's asset folder or zip dropped there (SMOL/, smol.zip, QWEN/,
 # qwen.zip). SMOL_ARCHIVE=path/to/smol.zip (QWEN_ARCHIVE) picks one, as in the lab's Makefile.
-# qemu-gdb waits for GDB on GDBPORT (the lab's 26000), through `harness debug` once it exists.
+# qemu-gdb: `harness debug --gdb GDBPORT` (the lab's port 26000; then gdb-multiarch
+# build/kernel/kernel.elf, target remote :26000), else `run --gdb`, else it says what is missing.
 SMOL_ARCHIVE ?= smol
 QWEN_ARCHIVE ?= qwen
 GDBPORT      ?= 26000
