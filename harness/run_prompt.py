@@ -66,6 +66,9 @@ def run_prompt(*, model: str, text: str, max_new_tokens: int, kernel: Path, fs: 
             run = session.run(cmd, timeout=timeout, echo=echo)
         boots.append(("boot 1: " + _short(cmd), run.trace))
         code = _report(run, session, ids, text, quiet)
+        if clock == "icount":
+            click.echo("note: with --clock icount guest time follows the instruction count, so "
+                       "the device's compute time is invisible in these timings", err=True)
         if code == 0 and then_shell and os.isatty(0):
             code = _shell(session, kernel, fs, ram, clock, quiet, boots)
     finally:
