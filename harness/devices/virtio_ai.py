@@ -48,6 +48,7 @@ from __future__ import annotations
 import struct
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,7 +99,7 @@ STATE_NAMES = {v: k.lower() for k, v in DEV_STATE.items()}
 REQ_TYPE = A.prefixed("AI_REQ_")     # "GENERATE", "CANCEL", "LOAD"
 TRACE_EVENTS = {v: k.lower() for k, v in A.prefixed("AI_TR_").items()}  # 1 -> "submit", ...
 PROGRESS_INTERVAL_S = 0.01          # progress updates at most this often (one guest tick)
-TRACE_CAP = 1 << 20                  # events kept at most (a long session must not grow forever)
+TRACE_CAP = 200_000                  # the latest events kept (a long session must not grow)
 _U64 = struct.Struct("<Q")
 
 
@@ -218,7 +219,7 @@ class VirtioAi(VirtioMmio):
         self.loaded: LoadedModel | None = None
         self.load_error = ""
         self.config_generation = 0
-        self.trace: list[TraceEvent] = []
+        self.trace: deque[TraceEvent] = deque(maxlen=TRACE_CAP)
         self.requests = 0           # GENERATE requests accepted
         self.errors = 0             # chains completed with an error status
         self.progress_posts = 0     # closures posted by the engine thread
@@ -261,8 +262,7 @@ class VirtioAi(VirtioMmio):
 
     def _event(self, t_us: int, event: str, reqid: int, source: str = "device",
                arg: int = 0) -> None:
-        if len(self.trace) < TRACE_CAP:
-            self.trace.append(TraceEvent(t_us, event, reqid, source, arg))
+        self.trace.append(TraceEvent(t_us, event, reqid, source, arg))
 
     # ---------------------------------------------------------------- model / config
     def start_load(self, spec: str, job: _Job | None = None) -> None:
