@@ -390,6 +390,13 @@ def test_panic_stops_with_the_report_and_stays_inspectable(session) -> None:
     assert s("print $scause") == "$1 = 2"
 
 
+def test_input_types_on_the_guest_console(session) -> None:
+    s = session("")  # the interactive shell: it waits for typed lines
+    assert s("input echo typed; halt") == ""
+    assert s("continue") == "[The guest powered off with status 0]"
+    assert s.console.endswith("$ typed\n")  # (the console echoed the line as it came)
+
+
 # ---------------------------------------------------------------- completion
 
 def test_tab_completion(session) -> None:

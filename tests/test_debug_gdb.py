@@ -121,6 +121,28 @@ def test_gdb_multiarch_breaks_steps_reads_and_continues() -> None:
     assert out.replace("\r\n", "\n").endswith("hi\n")
 
 
+@pytest.mark.skipif(GDB is None, reason="needs gdb-multiarch")
+def test_harness_run_gdb_serves_the_same_stub() -> None:
+    harness = subprocess.Popen(
+        [sys.executable, "-m", "harness", "run", "-q", "--gdb", "0", "--clock", "icount",
+         "-c", "echo served"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert harness.stderr is not None
+        m = re.search(r"GDB stub listening on 127\.0\.0\.1:(\d+)", harness.stderr.readline())
+        assert m
+        gdb = subprocess.run([GDB, "-batch", "-nx", "-ex", f"file {KERNEL}",
+                              "-ex", f"target remote :{m.group(1)}", "-ex", "echo @@c\\n",
+                              "-ex", "continue"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=180)
+        out, _ = harness.communicate(timeout=120)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+    assert _sections(gdb.stdout)["c"] == "[Inferior 1 (Remote target) exited normally]"
+    assert harness.returncode == 0 and out.replace("\r\n", "\n").endswith("served\n")
+
+
 # ---------------------------------------------------------------- packet by packet
 
 class Client:

@@ -39,6 +39,13 @@ def test_batch_commands_and_exit_status() -> None:
     assert 'Function "nosuch" not defined.' in r.stdout
 
 
+def test_bad_options_are_clear_errors(tmp_path: Path) -> None:
+    r = debug("--model", "nosuch-model", "--batch")
+    assert r.returncode == 1 and "nosuch-model" in r.stderr
+    r = debug("--kernel", str(tmp_path / "none.elf"), "--batch")
+    assert r.returncode == 1 and "kernel not found" in r.stderr
+
+
 def test_script_file(tmp_path: Path) -> None:
     script = tmp_path / "cmds"
     script.write_text("break sys_exec\ncontinue\nprint $prog\ninfo proc\n")
