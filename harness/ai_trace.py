@@ -9,7 +9,8 @@ https://ui.perfetto.dev (or chrome://tracing).
 
     queued            submit   -> dispatch   in the kernel's circular queue
     to device         dispatch -> accept     worker, driver, virtqueue notify
-    prefill           accept   -> first      the engine's prompt pass + first token (device)
+    to engine         accept   -> engine     the device checks the chain, submits to the engine
+    prefill           engine   -> first      engine queue + prompt pass + first token
     decode            first    -> done       the remaining tokens (device)
     device completion done     -> used       the engine's last token -> used ring + interrupt
     interrupt to kernel used   -> complete   the kernel's interrupt handler, the worker wakes
@@ -29,7 +30,8 @@ from harness.devices.virtio_ai import ST, TraceEvent
 PHASES: dict[tuple[str, str], str] = {
     ("submit", "dispatch"): "queued",
     ("dispatch", "accept"): "to device",
-    ("accept", "first"): "prefill",
+    ("accept", "engine"): "to engine",
+    ("engine", "first"): "prefill",
     ("first", "done"): "decode",
     ("done", "used"): "device completion",
     ("used", "complete"): "interrupt to kernel",

@@ -535,8 +535,9 @@ def test_trace_register(rig: Rig) -> None:
     wait_done(rig, g)
     rig.dev.write(tr, 4, (ai.A["AI_TR_WAITED"] << 24) | 42)
     ev = [(e.event, e.source) for e in rig.dev.trace if e.reqid == 42]
-    assert ev == [("submit", "kernel"), ("accept", "device"), ("first", "device"),
-                  ("done", "device"), ("used", "device"), ("waited", "kernel")]
+    assert ev == [("submit", "kernel"), ("accept", "device"), ("engine", "device"),
+                  ("first", "device"), ("done", "device"), ("used", "device"),
+                  ("waited", "kernel")]
     ts = [e.t_us for e in rig.dev.trace if e.reqid == 42]
     assert ts == sorted(ts)
     with pytest.raises(DeviceError, match="write-only"):
@@ -635,8 +636,9 @@ def test_bare_metal_guest_drives_the_device(tiny: ai.LoadedModel, tmp_path: Path
         "efault ok",
     ]
     kinds = [(e.event, e.source) for e in devs[0].trace if e.reqid == 7]
-    assert kinds[:6] == [("submit", "kernel"), ("accept", "device"), ("first", "device"),
-                         ("done", "device"), ("used", "device"), ("submit", "kernel")]
+    assert kinds[:7] == [("submit", "kernel"), ("accept", "device"), ("engine", "device"),
+                         ("first", "device"), ("done", "device"), ("used", "device"),
+                         ("submit", "kernel")]
 
 
 def test_bare_metal_guest_with_smol(smol: ai.LoadedModel, tmp_path: Path) -> None:

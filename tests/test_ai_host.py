@@ -107,11 +107,11 @@ def test_prompt_prints_text_timings_and_writes_a_trace(tmp_path: Path) -> None:
     data = json.loads(trace.read_text())
     evs = data["traceEvents"]
     slices = {e["name"] for e in evs if e["ph"] == "X"}
-    assert {"model load", "queued", "to device", "prefill", "decode", "device completion",
-            "interrupt to kernel", "result waiting"} <= slices
+    assert {"model load", "queued", "to device", "to engine", "prefill", "decode",
+            "device completion", "interrupt to kernel", "result waiting"} <= slices
     inst = [e["name"] for e in evs if e["ph"] == "i" and e["tid"] != 0]
-    assert inst == ["submit", "dispatch", "accept", "first", "done", "used", "complete",
-                    "waited"]
+    assert inst == ["submit", "dispatch", "accept", "engine", "first", "done", "used",
+                    "complete", "waited"]
     ts = [e["ts"] for e in evs if e["ph"] == "i" and e["tid"] != 0]
     assert ts == sorted(ts)
     assert all(e["dur"] >= 0 for e in evs if e["ph"] == "X")

@@ -160,7 +160,8 @@ class TraceEvent:
 
     t_us: int
     event: str   # kernel: submit, dispatch, complete, waited, failed, freed;
-                 # device: accept, first, done, used (on the used ring, interrupt raised),
+                 # device: accept, engine (handed to the engine), first, done, used (on the
+                 # used ring, interrupt raised),
                  # cancel, load, loaded
     reqid: int   # the kernel's request id (0 for device-wide events)
     source: str  # "kernel" or "device"
@@ -491,6 +492,8 @@ class VirtioAi(VirtioMmio):
             return ST["EENGINE"]
         self.requests += 1
         self._event(job.t_accept, "accept", job.reqid, arg=n)
+        handed = self._us_at(job.request.timings.submitted)  # in the engine's queue
+        self._event(self.now_us() if handed is None else handed, "engine", job.reqid)
         return None
 
     def _cancel(self, target: int) -> int:
