@@ -122,13 +122,27 @@ def backtrace(hart: Hart, elf: ElfImage, pc: int) -> list[Frame]:
     return frames
 
 
+MAX_VECTOR_SCAN = 64  # instructions of the trap vector searched for its frame allocation
+
+
 def trap_frame_size(hart: Hart, stvec: int) -> int | None:
-    """Bytes the trap vector's first instruction (addi sp, sp, -N) allocates; kernelvec
-    saves the interrupted ra at the bottom of that frame, 0(sp)."""
-    got = hart.fetch(stvec)
-    if got is None:
-        return None
-    bits, n = got
+    """Bytes the trap vector's first `addi sp, sp, -N` allocates (kernelvec may check the
+    stack before it); kernelvec saves the interrupted ra at the bottom of that frame,
+    0(sp)."""
+    pos = stvec
+    for _ in range(MAX_VECTOR_SCAN):
+        got = hart.fetch(pos)
+        if got is None:
+            return None
+        size = _sp_allocation(*got)
+        if size is not None:
+            return size
+        pos += got[1]
+    return None
+
+
+def _sp_allocation(bits: int, n: int) -> int | None:
+    """N for `addi sp, sp, -N` (or its compressed forms), else None."""
     if n == 4 and bits & 0xFFFFF == 0x10113:  # addi sp, sp, imm
         imm = bits >> 20
         imm -= (1 << 12) if imm & 0x800 else 0
