@@ -468,10 +468,8 @@ class VirtioAi(VirtioMmio):
         from pyllm.engine import GenParams
         from pyllm.errors import ContextOverflowError, PyllmError, TokenError
 
-        ids = np.frombuffer(self.ctx.ram.read(tok_addr, 4 * n), dtype="<u4")
-        if int(ids.max()) >= info.vocab_size:
-            return ST["ERANGE"]
-        prompt = ids.astype(np.int32)
+        # ids >= 2**31 turn negative here: check_prompt refuses them like ids >= vocab
+        prompt = np.frombuffer(self.ctx.ram.slice(tok_addr, 4 * n), dtype="<i4").copy()
         sampling: dict[str, float | int] = {"seed": hdr["seed"]}  # seeding from the OS is slower
         if self.driver_features & F_SAMPLING and hdr["temp_milli"]:
             top_p = hdr["top_p_milli"] / 1000 if 0 < hdr["top_p_milli"] < 1000 else 1.0
@@ -619,11 +617,15 @@ class VirtioAi(VirtioMmio):
         self._retire(job.lm)
 
     def _write_resp(self, job: _Job, status: int) -> int:
-        """Write struct ai_dev_resp; the bytes written to the chain (used.len)."""
+        """Write struct ai_dev_resp; the bytes written to the chain (used.len). The RUNNING
+        record goes straight into RAM; the final one also drops translated code there."""
         if status != ST["RUNNING"] and not job.t_done:
             job.t_done = self.now_us()
-        self.ctx.ram.write(job.resp, RESP_FMT.pack(status, job.written, job.t_accept,
-                                                   job.t_first, job.t_done))
+        data = RESP_FMT.pack(status, job.written, job.t_accept, job.t_first, job.t_done)
+        if status == ST["RUNNING"]:
+            self.ctx.ram.slice(job.resp, RESP.size)[:] = data
+        else:
+            self.ctx.ram.write(job.resp, data)
         return 4 * job.written + RESP.size
 
     # ---------------------------------------------------------------- teardown
