@@ -172,6 +172,22 @@ def test_aiktest_with_daemon(images: dict[str, Path], tiny, mode: str) -> None:
     _ok(out, mode)
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_storm(images: dict[str, Path], tiny, seed: int) -> None:
+    """24 clients make random AI calls, kill each other and exit mid-request."""
+    out, _ = run(images["daemon"], f"aiktest storm {seed} 24", tiny, timeout=300)
+    assert f"aiktest storm: OK 24 clients, seed {seed}" in out, out[-4000:]
+    assert "FAIL" not in out, out[-4000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [3, 4, 5, 6])
+def test_storm_more_seeds(images: dict[str, Path], tiny, seed: int) -> None:
+    out, _ = run(images["daemon"], f"aiktest storm {seed} 48", tiny, timeout=600)
+    assert f"aiktest storm: OK 48 clients, seed {seed}" in out, out[-4000:]
+    assert "FAIL" not in out, out[-4000:]
+
+
 def test_guest_ids_equal_the_engine(images: dict[str, Path], tiny) -> None:
     """aiktest sem's ai_call ids = the host engine's greedy ids for the same prompt."""
     from pyllm.engine import GenParams

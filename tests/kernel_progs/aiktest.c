@@ -17,6 +17,10 @@
 //   aiktest killwait    kill ends an ai_wait; the orphan is cancelled, freed
 //   aiktest exit        a client exits with requests DONE, RUNNING, QUEUED:
 //                       every slot and page comes back
+//   aiktest storm S N   N clients make random AI calls (good, bad, blocking,
+//                       non-blocking), kill each other and exit with
+//                       requests outstanding; the kernel survives, every
+//                       slot and page comes back
 // With the AI device and no ai_daemon (this program is the worker):
 //   aiktest worker      the worker calls: get/complete (course protocol),
 //                       failure reports, get/run (device), a worker killed
@@ -642,6 +646,115 @@ exitclient(void)
   finish("%d checks", checks, 0);
 }
 
+// ---------------------------------------------------------------- storm
+
+static uint64 rstate;
+
+static uint
+rnd(void)
+{
+  rstate = rstate * 6364136223846793005UL + 1442695040888963407UL;
+  return rstate >> 33;
+}
+
+// One client's random life: submits (some non-blocking, some bad), waits
+// with random buffers, queries, ai_calls, orphans left by a grandchild,
+// kills of earlier siblings, and often an exit with requests outstanding.
+static void
+storm_client(int *sibs, int nsibs)
+{
+  int ids[16], nids = 0, id, r;
+  struct ai_status st;
+  struct ai_submit_args a;
+  uint32 t[8];
+
+  for(int i = 0; i < 8; i++)
+    t[i] = rnd() % info.vocab_size;
+  for(int op = 0; op < 30; op++){
+    switch(rnd() % 10){
+    case 0: case 1: case 2:
+      // block for a slot only while holding none: clients that hold slots
+      // and all block for more would wait for each other forever
+      id = submit(t, 1 + rnd() % 8, 1 + rnd() % 64,
+                  nids == 0 && rnd() % 2 ? 0 : AI_NONBLOCK);
+      if(id > 0 && nids < 16)
+        ids[nids++] = id;
+      break;
+    case 3: case 4:
+      if(nids > 0){
+        int k = rnd() % nids;
+        r = ai_wait(ids[k], out, rnd() % 3 ? sizeof(out) : 1 + rnd() % 8);
+        if(r >= 0 || ai_lasterr() != AI_ESMALL)
+          ids[k] = ids[--nids];
+      }
+      break;
+    case 5:
+      ai_query(nids > 0 ? ids[rnd() % nids] : (int)rnd(), &st);
+      break;
+    case 6:
+      if(nids == 0)
+        ai_call(t, 1 + rnd() % 8, 1 + rnd() % 16, out, rnd() % 2 ? sizeof(out) : 2);
+      break;
+    case 7:
+      if(fork() == 0){
+        submit(t, 3, 32, AI_NONBLOCK);
+        exit(0);          // leaves its request behind
+      }
+      break;
+    case 8:
+      if(nsibs > 0 && rnd() % 3 == 0)
+        kill(sibs[rnd() % nsibs]);
+      break;
+    case 9:
+      memset(&a, 0, sizeof(a));
+      a.tokens = rnd() % 2 ? (uint64)t : badaddr(rnd() % 9);
+      a.ntokens = (int)(rnd() % 300) - 20;
+      a.npredict = (int)(rnd() % 5000) - 100;
+      a.flags = rnd() % 4;
+      ai_submitx(rnd() % 4 ? &a : (struct ai_submit_args *)badaddr(rnd() % 9));
+      break;
+    }
+    if(rnd() % 25 == 0)
+      exit(0);            // with whatever is outstanding
+  }
+  exit(0);
+}
+
+static void
+storm(int seed, int n)
+{
+  int pids[64], status;
+  long free0;
+  struct ai_stats st0, st;
+
+  name = "storm";
+  need_model();
+  ai_stats(&st0);
+  if(n > 64)
+    n = 64;
+  free0 = freemem();
+  for(int i = 0; i < n; i++){
+    rstate = seed * 1000003UL + i;
+    rnd();
+    if((pids[i] = fork()) == 0)
+      storm_client(pids, i);
+  }
+  for(int i = 0; i < n; i++)
+    wait(&status);
+  while(wait(&status) >= 0)   // grandchildren are init's; nothing else here
+    ;
+  check_idle("after the storm");
+  // exited grandchildren are reaped by init; give it a moment
+  for(int i = 0; i < 200 && freemem() != free0; i++)
+    sleep(1);
+  CHECK("no page leaked", freemem() == free0);
+  ai_stats(&st);
+  printf("aiktest storm: %d requests (%d completed, %d failed)\n",
+         (int)(st.submitted - st0.submitted), (int)(st.completed - st0.completed),
+         (int)(st.failed - st0.failed));
+  finish("%d clients, seed %d", n, seed);
+}
+
 // ------------------------------------------------------------- workers
 
 // A worker child obeys commands from the parent: one command per write,
@@ -1085,13 +1198,15 @@ main(int argc, char *argv[])
     killwait();
   if(argc >= 2 && strcmp(argv[1], "exit") == 0)
     exitclient();
+  if(argc >= 4 && strcmp(argv[1], "storm") == 0)
+    storm(atoi(argv[2]), atoi(argv[3]));
   if(argc >= 2 && strcmp(argv[1], "worker") == 0)
     workers();
   if(argc >= 2 && strcmp(argv[1], "loading") == 0)
     loading();
   if(argc >= 2 && strcmp(argv[1], "nodev") == 0)
     nodev();
-  fprintf(2, "usage: aiktest sem|args|full|killsubmit|killwait|exit|worker|"
-          "loading|nodev|peek ID\n");
+  fprintf(2, "usage: aiktest sem|args|full|killsubmit|killwait|exit|"
+          "storm SEED N|worker|loading|nodev|peek ID\n");
   exit(2);
 }
