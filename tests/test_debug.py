@@ -123,6 +123,11 @@ def test_break_at_sys_fork_step_inspect_and_run_to_completion(session) -> None:
     word = int.from_bytes(s.target.read(sp, 8), "little")
     assert s("x/1xg $sp") == f"{sp:#x}:\t0x{word:016x}"
     assert s("print cpus[0].proc->name") == '$2 = "sysbench"'
+    # locals of frame #0, from DWARF location lists (registers at -O2)
+    loc = s("info locals")
+    assert re.search(r"^p = \(struct proc \*\) 0x[0-9a-f]+ <proc\+0x[0-9a-f]+>$", loc, re.M), loc
+    assert s("print p->name") == '$3 = "sysbench"'
+    s.dbg.history.pop()
 
     # finish returns to sys_fork with fork()'s int result: the child's pid
     out = s("finish")
@@ -237,6 +242,25 @@ def test_stepi_nexti_and_masked_interrupts(session) -> None:
     assert not h.pending_enabled() & STIP
     s("delete")
     assert s("continue") == "[The guest powered off with status 0]"
+
+
+def test_arguments_and_locals_of_a_user_program(session) -> None:
+    s = session("echo hello world")
+    s("break echo:main")
+    s("continue")
+    args = s("info args")
+    assert re.fullmatch(r"argc = 3\nargv = 0x[0-9a-f]+", args), args
+    assert re.fullmatch(r'\$1 = 0x[0-9a-f]+ "hello"', s("print argv[1]"))
+    assert re.fullmatch(r'\$2 = 0x[0-9a-f]+ "world"', s("print argv[2]"))
+    assert s("print argc * 2") == "$3 = 6"
+    locs = s("info locals")
+    assert "newline = 1" in locs and "len = 0" in locs
+    s("next")
+    s("next")
+    assert re.search(r"^len = \d+$", s("info locals"), re.M)
+    s("up")
+    with pytest.raises(DebugError, match="only known for frame #0"):
+        s("info locals")
 
 
 def test_next_and_nexti_run_over_system_calls_in_user_code(session) -> None:
@@ -362,7 +386,9 @@ def test_errors_are_clear(session) -> None:
         assert msg in str(e.value), (cmd, str(e.value))
     s("break sys_fork")
     s("continue")
-    with pytest.raises(DebugError, match="not mapped in the page table of the kernel"):
+    # from the kernel, a low address is tried in the current process's space too
+    with pytest.raises(DebugError, match=r"not mapped in the page table of pid \d+ \(\w+\) "
+                                         r"or the kernel"):
         s("x/4x 0x40000000")
     s("delete")
     s("continue")

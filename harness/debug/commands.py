@@ -19,6 +19,7 @@ from harness.debug.disasm import disassemble
 from harness.debug.dwarf import CType
 from harness.debug.expr import CSR_REGS, REGISTERS, Evaluator, Value
 from harness.debug.frames import Frame, backtrace
+from harness.debug.locals import Local, evaluate
 from harness.debug.programs import Program
 from harness.debug.target import Stop, Target, describe_end
 from harness.debug.values import _bytes, format_value
@@ -37,7 +38,7 @@ ALIASES = {"b": "break", "br": "break", "tb": "tbreak", "d": "delete", "c": "con
            "where": "backtrace", "l": "list", "i": "info", "f": "frame", "q": "quit",
            "disas": "disassemble", "h": "help", "u": "until", "inspect": "print"}
 INFO_SUBCOMMANDS = ("breakpoints", "watchpoints", "registers", "all-registers", "proc",
-                    "frame", "symbol", "line", "mem", "programs", "source")
+                    "frame", "symbol", "line", "mem", "programs", "source", "locals", "args")
 SSTATUS_BITS = (("SIE", 1), ("SPIE", 5), ("UBE", 6), ("SPP", 8), ("SUM", 18), ("MXR", 19))
 SIE_BITS = (("SSIE", 1), ("STIE", 5), ("SEIE", 9))
 SIP_BITS = (("SSIP", 1), ("STIP", 5), ("SEIP", 9))
@@ -59,6 +60,7 @@ class Interpreter:
         self.send_input = send_input or target.m.send_input
         self.frame_no = 0
         self._frames: list[Frame] | None = None
+        self._locals: list[tuple[Local, Value | None]] | None = None
         self.list_pos: ListPos | None = None
         self.x_fmt, self.x_size = "x", 4
         self.x_next: int | None = None
@@ -101,7 +103,63 @@ class Interpreter:
         return f.program if f is not None else self.t.program_at()
 
     def evaluator(self) -> Evaluator:
-        return Evaluator(self.t, self.context_program() or self.programs.kernel)
+        return Evaluator(self.t, self.context_program() or self.programs.kernel,
+                         self._local if self.frame_no == 0 else None)
+
+    def frame_locals(self) -> list[tuple[Local, Value | None]]:
+        """Frame #0's variables in scope with their values (None: optimized out)."""
+        if self._locals is not None:
+            return self._locals
+        self._locals = []
+        f = self.frames()[0] if self.frames() else None
+        if f is None or f.program is None or f.pc is None:
+            return self._locals
+        prog = f.program
+        found = prog.scopes.at(prog.linked(f.pc))
+        if found is None:
+            return self._locals
+        h = self.t.hart
+        cfa = self._cfa(prog, f.pc)
+        space = self.t.space()
+        for loc in found[1]:
+            place = evaluate(loc.ops, h.x, cfa, space.read_u64) if loc.ops else None
+            value: Value | None = None
+            if place is not None and place.kind == "addr":
+                value = Value(loc.type, place.value, space=space, program=prog)
+            elif place is not None and (place.kind == "value" or place.value < 32):
+                raw = h.x(place.value) if place.kind == "reg" else place.value
+                if loc.type.kind in ("base", "enum", "pointer"):
+                    value = Value(loc.type, raw=raw, space=space, program=prog)
+            self._locals.append((loc, value))
+        return self._locals
+
+    def _cfa(self, prog: Program, pc: int) -> int:
+        """The frame's CFA: s0 once the prologue has set it, before that sp plus what
+        the prologue has allocated so far."""
+        from harness.report import _sp_allocation, in_prologue
+
+        h = self.t.hart
+        if not in_prologue(h, prog.elf, pc):
+            return h.x(8)
+        hit = prog.function(pc)
+        pos = pc - hit[1] if hit else pc
+        while pos < pc:
+            got = h.fetch(pos)
+            if got is None:
+                break
+            size = _sp_allocation(*got)
+            if size is not None:
+                return h.x(2) + size
+            pos += got[1]
+        return h.x(2)
+
+    def _local(self, name: str) -> Value | None:
+        for loc, value in self.frame_locals():
+            if loc.name == name:
+                if value is None:
+                    raise DebugError(f"{name} is <optimized out> here.")
+                return value
+        return None
 
     def frames(self) -> list[Frame]:
         if self._frames is None:
@@ -116,6 +174,7 @@ class Interpreter:
         self.last_stop = stop
         self.frame_no = 0
         self._frames = None
+        self._locals = None
         self.x_next = None
         f = self.selected() if stop.result is None else None
         if f is not None and f.program is not None and f.pc is not None:
@@ -496,6 +555,7 @@ class Interpreter:
             data = (value & ((1 << (8 * t.size)) - 1)).to_bytes(t.size, "little")
             self.t.write(target.addr, data, target.space)
         self._frames = None
+        self._locals = None
         return ""
 
     def cmd_x(self, arg: str) -> str:
@@ -513,7 +573,11 @@ class Interpreter:
         ev = self.evaluator()
         if expr:
             addr, v = ev.address(expr)
-            space = v.space
+            # an object or a pointer lives in its program's space; a plain number is
+            # looked up by target.read's rules (current, kernel, current process)
+            typed = v.type is not None and v.type.kind in ("array", "struct", "union",
+                                                          "func", "pointer")
+            space = v.space if typed else None
         elif self.x_next is not None:
             addr, space = self.x_next, None
         else:
@@ -755,7 +819,7 @@ class Interpreter:
     # ---------------------------------------------------------------- info
     def cmd_info(self, arg: str) -> str:
         """info SUBCOMMAND: breakpoints, registers [REG...], all-registers, proc [PID],
-        frame, symbol ADDR, line [LOCATION], mem [PID], programs, source."""
+        frame, locals, args, symbol ADDR, line [LOCATION], mem [PID], programs, source."""
         parts = arg.split(None, 1)
         if not parts:
             return "info " + ", ".join(INFO_SUBCOMMANDS)
@@ -846,6 +910,25 @@ class Interpreter:
         if p.chan:
             lines.append(f"  sleeping on {p.chan:#x}{self._sym_tag(None, p.chan)}")
         return "\n".join(lines)
+
+    def info_locals(self, arg: str, args: bool = False) -> str:
+        if self.frame_no != 0:
+            raise DebugError("Locals are only known for frame #0 (outer frames' registers "
+                             "are not saved where the debugger can find them).")
+        ev = self.evaluator()
+        out = []
+        for loc, value in self.frame_locals():
+            if loc.arg != args:
+                continue
+            try:
+                text = format_value(ev, value) if value is not None else "<optimized out>"
+            except DebugError as e:
+                text = f"<{e}>"
+            out.append(f"{loc.name} = {text}")
+        return "\n".join(out) or ("No arguments." if args else "No locals.")
+
+    def info_args(self, arg: str) -> str:
+        return self.info_locals(arg, args=True)
 
     def info_frame(self, arg: str) -> str:
         f = self.selected()

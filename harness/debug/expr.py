@@ -5,6 +5,7 @@
     sh::buf                           a global of user program sh
     $a0  $sp  $pc  $sstatus  $satp    registers and CSRs
     $pid  $prog  $priv                the process on the CPU (0 / "" without one), mode
+    p  np->pid  path                  locals and arguments of frame #0 (locals.py)
     (struct proc *)0x80011d98  (char *)$a0  (uint64 *)$sp      casts
     + - * / % << >> & | ^ ~ ! == != < > <= >= && ||
 
@@ -17,6 +18,7 @@ program the value belongs to (target.py).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from unicorn import riscv_const as R
@@ -72,9 +74,11 @@ class Value:
 class Evaluator:
     """Evaluates expressions against a stopped target."""
 
-    def __init__(self, target: Target, program: Program | None) -> None:
+    def __init__(self, target: Target, program: Program | None,
+                 local: Callable[[str], Value | None] | None = None) -> None:
         self.t = target
         self.program = program  # the context's program (kernel or user)
+        self.local = local      # the selected frame's locals and arguments, by name
 
     # ---------------------------------------------------------------- entry points
     def evaluate(self, text: str) -> Value:
@@ -310,6 +314,10 @@ class Evaluator:
 
     def _name(self, name: str) -> Value:
         prog = self.program or self.t.programs.kernel
+        if self.local is not None and "::" not in name:
+            v = self.local(name)
+            if v is not None:
+                return v
         if "::" in name:
             pname, name = name.split("::", 1)
             p = self.t.programs.get(pname)

@@ -30,6 +30,7 @@ from harness import cheader
 from harness.debug import DebugError
 from harness.debug.dwarf import DwarfInfo
 from harness.debug.lines import LineTable, Row
+from harness.debug.locals import Scopes
 from harness.elf import ElfImage, ElfLoadError, Symbol
 
 _VM = cheader.parse_defines((cheader.KERNEL_DIR / "vmlayout.h").read_text(),
@@ -63,6 +64,10 @@ class Program:
     @cached_property
     def dwarf(self) -> DwarfInfo:
         return DwarfInfo(self.path)
+
+    @cached_property
+    def scopes(self) -> Scopes:
+        return Scopes(self.path, self.dwarf)
 
     def has_source(self, file: str) -> bool:
         """Could FILE (a path suffix) be one of this program's sources? (a cheap check on

@@ -28,12 +28,13 @@ from harness.debug.procs import Proc, ProcTable
 from harness.debug.programs import Location, Program, Programs
 from harness.debug.vmem import AddressSpace, Phys, satp_root
 from harness.hart import PRIV_NAMES, PRIV_U, REG_PC, SSTATUS_SIE
-from harness.machine import Exit, Machine, RunResult
+from harness.machine import ML, Exit, Machine, RunResult
 from harness.traps import mem_operand
 
 END_KINDS = {Exit.POWEROFF: "exited", Exit.PANIC: "panic", Exit.FAULT: "fault",
              Exit.TIMEOUT: "timeout", Exit.QUIT: "quit", Exit.RESET: "reset"}
 CSR_SIE, CSR_MIE = 0x104, 0x304
+KERNBASE = ML["KERNBASE"]
 
 
 @dataclass
@@ -142,28 +143,46 @@ class Target:
         raise DebugError(f"No process runs {program.name}: its memory exists only in a "
                          "process's address space")
 
+    def fallback_spaces(self, addr: int) -> list[AddressSpace]:
+        """Where an address without a program is looked up, in order: the current space
+        and the kernel's (kernel addresses from U-mode); from the kernel, an address
+        below KERNBASE is first looked up in the current process's space (user
+        pointers, e.g. a system call's arguments: the kernel maps only devices and the
+        boot info page down there)."""
+        p = self.current_proc()
+        user = self.proc_space(p) if p is not None and p.pagetable else None
+        order = [self.space(), self.kernel_space(), user]
+        if user is not None and addr < KERNBASE:
+            order = [user, *order[:2]]
+        out: list[AddressSpace] = []
+        for sp in order:
+            if sp is not None and sp not in out:
+                out.append(sp)
+        return out
+
     def read(self, addr: int, n: int, space: AddressSpace | None = None) -> bytes:
-        """Guest memory: the given space, else the current one, falling back to the
-        kernel's (kernel addresses while the hart is in U-mode)."""
+        """Guest memory in the given space, else in the first of fallback_spaces() that
+        maps it."""
         if space is not None:
             return space.read(addr, n)
-        cur = self.space()
-        data = cur.vread(addr, n)
-        if data is not None:
-            return data
-        kernel = self.kernel_space()
-        if kernel != cur:
-            data = kernel.vread(addr, n)
+        spaces = self.fallback_spaces(addr)
+        for sp in spaces:
+            data = sp.vread(addr, n)
             if data is not None:
                 return data
-        raise DebugError(cur.why(addr, n))
+        unmapped = [sp for sp in spaces if sp.translate(addr) is None]
+        if len(unmapped) == len(spaces) > 1:
+            names = " or ".join(sp.name for sp in spaces)
+            raise DebugError(f"Cannot access memory at address {addr:#x}: not mapped in the "
+                             f"page table of {names}")
+        mapped = [sp for sp in spaces if sp not in unmapped]
+        raise DebugError((mapped or spaces)[0].why(addr, n))
 
     def write(self, addr: int, data: bytes, space: AddressSpace | None = None) -> None:
-        target = space or self.space()
-        if target.translate(addr) is None and space is None:
-            kernel = self.kernel_space()
-            if kernel.translate(addr) is not None:
-                target = kernel
+        target = space
+        if target is None:
+            spaces = self.fallback_spaces(addr)
+            target = next((sp for sp in spaces if sp.translate(addr) is not None), spaces[0])
         target.write(addr, data)
 
     # ---------------------------------------------------------------- running

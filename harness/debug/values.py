@@ -30,6 +30,9 @@ def format_value(ev: Evaluator, v: Value, fmt: str | None = None) -> str:
         return _int(ev, v.raw or 0, fmt, signed=True) if v.raw is not None else "<no value>"
     if v.raw is not None and t.kind == "pointer":
         return _pointer(ev, t, v.raw, v, fmt)
+    if v.raw is not None and t.kind in ("base", "enum") and t.size:
+        data = (v.raw & ((1 << (8 * t.size)) - 1)).to_bytes(t.size, "little")
+        return _bytes(ev, t, data, v, fmt)
     if t.kind == "func":
         sym = _sym(ev, v, v.addr or 0)
         return f"{{text}} {v.addr:#x}{sym}"
