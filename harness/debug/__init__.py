@@ -4,7 +4,8 @@ One file per concept:
 
     vmem.py         guest memory: physical RAM and Sv39 address spaces walked in Python
     lines.py        DWARF line tables (address <-> file:line, statement starts)
-    dwarf.py        DWARF types and global variables, value formatting (print, info proc)
+    dwarf.py        DWARF types and global variables (print, info proc)
+    locals.py       frame #0's locals and arguments from DWARF location lists
     programs.py     the kernel and user-program ELFs; location specs (func, file:line, *addr)
     procs.py        the kernel's process table, read from guest memory
     breakpoints.py  breakpoints and watchpoints: range-restricted Unicorn hooks
@@ -13,6 +14,7 @@ One file per concept:
     frames.py       backtraces across the user/kernel boundary
     disasm.py       capstone disassembly with resolved, symbolised branch targets
     expr.py         the expression language of print, x, break ... if
+    values.py       gdb's notation for values
     commands.py     the command interpreter (one method per command)
     repl.py         the prompt: readline history and tab completion
     rsp.py          GDB remote serial protocol framing (transport)
