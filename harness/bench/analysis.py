@@ -83,6 +83,8 @@ def load_summary(mr: ModelResult) -> dict[str, Any]:
     out["cold_MBps"] = out["bytes_read"] / out["cold"].median / 1e6 \
         if out["cold"].n else math.nan
     out["first"] = mr.first_load.as_dict() if mr.first_load else None
+    out["cold_ok"] = not out["resident_before_cold_max"] > 0.02
+    out["notes"] = list(dict.fromkeys(mr.load.notes))
     return out
 
 

@@ -59,6 +59,8 @@ def main(opts: Options) -> Results:
         def progress(what: str, done: int) -> None:
             if what:
                 bar.update(task, description=what[:52])
+                if not err.is_terminal:  # a log file gets one line per step instead of a bar
+                    err.print(f"[{time.perf_counter() - t0:6.0f} s] {what}", highlight=False)
             if done:
                 bar.advance(task, done)
 

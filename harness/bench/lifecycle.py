@@ -10,8 +10,9 @@ Order of work (the machine is shared and noisy, so measurements are interleaved)
  2. every model loaded here once (the same loaded model serves the engine-only runs and
     the AI device of every boot), one warm-up request each (not measured)
  3. rounds (--reps): for each model in a rotating order: the ceiling probes, one engine
-    request per (input, output) cell, one boot running one aibench request per cell (and
-    in the first round one `llmrun --timing`), llama.cpp's TTFT/TPOT where it can run
+    request per (input, output) cell and one boot running one aibench request per cell (and
+    in the first round one `llmrun --timing`), engine first in even rounds and guest first
+    in odd ones; then llama.cpp's TTFT/TPOT where it can run
  4. concurrency sweep: for each model, one boot with `aibench -c C` for each C, and the
     same closed loop of C client threads on the engine
 """
@@ -328,15 +329,22 @@ def run(opts: Options, progress: Progress, say: Callable[[str], None]) -> Result
                     progress("", 1)
                     eng = EngineRunner(lm.engine, lm.model.info.vocab_size)
                     eng.request(opts.input_lens[0], 2)  # caches refilled after the probes
-                    for n_in, n_out in cells:
-                        progress(f"round {rnd + 1}/{opts.reps} {spec}: engine {n_in}->{n_out}", 0)
-                        samples.append(Sample(spec, "engine", n_in, n_out, rnd, 1,
-                                              eng.request(n_in, n_out)))
-                        progress("", 1)
-                    progress(f"round {rnd + 1}/{opts.reps} {spec}: guest (boot + aibench)", 0)
-                    if not mr.guest_error:
-                        _guest_round(guests[spec], mr, samples, cells, rnd, say)
-                    progress("", 1)
+
+                    # alternate which vantage goes first, so drift does not favour one
+                    for part in (("engine", "guest") if rnd % 2 == 0 else ("guest", "engine")):
+                        if part == "guest":
+                            progress(f"round {rnd + 1}/{opts.reps} {spec}: guest (boot + "
+                                     "aibench)", 0)
+                            if not mr.guest_error:
+                                _guest_round(guests[spec], mr, samples, cells, rnd, say)
+                            progress("", 1)
+                            continue
+                        for n_in, n_out in cells:
+                            progress(f"round {rnd + 1}/{opts.reps} {spec}: engine "
+                                     f"{n_in}->{n_out}", 0)
+                            samples.append(Sample(spec, "engine", n_in, n_out, rnd, 1,
+                                                  eng.request(n_in, n_out)))
+                            progress("", 1)
                     progress(f"round {rnd + 1}/{opts.reps} {spec}: llama.cpp", 0)
                     if spec in llama:
                         _llamacpp_round(llama[spec], mr, opts, lm.model.info.vocab_size)

@@ -154,6 +154,27 @@ def fadvise_dontneed(files: list[str]) -> None:
             os.close(fd)
 
 
+def mapped_by(files: list[str]) -> list[str]:
+    """"pid (command)" of every other process that has one of `files` mapped: their pages
+    stay in the page cache whatever we do."""
+    want = set(files)
+    out = []
+    for d in Path("/proc").glob("[0-9]*"):
+        if d.name == str(os.getpid()):
+            continue
+        try:
+            maps = (d / "maps").read_text()
+        except OSError:
+            continue
+        if any(line.rsplit(None, 1)[-1] in want for line in maps.splitlines() if "/" in line):
+            try:
+                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            except OSError:
+                cmd = "?"
+            out.append(f"{d.name} ({cmd[:80]})")
+    return out
+
+
 def can_drop_caches() -> bool:
     return os.geteuid() == 0 and os.access("/proc/sys/vm/drop_caches", os.W_OK)
 
@@ -207,6 +228,10 @@ def measure(res: LoadResult, kind: str, method: str = "fadvise") -> LoadSample:
     if kind == "cold":
         used, _ = make_cold(res.files, method)
     before = resident_fraction(res.files)
+    if kind == "cold" and before > RESIDENT_OK:
+        who = mapped_by(res.files)
+        res.notes.append(f"cold load with {before:.0%} of the files still cached"
+                         + (f": mapped by {', '.join(who)}" if who else ""))
     with CpuWatch() as w:
         d = _child_load(res.spec)
     s = LoadSample(kind, d["load_s"], before, resident_fraction(res.files), used,

@@ -378,8 +378,10 @@ def write_markdown(res: Results, out: Path, plots: dict[str, Path]) -> Path:
             f"{mb(ls['bytes_read'])}: {f(ls['cold_MBps'])} MB/s; page cache dropped by "
             f"**{ls['method']}**, "
             f"{f(100 * ls['resident_before_cold_max'], 2)} % still resident at worst"
-            + (": another process has the files mapped, so those pages could not be dropped"
-               if ls["resident_before_cold_max"] > 0.02 else "") + "). "
+            + ("" if ls["cold_ok"] else
+               ": **not fully cold** — another process had the files mapped, so those pages "
+               "could not be dropped" + (f" ({'; '.join(ls['notes'])})" if ls["notes"] else ""))
+            + "). "
             + (f"As the guest sees it (`llmrun --timing`, the device's load_us at boot): "
                f"{f(int(mr.llmrun['load_us']) / 1e3)} ms." if mr.llmrun.get("load_us") else ""))
         add("")
@@ -608,7 +610,8 @@ def terminal(res: Results, console: Any) -> None:
     for spec, mr in res.models.items():
         vs = res.vantages(spec)
         ls = A.load_summary(mr)
-        t = Table(title=f"{mr.label}: medians, ms (load: cold {f(ls['cold'].median)} s, warm "
+        cold = f(ls['cold'].median) + ("" if ls["cold_ok"] else " NOT FULLY COLD")
+        t = Table(title=f"{mr.label}: medians, ms (load: cold {cold} s, warm "
                         f"{f(ls['warm'].median)} s; {ls['method']})", title_justify="left")
         t.add_column("in", justify="right")
         t.add_column("out", justify="right")
@@ -627,6 +630,8 @@ def terminal(res: Results, console: Any) -> None:
         console.print(t)
         if mr.guest_error:
             console.print(f"[yellow]guest path not measured: {mr.guest_error}[/]")
+        for note in ls["notes"]:
+            console.print(f"[yellow]{note}[/]", highlight=False)
         for s in findings_lengths(res, spec):
             console.print(" " + s.replace("**", ""))
     t = Table(title=f"Roofline (ridge {f(res.probes.ridge)} FLOP/B; bandwidth "
