@@ -479,7 +479,9 @@ class VirtioAi(VirtioMmio):
                            stop_ids=None if hdr["flags"] & STOP_EOS else (), **sampling)
         job.out, job.npredict, job.lm = out_addr, npredict, lm
         try:
-            job.request = lm.engine.submit(prompt, params, on_token=self._tokens_cb(job),
+            stops = lm.model.info.eos_ids if params.stop_ids is None else params.stop_ids
+            job.request = lm.engine.submit(prompt, params,
+                                           on_token=self._tokens_cb(job, tuple(stops)),
                                            on_done=self._done_cb(job))
         except TokenError:
             return ST["ERANGE"]
@@ -522,18 +524,24 @@ class VirtioAi(VirtioMmio):
         return None
 
     # ---------------------------------------------------------------- engine side
-    def _tokens_cb(self, job: _Job) -> Callable[[Request, TokenEvent], None]:
+    def _tokens_cb(self, job: _Job, stop_ids: tuple[int, ...]) -> Callable[[Request, TokenEvent],
+                                                                          None]:
         progress = bool(self.driver_features & F_PROGRESS)
 
         def on_token(req: Request, ev: TokenEvent) -> None:  # engine thread
+            # the engine stops after this token exactly when (its own test): then the
+            # request completes now, without waiting for the engine's on_done
+            last = ev.index + 1 >= job.npredict or ev.token in stop_ids
             with self._lock:
                 job.pending.append(ev.token)
                 if not job.t_first_perf:
                     job.t_first_perf = ev.t
                 job.t_last_perf = ev.t
-                # the last token travels with the completion (on_done comes next)
-                if progress and ev.index + 1 < job.npredict:
-                    self._mark(job)
+                if last:
+                    job.status = ST["OK"]
+                post = self._mark(job) if progress or last else False
+            if post:  # outside the lock: the emulation thread takes it first thing
+                self.ctx.post(self._flush)
 
         return on_token
 
@@ -542,29 +550,34 @@ class VirtioAi(VirtioMmio):
             reason = req.timings.stop_reason
             status = (ST["ECANCELED"] if reason == "cancelled" else
                       ST["EENGINE"] if reason == "error" or req.error is not None else ST["OK"])
+            with self._lock:
+                if job.status is not None:
+                    return  # completed at its last token already
+                job.status = status
+                post = self._mark(job)
             if status == ST["EENGINE"]:
                 self.log(f"[ai] request {job.reqid} failed in the engine: {req.error}")
-            with self._lock:
-                job.status = status
-                self._mark(job)
+            if post:
+                self.ctx.post(self._flush)
 
         return on_done
 
-    def _mark(self, job: _Job) -> None:
-        """Queue job for the next flush and post one flush for the whole batch (caller holds
-        _lock). Progress alone is posted at most every PROGRESS_INTERVAL_S: each post wakes
+    def _mark(self, job: _Job) -> bool:
+        """Queue job for the next flush; True if the caller must post that flush (after
+        releasing _lock, which it holds now). One flush serves every job marked before it
+        runs. Progress alone is posted at most every PROGRESS_INTERVAL_S: each post wakes
         the emulation thread (~0.1 ms of CPU), and nobody needs ngenerated fresher than a
         guest tick; a completion is posted at once and carries the pending progress too."""
         self._dirty.append(job)
         if self._flush_posted:
-            return
+            return False
         now = time.perf_counter()
         if job.status is None and now - self._last_post < PROGRESS_INTERVAL_S:
-            return  # the next post (a later token's, or the completion) flushes it
+            return False  # the next post (a later token's, or the completion) flushes it
         self._flush_posted = True
         self._last_post = now
         self.progress_posts += 1
-        self.ctx.post(self._flush)
+        return True
 
     def _flush(self) -> None:
         """Emulation thread: copy new ids into out[], update resp, complete finished jobs."""
@@ -581,9 +594,6 @@ class VirtioAi(VirtioMmio):
                 continue  # the driver reset the device: the buffers are no longer ours
             if new:
                 new = new[: job.npredict - job.written]
-                # progress goes straight into the shared RAM mapping (~1 µs); dropping
-                # translated code for the range (PhysMem.write, ~15 µs) waits for the
-                # completion, which does it once for all of out[] and resp
                 ram.slice(job.out + 4 * job.written, 4 * len(new))[:] = struct.pack(
                     f"<{len(new)}I", *new)
                 if job.written == 0:
@@ -597,7 +607,7 @@ class VirtioAi(VirtioMmio):
                 continue
             last = self._us_at(t_last) if t_last else None
             job.t_done = last if last is not None else self.now_us()
-            if job.written:
+            if job.written:  # progress went straight into RAM; now drop stale translations
                 ram.forget_code(job.out, 4 * job.written)
             self._finish_job(job, status)
 
@@ -618,7 +628,8 @@ class VirtioAi(VirtioMmio):
 
     def _write_resp(self, job: _Job, status: int) -> int:
         """Write struct ai_dev_resp; the bytes written to the chain (used.len). The RUNNING
-        record goes straight into RAM; the final one also drops translated code there."""
+        record goes straight into RAM; the final one also drops translated code there
+        (PhysMem.write), like every DMA write of the machine's devices."""
         if status != ST["RUNNING"] and not job.t_done:
             job.t_done = self.now_us()
         data = RESP_FMT.pack(status, job.written, job.t_accept, job.t_first, job.t_done)
