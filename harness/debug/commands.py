@@ -560,8 +560,9 @@ class Interpreter:
 
     def cmd_x(self, arg: str) -> str:
         """x/NFU ADDR: examine memory. N count, F format (x d u o t a c s i), U size
-        (b h w g). Addresses go through the current page table (kernel addresses also
-        from user mode); device memory is refused."""
+        (b h w g). Addresses go through the current page table; kernel addresses also
+        work from user mode and, from the kernel, user addresses are read in the current
+        process's page table. Device memory is never read."""
         m = re.match(r"/(\d*)([xduotacsi]?)([bhwg]?)([xduotacsi]?)\s*(.*)$", arg)
         count, fmt, size = 1, self.x_fmt, self.x_size
         expr = arg
@@ -1017,10 +1018,16 @@ class Interpreter:
             name = self.resolve(arg.split()[0])
             doc = self.commands[name].__doc__ or ""
             return "\n".join(line.strip() for line in doc.strip().splitlines())
-        out = ["Commands (abbreviations work: b c s n si ni bt p x l i r):"]
+        out = ["Commands (abbreviations work: b c s n si ni bt p x l i r; `help CMD` for more):"]
+        seen = set()
         for name in sorted(self.commands):
-            doc = (self.commands[name].__doc__ or "").strip().splitlines()
-            out.append(f"  {doc[0] if doc else name}")
+            fn = self.commands[name]
+            if fn.__func__ in seen:  # type: ignore[attr-defined]
+                continue
+            seen.add(fn.__func__)  # type: ignore[attr-defined]
+            doc = " ".join(line.strip() for line in (fn.__doc__ or name).strip().splitlines())
+            synopsis, _, rest = doc.partition(": ")
+            out.append(f"  {synopsis:<34} {rest.split('. ')[0].rstrip('.')}".rstrip())
         return "\n".join(out)
 
     def cmd_quit(self, arg: str) -> str:
