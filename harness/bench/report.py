@@ -235,21 +235,34 @@ def findings_compare(res: Results, a: str, b: str) -> list[str]:
 
     lr, br = get("Model Loading Time, cold (s)"), get("bytes read by a cold load")
     la, lb = A.load_summary(ma), A.load_summary(mb_)
-    out.append(
-        f"**Model Loading Time** is weight I/O when cold: {mb_.label} takes {fx(lr)} the time "
-        f"of {ma.label} and reads {fx(br)} the bytes ({mb(lb['bytes_read'])} against "
-        f"{mb(la['bytes_read'])}; {f(lb['cold_MBps'])} and {f(la['cold_MBps'])} MB/s). Warm, "
-        f"the ratio drops to {fx(get('Model Loading Time, warm (s)'))}: the bytes come from the "
-        "page cache and what is left is mapping them and setting up the kernels. The parameter "
-        f"ratio ({fx(get('parameters'))}) is not what loading follows: the files hold the "
-        "weights in different formats (Q4_1 GGUF for SmolLM2, the int8 repack of a bf16 "
-        "checkpoint for Qwen), and bytes are what a disk delivers.")
+    if la["cold_ok"] and lb["cold_ok"]:
+        out.append(
+            f"**Model Loading Time** is weight I/O when cold: {mb_.label} takes {fx(lr)} the "
+            f"time of {ma.label} and reads {fx(br)} the bytes ({mb(lb['bytes_read'])} against "
+            f"{mb(la['bytes_read'])}; {f(lb['cold_MBps'])} and {f(la['cold_MBps'])} MB/s). "
+            f"Warm, the ratio drops to {fx(get('Model Loading Time, warm (s)'))}: the bytes "
+            "come from the page cache and what is left is mapping them and setting up the "
+            f"kernels. The parameter ratio ({fx(get('parameters'))}) is not what loading "
+            "follows: the files hold the weights in different formats (Q4_1 GGUF for "
+            "SmolLM2, the int8 repack of a bf16 checkpoint for Qwen), and bytes are what a "
+            "disk delivers.")
+    else:
+        bad = [m.label for m, ls in ((ma, la), (mb_, lb)) if not ls["cold_ok"]]
+        out.append(
+            f"**Model Loading Time:** the cold loads of {', '.join(bad)} were not cold (another "
+            "process kept the weights mapped, section 2), so only the warm ratio "
+            f"({fx(get('Model Loading Time, warm (s)'))}) and the file sizes "
+            f"({mb(ma.load.file_bytes)} and {mb(mb_.load.file_bytes)}) compare here; rerun "
+            "when nothing else has the model open.")
     v = "guest" if "TPOT, guest (ms)" in rows else "engine"
     tp, wr = get(f"TPOT, {v} (ms)"), get("weight bytes read per token")
     da, db = point(ma, "decode"), point(mb_, "decode")
-    eff = (f" The rest ({fx(tp / wr)}) is achieved bandwidth: {f(db.achieved_bw / 1e9)} GB/s "
-           f"for {mb_.label} against {f(da.achieved_bw / 1e9)} GB/s (engine only)."
-           if da and db else "")
+    eff = ""
+    if da and db:
+        te = A.ratio(db.seconds, da.seconds)
+        eff = (f" Engine only, the TPOT ratio {fx(te)} = bytes {fx(A.ratio(db.bytes, da.bytes))}"
+               f" × achieved bandwidth {f(da.achieved_bw / 1e9)} / {f(db.achieved_bw / 1e9)} "
+               f"GB/s ({fx(A.ratio(da.achieved_bw, db.achieved_bw))}).")
     out.append(
         f"**TPOT** ({v}): {fx(tp)}. Decode is memory-bound (section 3), so the prediction is "
         f"the ratio of bytes streamed per token, {fx(wr)} (the FLOPs grow only "
@@ -257,10 +270,14 @@ def findings_compare(res: Results, a: str, b: str) -> list[str]:
         f"{mb_.arch.ffn}-wide FFN make most of its {mb(mb_.info['weight_bytes'])}." + eff)
     tt, fr = get(f"TTFT {n} tok, {v} (ms)"), get(f"prefill FLOPs, {n} tokens")
     pa, pb = point(ma, f"prefill {n} tok"), point(mb_, f"prefill {n} tok")
-    eff = (f" The rest ({fx(tt / fr)}) is achieved compute: {f(pb.achieved_flops / 1e9)} "
-           f"GFLOP/s for {mb_.label} against {f(pa.achieved_flops / 1e9)} (engine only; the "
-           "DeltaNet recurrence and the wide LM head are not plain GEMMs)."
-           if pa and pb else "")
+    eff = ""
+    if pa and pb:
+        te = A.ratio(pb.seconds, pa.seconds)
+        eff = (f" Engine only, the prefill time ratio {fx(te)} = FLOPs "
+               f"{fx(A.ratio(pb.flops, pa.flops))} × achieved rate "
+               f"{f(pa.achieved_flops / 1e9)} / {f(pb.achieved_flops / 1e9)} GFLOP/s "
+               f"({fx(A.ratio(pa.achieved_flops, pb.achieved_flops))}; the DeltaNet recurrence "
+               "and the 248K-row LM head are not plain GEMMs).")
     out.append(
         f"**TTFT at {n} tokens** ({v}): {fx(tt)}. Prefill at this length is compute-bound, so "
         f"the prediction is the ratio of matrix work, {fx(fr)}: hidden {ma.arch.hidden} -> "
