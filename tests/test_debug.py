@@ -312,6 +312,26 @@ def test_watchpoint_on_a_kernel_variable(session) -> None:
     assert s.console.endswith("hi\n")
 
 
+def test_watchpoint_on_a_user_variable(session) -> None:
+    """Unicorn reports stores by physical address: the watch follows the variable of
+    the process it was set in."""
+    s = session("grep zzz words.txt; echo $?")
+    s("break sh:main")
+    s("continue")
+    pid = s.target.current_proc().pid
+    assert s("watch laststatus") == (f"Hardware watchpoint 2: laststatus (4 bytes at "
+                                     f"{s.target.programs.user('sh').dwarf.variable('laststatus').addr:#x}"
+                                     f" in pid {pid} (sh))")
+    stop = s("continue")
+    assert re.search(rf"Old value = 0\nNew value = 1\n\[U-mode, pid {pid} \(sh\), the store at "
+                     r"0x[0-9a-f]+\]\n\w+ \(\) at user_c/sh.c:\d+", stop), stop
+    assert s("print laststatus") == "$1 = 1"
+    assert "Old value = 1\nNew value = 0" in s("continue")  # echo $? succeeded
+    s("delete")
+    assert s("continue") == "[The guest powered off with status 0]"
+    assert s.console.endswith("1\n")
+
+
 def test_print_types_info_proc_and_info_mem(session) -> None:
     s = session("echo hi")
     s("break sys_exec")

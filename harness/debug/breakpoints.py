@@ -7,6 +7,10 @@ global per-instruction hook). A watchpoint is a UC_HOOK_MEM_WRITE hook over its 
 translated blocks, so every add or delete flushes the translation cache (reference
 gotcha 11). A hook that decides to stop calls `Machine.pause()`: the guest stops before
 that instruction (breakpoint) or right after the store (watchpoint, see target.py).
+Unicorn calls memory hooks with the *physical* address once paging is on (code hooks
+get the virtual PC), so a watchpoint hooks the physical bytes its virtual address maps
+to when it is set: it watches that process's variable (a forked child's copy is another
+page), and also catches the kernel writing it through its direct map (copyout).
 
 User programs share addresses (all are linked at 0), so a user location also checks,
 when its hook fires, that the hart is in U-mode and that the process on the CPU runs
@@ -54,13 +58,14 @@ class Breakpoint:
 
 @dataclass(eq=False)
 class Watchpoint:
-    """watch: stop after a store changes [addr, addr+size)."""
+    """watch: stop after a store changes [addr, addr+size) (virtual; physical pa)."""
 
     number: int
     addr: int
     size: int
     spec: str
     program: Program | None  # the kernel, a user program, or None (any: GDB's Z2)
+    pa: int = 0
     enabled: bool = True
     hits: int = 0
     handles: list[int] = field(default_factory=list)
@@ -80,7 +85,7 @@ class Hit:
     pc: int
     old: bytes = b""        # watch: the watched bytes before the store
     new: bytes = b""        # watch: after it
-    store_addr: int = 0     # watch: the store's address and width
+    store_addr: int = 0     # watch: the store's physical address and width
     store_size: int = 0
     store_old: bytes = b""  # watch: memory the store overwrote (an AMO's result)
     error: str = ""         # a condition could not be evaluated
@@ -124,14 +129,18 @@ class BreakpointTable:
         return bp
 
     def add_watch(self, addr: int, size: int, spec: str, program: Program | None,
-                  condition: str | None = None) -> Watchpoint:
+                  pa: int, condition: str | None = None) -> Watchpoint:
+        """Watch [addr, addr+size), which the caller translated to physical pa."""
         if not 0 < size <= MAX_WATCH:
             raise DebugError(f"a watchpoint covers 1..{MAX_WATCH} bytes, not {size}")
-        wp = Watchpoint(self._number(False), addr, size, spec, program, condition=condition)
+        if (pa & 0xFFF) + size > 0x1000:
+            raise DebugError("a watchpoint cannot cross a page boundary (watch each part)")
+        wp = Watchpoint(self._number(False), addr, size, spec, program, pa=pa,
+                        condition=condition)
         # Unicorn matches a hook on the access's first byte: widen by 7 bytes below so
         # an 8-byte store that starts before the watched range still calls us
         wp.handles.append(self.uc.hook_add(UC_HOOK_MEM_WRITE, self._on_write, wp,
-                                           max(addr - 7, 0), addr + size - 1))
+                                           max(pa - 7, 0), pa + size - 1))
         self.uc.ctl_flush_tb()
         self.points[wp.number] = wp
         return wp
@@ -211,19 +220,20 @@ class BreakpointTable:
 
     def _on_write(self, uc: Uc, access: int, addr: int, size: int, value: int,
                   wp: Watchpoint) -> None:
-        if (not wp.enabled or self.hit is not None or addr + size <= wp.addr
-                or addr >= wp.addr + wp.size or not self._matches(wp.program)):
-            return
+        if (not wp.enabled or self.hit is not None or addr + size <= wp.pa
+                or addr >= wp.pa + wp.size):
+            return  # (any mode: the physical bytes belong to the watched variable)
         hart = self.t.hart
-        old = hart.vread(wp.addr, wp.size)
-        store_old = hart.vread(addr, size)
+        phys = self.t.phys
+        old = phys.read(wp.pa, wp.size)
+        store_old = phys.read(addr, size)
         if old is None or store_old is None:
             return
         new = bytearray(old)
         data = (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
         for i, b in enumerate(data):
-            if 0 <= addr + i - wp.addr < wp.size:
-                new[addr + i - wp.addr] = b
+            if 0 <= addr + i - wp.pa < wp.size:
+                new[addr + i - wp.pa] = b
         if bytes(new) == old:
             return  # a store of the same value: gdb's watch does not stop either
         if wp.condition and self.condition_eval is not None:

@@ -321,20 +321,25 @@ class Interpreter:
             raise DebugError("Argument required (expression to compute).")
         ev = self.evaluator()
         inner = ev.evaluate(spec[1:]) if spec.startswith("*") else None
+        space = None
         if inner is not None and inner.type is None:
             addr, size, t, prog = ev.to_int(inner), 8, None, None  # *ADDR: 8 bytes
         else:
             v = ev.evaluate(spec)
             if v.addr is None:
                 raise DebugError(f"Cannot watch constant value `{spec}'.")
-            addr, t, prog = v.addr, v.type, v.program
+            addr, t, prog, space = v.addr, v.type, v.program, v.space
             size = t.size if t is not None and t.size else 8
+        pa = self.t.physical(addr, space)
         if prog is None:
             prog = (self.programs.kernel if addr >= KERNBASE or self.t.priv != PRIV_U
                     else self.t.program_at())
-        wp = self.t.bps.add_watch(addr, size, spec, prog, cond)
+        wp = self.t.bps.add_watch(addr, size, spec, prog, pa, cond)
         wp.ctype = t  # type: ignore[attr-defined]
-        where = "" if prog is None or not prog.user else f" in {prog.name}"
+        proc = self.t.current_proc()
+        where = "" if prog is None or not prog.user else (
+            f" in pid {proc.pid} ({proc.name})" if proc and proc.name == prog.name
+            else f" in {prog.name}")
         return f"Hardware watchpoint {wp.number}: {spec} ({size} bytes at {addr:#x}{where})"
 
     def _numbers(self, arg: str) -> list[int]:

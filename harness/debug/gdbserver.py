@@ -164,7 +164,8 @@ class GdbServer:
             self.points[key] = self.t.bps.add([Location(None, addr)], f"*{addr:#x}",
                                               internal=True)
         elif kind == b"2":
-            self.points[key] = self.t.bps.add_watch(addr, size, f"*{addr:#x}", None)
+            self.points[key] = self.t.bps.add_watch(addr, size, f"*{addr:#x}", None,
+                                                    self.t.physical(addr))
         else:
             return b""  # read/access watchpoints: not supported
         return b"OK"
@@ -189,7 +190,10 @@ class GdbServer:
         if stop.result is not None:
             return self._stop_at_end(stop.result)
         if stop.kind == "watchpoint" and stop.hit is not None:
-            return f"T{SIGTRAP:02x}watch:{stop.hit.store_addr:x};".encode() + THREAD
+            wp = stop.point
+            va = (wp.addr + max(stop.hit.store_addr - wp.pa, 0)
+                  if isinstance(wp, Watchpoint) else stop.hit.store_addr)
+            return f"T{SIGTRAP:02x}watch:{va:x};".encode() + THREAD
         if stop.kind == "breakpoint":
             return f"T{SIGTRAP:02x}swbreak:;".encode() + THREAD
         if stop.kind == "interrupted":

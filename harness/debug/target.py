@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from unicorn import UC_PROT_WRITE
 from unicorn import riscv_const as R
 
 from harness.debug import DebugError
@@ -178,6 +179,14 @@ class Target:
         mapped = [sp for sp in spaces if sp not in unmapped]
         raise DebugError((mapped or spaces)[0].why(addr, n))
 
+    def physical(self, addr: int, space: AddressSpace | None = None) -> int:
+        """The physical address of addr (in space, else by read()'s rules)."""
+        for sp in [space] if space is not None else self.fallback_spaces(addr):
+            pa = sp.translate(addr)
+            if pa is not None:
+                return pa
+        raise DebugError(f"Cannot access memory at address {addr:#x}: not mapped")
+
     def write(self, addr: int, data: bytes, space: AddressSpace | None = None) -> None:
         target = space
         if target is None:
@@ -267,7 +276,8 @@ class Target:
         if op is None:
             return
         rs1, disp, _ = op
-        if (self.hart.x(rs1) + disp) & 0xFFFF_FFFF_FFFF_FFFF != hit.store_addr:
+        va = (self.hart.x(rs1) + disp) & 0xFFFF_FFFF_FFFF_FFFF
+        if self.hart.translate(va, UC_PROT_WRITE) != hit.store_addr:
             return  # not the store we saw: leave the guest alone
         if n == 4 and bits & 0x7F == 0x2F:  # AMO / SC: rd was not written yet
             rd, funct5 = (bits >> 7) & 31, bits >> 27
