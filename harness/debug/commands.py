@@ -694,11 +694,13 @@ class Interpreter:
             if pc >= 0x80000000 or prog is None:
                 prog = self.programs.kernel if self.programs.kernel.function(pc) else prog
             hit = prog.function(pc) if prog is not None else None
-            if hit is None or not hit[0].size:
+            if hit is None:
                 raise DebugError(f"No function contains specified address {pc:#x}.")
             sym = hit[0]
             start = pc - hit[1]
-            end = start + sym.size
+            size = sym.size or next((s.addr for s in prog.elf.symbols if s.addr > sym.addr),
+                                    sym.addr + 0x100) - sym.addr  # an assembly label
+            end = start + min(size, 0x1000)
             title = f"Dump of assembler code for function {sym.name}:"
         fetch = self._code_fetch(prog)
         insns = disassemble(fetch, start, 100_000, self._symbolizer(prog), end)

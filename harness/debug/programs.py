@@ -88,6 +88,13 @@ class Program:
             return addr - TRAMPOLINE + self._tramp.addr
         return addr
 
+    def runtime(self, addr: int) -> int:
+        """Where code linked at addr runs (the inverse of `linked`)."""
+        t = self._tramp
+        if t is not None and t.addr <= addr < t.addr + PGSIZE:
+            return addr - t.addr + TRAMPOLINE
+        return addr
+
     def function(self, addr: int) -> tuple[Symbol, int] | None:
         """(symbol, offset) of the code at addr."""
         return self.elf.lookup(self.linked(addr))
@@ -263,7 +270,7 @@ class Programs:
                     fn = p.describe(a).split("+")[0]
                     if fn not in seen:
                         seen.add(fn)
-                        out.append(Location(p, a, found))
+                        out.append(Location(p, p.runtime(a), found))
         if not known:
             where = f" in {prog.name}" if prog is not None else ""
             raise DebugError(f"No source file named {file}{where}.")
@@ -284,7 +291,8 @@ class Programs:
         for p in progs:
             sym = p.symbol(name)
             if sym is not None:
-                out.append(Location(p, p.after_prologue(sym) if sym.size else sym.addr))
+                addr = p.after_prologue(sym) if sym.size else sym.addr
+                out.append(Location(p, p.runtime(addr)))
         if not out:
             where = f" in {prog.name}" if prog is not None else ""
             raise DebugError(f"Function \"{name}\" not defined{where}.")
