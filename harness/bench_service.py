@@ -71,6 +71,7 @@ class Report:
     tokens: int
     reps: int
     pairs: list[Pair] = field(default_factory=list)
+    first_added: list[float] = field(default_factory=list)  # ms, first request of each boot
 
     def med(self, key: str) -> float:
         xs = [getattr(p, key) for p in self.pairs if getattr(p, key) == getattr(p, key)]
@@ -133,12 +134,13 @@ def service(model: str, reps: int, pairs: int, tokens: int, no_busy: bool, kerne
     params = GenParams(max_new_tokens=tokens, stop_ids=())
     session = AiSession(lm, kernel=kernel, fs=fs)
     try:
-        _paired_round(session, lm, [prompts[0]], params, busy=False)  # warm-up boot
+        _paired_round(session, lm, [prompts[0]], params, busy=False)  # warm-up (page cache)
         for r in range(reps):
             work = [p for _ in range(pairs) for p in prompts]
-            got = _paired_round(session, lm, work, params, busy=False)
+            got, first = _paired_round(session, lm, work, params, busy=False)
+            rep.first_added.append(first)
             busy = ([] if no_busy else
-                    _paired_round(session, lm, work, params, busy=True))
+                    _paired_round(session, lm, work, params, busy=True)[0])
             for i, (p, (e, g)) in enumerate(zip(work, got, strict=True)):
                 pair = Pair(len(p), e.timings.ttft_s * 1e3, e.timings.tpot_s * 1e3,
                             g.timing["ttft_us"] / 1e3, g.timing["tpot_us"] / 1e3)
@@ -174,9 +176,11 @@ def service(model: str, reps: int, pairs: int, tokens: int, no_busy: bool, kerne
 
 
 def _paired_round(session: Any, lm: Any, prompts: list[list[int]], params: Any,
-                  busy: bool) -> list[tuple[Any, Any]]:
+                  busy: bool) -> tuple[list[tuple[Any, Any]], float]:
     """One boot running `llmrun --timing --stdin`; for each prompt an engine-only request and
-    a guest request, adjacent (their order alternates). [(engine Request, LlmResult)]."""
+    a guest request, adjacent (their order alternates). A first, unmeasured request warms the
+    boot up (Unicorn translates the kernel and user code paths it runs the first time).
+    ([(engine Request, LlmResult)], what the guest path added to that first request, ms)."""
     from harness.session import parse_llmrun
 
     cond = threading.Condition()
@@ -197,7 +201,7 @@ def _paired_round(session: Any, lm: Any, prompts: list[list[int]], params: Any,
             with cond:  # the service prints its ready line before reading requests
                 if not cond.wait_for(lambda: b"stdin service ready" in text, timeout=120):
                     raise TimeoutError("llmrun --stdin did not start")
-            for i, p in enumerate(prompts):
+            for i, p in enumerate([prompts[0], *prompts]):
                 line = f"{params.max_new_tokens} {' '.join(map(str, p))}\n".encode()
                 eng = None
                 if i % 2 == 0:
@@ -219,9 +223,9 @@ def _paired_round(session: Any, lm: Any, prompts: list[list[int]], params: Any,
     cmd = (BUSY + " " if busy else "") + "llmrun --timing --stdin"
     run = session.run(cmd, timeout=1800, echo=echo, during=driver)
     results = parse_llmrun(run.output)
-    if failure or len(results) != len(prompts):
+    if failure or len(results) != len(prompts) + 1:
         raise click.ClickException(f"the guest run failed ({'; '.join(failure) or run.exit.value}"
-                                   f"): {len(results)} of {len(prompts)} results\n"
+                                   f"): {len(results)} of {len(prompts) + 1} results\n"
                                    + run.output[-2000:])
     # from the device trace: when each request reached the engine's queue, guest clock
     stamps: dict[int, dict[str, int]] = {}
@@ -234,7 +238,8 @@ def _paired_round(session: Any, lm: Any, prompts: list[list[int]], params: Any,
                                    f"{len(results)}")
     for res, st in zip(results, reqs, strict=True):
         res.timing["engine_in"] = st["engine"]
-    return list(zip(out, results, strict=True))
+    first = (results[0].timing["engine_in"] - results[0].timing["submit"]) / 1e3
+    return list(zip(out[1:], results[1:], strict=True)), first
 
 
 def _f(x: float) -> str:
@@ -263,7 +268,9 @@ def format_report(rep: Report) -> str:
         f"after the last token until ai_wait returned: {m('completion'):.2f}",
         f"added before the engine (ai_submit -> request in the engine's queue, same request, "
         f"exact): median {m('added'):.3f} ms, max "
-        f"{max((p.added for p in rep.pairs), default=float('nan')):.3f} ms",
+        f"{max((p.added for p in rep.pairs), default=float('nan')):.3f} ms; the first "
+        f"request of a boot (code not yet translated): median "
+        f"{statistics.median(rep.first_added) if rep.first_added else float('nan'):.2f} ms",
     ]
     if r_busy == r_busy:
         lines.append(f"busy guest (sysbench cpu beside llmrun): TPOT {m('busy_tpot'):.2f} ms = "
