@@ -20,6 +20,7 @@ The run loop (`Machine.run`):
 A debugger (harness/debug/) drives the same loop: its hooks call `pause()`, which stops
 the guest before the hooked instruction and makes `run()` return Exit.PAUSE; `run()` and
 `step()` (one instruction) then go on from wherever the PC is.
+
 Synchronous traps are delivered inside Unicorn's hooks (harness/traps.py), interrupts are
 native: the devices raise STIP/SEIP in mip and the guest takes them through stvec.
 """
