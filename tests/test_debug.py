@@ -65,6 +65,14 @@ def session(programs: Programs) -> Iterator[Callable[[str], Session]]:
         s.machine.close()
 
 
+def line_of(path: str, text: str) -> int:
+    """The line of a source file that contains text (tests never hard-code lines)."""
+    for i, line in enumerate((ROOT / path).read_text().splitlines(), 1):
+        if text in line:
+            return i
+    raise AssertionError(f"{text!r} is not in {path}")
+
+
 def frames(bt: str) -> list[str]:
     """Function names of a backtrace, in order."""
     return re.findall(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+) \(\)", bt, re.M)
@@ -88,7 +96,7 @@ def test_break_at_sys_fork_step_inspect_and_run_to_completion(session) -> None:
     assert names[3:] == ["fork", "bench_fork", "main", "_start"], bt
     assert re.search(r"--- trap from user space: pid \d+ \(sysbench\) ---", bt)
     assert "fork () at build/user/usys.S:" in bt
-    assert "bench_fork () at user_c/sysbench.c:91" in bt
+    assert f"bench_fork () at user_c/sysbench.c:{line_of('user_c/sysbench.c', '= fork();')}" in bt
 
     # step into fork() and go line by line inside the kernel
     out = s("step")
@@ -182,11 +190,11 @@ def test_user_breakpoint_fires_only_in_its_program(session) -> None:
 
 def test_breakpoint_by_file_line_tbreak_and_address(session) -> None:
     s = session("echo hi")
-    line = s("info line sys_getpid")  # any kernel line: take it from the line table
-    out = s("tbreak kernel_c/sysproc.c:31")
+    line = line_of("kernel_c/sysproc.c", "return fork();")
+    out = s(f"tbreak kernel_c/sysproc.c:{line}")
     m = re.fullmatch(r"Temporary breakpoint 1 at (0x[0-9a-f]+) <sys_fork(\+0x[0-9a-f]+)?>: "
-                     r"file kernel_c/sysproc.c, line 31\.", out)
-    assert m, (out, line)
+                     rf"file kernel_c/sysproc.c, line {line}\.", out)
+    assert m, out
     assert "Temporary breakpoint 1, sys_fork ()" in s("continue")
     assert s("info breakpoints") == "No breakpoints or watchpoints."
     addr = s.target.programs.kernel.symbol("exit").addr
@@ -203,8 +211,9 @@ def test_breakpoint_by_file_line_tbreak_and_address(session) -> None:
 
 def test_until_and_multi_location_breakpoints(session) -> None:
     s = session("echo hi")
-    out = s("break ulib.c:30")  # ulib is linked into every user program
-    assert re.match(r"Breakpoint 1 at ulib.c:30: \d+ locations", out), out
+    line = line_of("user_c/ulib.c", "while((*d++ = *src++) != 0)")  # in strcpy
+    out = s(f"break ulib.c:{line}")  # ulib is linked into every user program
+    assert re.match(rf"Breakpoint 1 at ulib.c:{line}: \d+ locations", out), out
     assert "1.1  0x" in out and " in cat <" in out
     s("delete 1")
     assert "sys_exec () at kernel_c/sysfile.c" in s("until sys_exec")
@@ -265,10 +274,11 @@ def test_arguments_and_locals_of_a_user_program(session) -> None:
 
 def test_next_and_nexti_run_over_system_calls_in_user_code(session) -> None:
     s = session("sysbench fork 2")
-    out = s("break sysbench:sysbench.c:101")
+    line = line_of("user_c/sysbench.c", 'printf("fork: n=')
+    out = s(f"break sysbench:sysbench.c:{line}")
     assert re.fullmatch(r"Breakpoint 1 at 0x[0-9a-f]+ in sysbench <\w+\+0x[0-9a-f]+>: "
-                        r"file user_c/sysbench.c, line 101\.", out), out
-    assert "101\t  printf(\"fork: n=%lu" in s("continue")
+                        rf"file user_c/sysbench.c, line {line}\.", out), out
+    assert f'{line}\t  printf("fork: n=%lu' in s("continue")
     assert "fork: n=" not in s.console
     out = s("next")  # printf and its write system calls run; we stay in sysbench
     assert re.fullmatch(r"\d+\t.*", out), out  # (the next line: putfix, inlined at -O2)
@@ -373,7 +383,8 @@ def test_disassemble_and_list(session) -> None:
     assert re.search(r"\tc?\.?b(?:eq|ne|nez|eqz)z? .*0x8[0-9a-f]+ <acquire\+0x[0-9a-f]+>",
                      dis), dis
     src = s("list")
-    assert re.search(r"^31\t  return fork\(\);$", src, re.M), src
+    ret = line_of("kernel_c/sysproc.c", "return fork();")
+    assert re.search(rf"^{ret}\t  return fork\(\);$", src, re.M), src
     nxt = s("list")
     assert int(nxt.split("\t", 1)[0]) == int(src.splitlines()[-1].split("\t", 1)[0]) + 1
     out = s("list sh:main")
