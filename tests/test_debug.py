@@ -368,6 +368,18 @@ def test_print_types_info_proc_and_info_mem(session) -> None:
     assert re.search(r"^  0x3ffffff000\s+0x[0-9a-f]+\s+0x1000\s+r-x-$", mem, re.M)  # trampoline
 
 
+def test_backtrace_of_a_sleeping_process(session) -> None:
+    s = session("echo hi")
+    s("break sys_exec if $prog == \"sh\"")
+    s("continue")
+    init = frames(s("bt pid 1"))  # init waits for the shell in wait()
+    assert init[:2] == ["sched", "wait"] and "sys_wait" in init, init
+    assert init[-2:] == ["main", "_start"] and "usertrap" in init
+    assert "--- trap from user space: pid 1 (init) ---" in s("bt pid 1")
+    with pytest.raises(DebugError, match="No process with pid 99."):
+        s("bt pid 99")
+
+
 def test_disassemble_and_list(session) -> None:
     s = session("echo hi")
     s("break sys_fork")

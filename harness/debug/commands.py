@@ -18,7 +18,7 @@ from harness.debug.breakpoints import Breakpoint, Watchpoint
 from harness.debug.disasm import disassemble
 from harness.debug.dwarf import CType
 from harness.debug.expr import CSR_REGS, REGISTERS, Evaluator, Value
-from harness.debug.frames import Frame, backtrace
+from harness.debug.frames import Frame, backtrace, process_backtrace
 from harness.debug.locals import Local, evaluate
 from harness.debug.programs import Program
 from harness.debug.target import Stop, Target, describe_end
@@ -731,10 +731,23 @@ class Interpreter:
 
     # ---------------------------------------------------------------- frames
     def cmd_backtrace(self, arg: str) -> str:
-        """backtrace [N]: frames from the PC outwards, across a trap from user space
-        into the user program's own frames."""
-        frames = self.frames()
-        n = self._count(arg) if arg else len(frames)
+        """backtrace [N] | backtrace pid PID: frames from the PC outwards, across a trap
+        from user space into the user program's own frames; with pid, where a process
+        that is not running stopped (from the registers swtch saved)."""
+        m = re.fullmatch(r"pid\s+(\S+)", arg)
+        if m:
+            procs = self.t.procs
+            p = procs.by_pid(self.evaluator().integer(m.group(1))) if procs else None
+            if p is None:
+                raise DebugError(f"No process with pid {m.group(1)}.")
+            if procs is not None and p.addr == procs.current_addr():
+                frames = self.frames()
+            else:
+                frames = process_backtrace(self.t, p)
+            n = len(frames)
+        else:
+            frames = self.frames()
+            n = self._count(arg) if arg else len(frames)
         out = []
         for f in frames[:n]:
             if f.entry is not None:

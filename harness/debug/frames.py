@@ -83,6 +83,42 @@ def backtrace(t: Target) -> list[Frame]:
     return frames
 
 
+def process_backtrace(t: Target, proc: Proc) -> list[Frame]:
+    """The frames of a process that is not on the CPU: its kernel stack from the
+    registers swtch() saved in p->context (it stopped in sched()), then its user frames
+    from the trap frame, as for the running process."""
+    if t.procs is None:
+        return []
+    ptype = t.procs.ptype
+    ctx_field = ptype.field("context")
+    if ctx_field is None:
+        return []
+    raw = t.phys.read(proc.addr + ctx_field.offset, ctx_field.type.size)
+    if raw is None:
+        return []
+    regs = {}
+    for reg, name in ((1, "ra"), (2, "sp"), (8, "s0")):
+        f = ctx_field.type.field(name)
+        if f is None:
+            return []
+        regs[reg] = scalar(f.type, raw[f.offset : f.offset + 8])
+    kernel = t.programs.kernel
+    space = t.kernel_space()
+    stvec = kernel.symbol("kernelvec")
+    view = RegsView(space, regs, stvec.addr if stvec else NO_VECTOR)
+    frames = [Frame(i, f.addr, kernel, space, f.exact, f.trap)
+              for i, f in enumerate(fp_backtrace(view, kernel.elf, regs[1]))]  # type: ignore[arg-type]
+    if frames:
+        frames[0].exact = False  # the saved ra: a return address into sched()
+    if frames and frames[-1].function() == "usertrap":
+        user = _trap_frame_regs(t, proc)
+        if user is not None:
+            upc, uregs = user
+            frames += _user_frames(t, t.programs.user(proc.name), t.proc_space(proc), upc,
+                                   uregs, len(frames), proc)
+    return frames
+
+
 def _trap_frame_regs(t: Target, proc: Proc) -> tuple[int, dict[int, int]] | None:
     """(user pc, {1: ra, 2: sp, 8: s0}) from the process's trap frame."""
     tf = t.programs.kernel.dwarf.struct("trapframe")
