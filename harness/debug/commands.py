@@ -574,7 +574,8 @@ class Interpreter:
         if m:
             count = int(m.group(1)) if m.group(1) else 1
             fmt = m.group(2) or m.group(4) or fmt
-            size = SIZES[m.group(3)] if m.group(3) else (8 if fmt == "a" else size)
+            implied = {"a": 8, "c": 1}.get(fmt) if m.group(2) or m.group(4) else None
+            size = SIZES[m.group(3)] if m.group(3) else (implied or size)
             expr = m.group(5)
         ev = self.evaluator()
         if expr:

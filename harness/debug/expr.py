@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from unicorn import riscv_const as R
 
 from harness.debug import DebugError
-from harness.debug.dwarf import CType, scalar
+from harness.debug.dwarf import VOID, CType, scalar
 from harness.debug.programs import Program
 from harness.debug.target import Target
 from harness.debug.vmem import AddressSpace
@@ -39,6 +39,10 @@ CSRS = ("sstatus", "sie", "sip", "stvec", "sepc", "scause", "stval", "satp", "ss
         "scounteren", "mstatus", "mie", "mip", "mepc", "mcause", "mtval", "mtvec",
         "medeleg", "mideleg", "misa")
 CSR_REGS = {name: getattr(R, f"UC_RISCV_REG_{name.upper()}") for name in CSRS}
+
+_CODE = CType("func", "", 1)
+POINTER_REGS = {"pc": _CODE, "ra": _CODE, "sp": VOID, "fp": VOID, "s0": VOID, "gp": VOID,
+                "tp": VOID}
 
 BASE_TYPES = {
     "char": CType("base", "char", 1, True), "uchar": CType("base", "unsigned char", 1),
@@ -298,6 +302,9 @@ class Evaluator:
 
     def _register(self, name: str) -> Value:
         h = self.t.hart
+        if name in POINTER_REGS:  # gdb types these as pointers: printed in hex
+            return Value(CType("pointer", "", 8, target=POINTER_REGS[name]),
+                         raw=h.get(REGISTERS[name]), program=self.program)
         if name in REGISTERS:
             return Value(raw=h.get(REGISTERS[name]))
         if name in CSR_REGS:
