@@ -464,7 +464,7 @@ class Machine:
         if self.result is not None or self._pause is not None:
             return  # a pause stops before an instruction: no MMIO access to replay
         if stopped:
-            self.bus.after_stop(self._pc)
+            self._pc = self.bus.after_stop(self._pc)
         elif self.hart.vread(self._pc - 4, 4, UC_PROT_EXEC) == WFI:
             self._idle = True
 
