@@ -15,7 +15,12 @@ One file per concept:
     disasm.py       capstone disassembly with resolved, symbolised branch targets
     expr.py         the expression language of print, x, break ... if
     values.py       gdb's notation for values
-    commands.py     the command interpreter (one method per command)
+    commands.py     the command interpreter: dispatch, help, completion
+    cmdbase.py      what the commands share (selected frame, locals, stop reports)
+    cmd_points.py   break tbreak watch delete disable enable condition
+    cmd_exec.py     continue step next stepi nexti finish until input
+    cmd_data.py     print set x disassemble
+    cmd_info.py     backtrace frame up down list info ...
     repl.py         the prompt: readline history and tab completion
     rsp.py          GDB remote serial protocol framing (transport)
     gdbregs.py      the register map and target.xml (data)
