@@ -492,7 +492,7 @@ ai_service_worker_complete(int id, uint64 out, int len, int status)
     goto bad;
   }
   if(status == 0){
-    if(len < 0 || len > AIS_TEXTMAX){
+    if(len < 0 || len >= AIS_TEXTMAX){   // the text and its NUL must fit
       err = AI_EINVAL;
       goto bad;
     }

@@ -203,13 +203,15 @@ ais_text_free(struct aislot *s)
 
 // Give s room for a result of len bytes plus its NUL (written here).
 // Returns 0, or -1 (nothing kept) if len is too big or memory is short.
+// AIS_TEXTMAX counts the NUL, so len < AIS_TEXTMAX (a len of AIS_TEXTMAX
+// would need one page more than text[] has).
 int
 ais_text_alloc(struct aislot *s, int len)
 {
   int i, npages;
 
   ais_text_free(s);
-  if(len < 0 || len > AIS_TEXTMAX)
+  if(len < 0 || len >= AIS_TEXTMAX)
     return -1;
   npages = len / AIS_PAGESZ + 1;
   for(i = 0; i < npages; i++){

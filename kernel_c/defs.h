@@ -70,12 +70,15 @@ void            iunlock(struct inode*);
 void            iunlockput(struct inode*);
 void            iupdate(struct inode*);
 void            itrunc(struct inode*);
-int             namecmp(const char*, const char*);
 struct inode*   namei(char*);
 struct inode*   nameiparent(char*, char*);
 int             readi(struct inode*, int, uint64, uint, uint);
 void            stati(struct inode*, struct stat*);
 int             writei(struct inode*, int, uint64, uint, uint);
+
+// path.c
+int             namecmp(const char*, const char*);
+char*           skipelem(char*, char*);
 
 // kalloc.c
 void*           kalloc(void);

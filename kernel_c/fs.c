@@ -454,12 +454,6 @@ writei(struct inode *ip, int user_src, uint64 src, uint off, uint n)
 
 // ---------------------------------------------------------------- directories
 
-int
-namecmp(const char *s, const char *t)
-{
-  return strncmp(s, t, DIRSIZ);
-}
-
 // Look name up in directory dp; set *poff to the entry's offset if poff.
 // Returns the inode unlocked and referenced, or 0.
 struct inode*
@@ -518,35 +512,7 @@ dirlink(struct inode *dp, char *name, uint inum)
 
 // ---------------------------------------------------------------- path names
 
-// Copy the next path element of path into name (at most DIRSIZ bytes) and
-// return what follows it, without leading slashes; 0 if there is none.
-//   skipelem("a/bb/c", name) = "bb/c", name = "a"
-//   skipelem("///a//bb", name) = "bb", name = "a"
-//   skipelem("", name) = skipelem("////", name) = 0
-static char*
-skipelem(char *path, char *name)
-{
-  char *s;
-  int len;
-
-  while(*path == '/')
-    path++;
-  if(*path == 0)
-    return 0;
-  s = path;
-  while(*path != '/' && *path != 0)
-    path++;
-  len = path - s;
-  if(len >= DIRSIZ)
-    memmove(name, s, DIRSIZ);
-  else {
-    memmove(name, s, len);
-    name[len] = 0;
-  }
-  while(*path == '/')
-    path++;
-  return path;
-}
+// skipelem() and namecmp(), the parts without inodes, are in path.c.
 
 // The inode for path, or with nameiparent set, the inode of its parent
 // directory (the last element is copied into name, DIRSIZ bytes).

@@ -31,6 +31,7 @@ KERNEL_OBJS := $(addprefix $(KBUILD)/, \
   file.o \
   pipe.o \
   fs.o \
+  path.o \
   bio.o \
   virtio_disk.o \
   virtio_ai.o \
