@@ -47,8 +47,9 @@ def _ints(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
               help="Generated tokens per request.")
 @click.option("--reps", type=click.IntRange(1, 50), default=3, show_default=True,
               help="Interleaved rounds: requests per (model, input, output) and vantage.")
-@click.option("--concurrency", default="1,2,4,8", show_default=True, callback=_ints,
-              help="Concurrent clients of the sweep (guest: aibench -c N, 1..32).")
+@click.option("--concurrency", default="1,2,4,8,16", show_default=True, callback=_ints,
+              help="Concurrent clients of the sweep (guest: aibench -c N, 1..32). More "
+                   "clients than the kernel's 8 request slots show back-pressure.")
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("bench-results"), show_default=True,
               help="Folder for report.md, results.json/.csv, requests.csv and the PNG plots.")

@@ -112,9 +112,17 @@ def test_guest_times_join_aibench_lines_with_the_device_trace() -> None:
              ev(t_us=1_009_000, event="waited", reqid=7, source="kernel"),
              ev(t_us=2_000_000, event="submit", reqid=8, source="kernel")]
     [(g, d)] = guest_times(runs[0], trace)
-    assert g.ttft == pytest.approx(0.004990) and g.tpot == pytest.approx(0.001)
-    assert g.e2e == pytest.approx(0.008990) and g.queue == pytest.approx(0.000290)
-    assert d.ttft == pytest.approx(0.0046) and g.skew == pytest.approx(-0.00001)
+    # t_submit is aibench's (ai_submit entered the kernel); the rest is the trace's
+    assert g.ttft == pytest.approx(0.005) and g.tpot == pytest.approx(0.001)
+    assert g.e2e == pytest.approx(0.009) and g.queue == pytest.approx(0.0003)
+    assert g.slot_wait == pytest.approx(0.00001)  # entered -> slot claimed
+    assert d.ttft == pytest.approx(0.0046) and g.skew == pytest.approx(0.0)
+    # a trace on another clock (t_first 20 ms off): the guest figures start at the claim
+    late = [ev(t_us=e.t_us + 20_000, event=e.event, reqid=e.reqid, source=e.source)
+            for e in trace]
+    [(g, d)] = guest_times(runs[0], late)
+    assert g.skew == pytest.approx(-0.020) and g.ttft == pytest.approx(0.00499)
+    assert g.slot_wait == 0 and d.ttft == pytest.approx(0.0046)
 
 
 def test_aibench_that_did_not_run_is_an_error() -> None:
@@ -149,7 +157,7 @@ def test_cli_rejects_bad_options() -> None:
     assert r.returncode == 2 and "comma-separated list of integers" in r.stderr
     r = run("--input-lens", "8,300")
     assert r.returncode == 2 and "255" in r.stderr
-    r = run("--concurrency", "64")
+    r = run("--concurrency", "1,64")
     assert r.returncode == 2 and "32 clients" in r.stderr
     r = run("--reps", "2", "system")
     assert r.returncode == 2 and "do not apply to 'bench system'" in r.stderr
@@ -174,7 +182,7 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, str
     env = dict(os.environ, PYLLM_CACHE_DIR=str(tmp / "cache"))
     r = subprocess.run([sys.executable, "-m", "harness", "bench", "--quick", "--models",
                         ",".join(models), "--input-lens", "8,128", "--output-lens", "4,8",
-                        "--concurrency", "1,2", "--out", str(out)],
+                        "--concurrency", "1,16", "--out", str(out)],
                        cwd=ROOT, capture_output=True, text=True, timeout=1200, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     return out, json.loads((out / "results.json").read_text()), r.stdout
@@ -227,7 +235,7 @@ def test_quick_run_json_is_complete_and_consistent(quick_run: tuple[Path, dict, 
         for c in m["cells"]:
             if c["ttft"]["n"]:
                 assert c["ttft"]["median"] > 0 and c["e2e"]["median"] >= c["ttft"]["median"]
-        assert m["concurrency"]["engine"][-1]["clients"] == 2
+        assert m["concurrency"]["engine"][-1]["clients"] == 16
     with (out / "requests.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     per_model = 2 * 2 * (3 if BUILT else 1)  # cells x vantages (guest, device, engine)
@@ -249,3 +257,8 @@ def test_quick_run_ttft_grows_with_input_and_prefill_is_compute_bound(
     assert pre["prefill 128 tok"] == "compute"
     assert doc["headline"]["smol"]["decode_bound"] == "memory"
     assert m["course"] and all(r["speedup"] > 1 for r in m["course"])
+    if BUILT:  # 16 clients, 8 request slots, 200 ms requests: ai_submit must have slept
+        top = m["concurrency"]["guest"][-1]
+        assert top["clients"] == 16 and top["ok"] == 16
+        assert top["slot_wait"]["max"] > 1.0, top["slot_wait"]
+        assert m["concurrency"]["guest"][0]["slot_wait"]["max"] < 1.0

@@ -119,6 +119,7 @@ def os_path(res: Results, spec: str) -> dict[str, float]:
         return {}
     return {
         "queue_ms": median([t.queue * 1e3 for t in g]),
+        "slot_wait_ms": median([t.slot_wait * 1e3 for t in g]),
         "dispatch_to_accept_ms": median([(t.accept - t.dispatch) * 1e3 for t in g]),
         "submit_to_accept_ms": median([(t.accept - t.submit) * 1e3 for t in g]),
         "done_to_waited_ms": median([(t.waited - t.done) * 1e3 for t in g]),
@@ -130,6 +131,12 @@ def os_path(res: Results, spec: str) -> dict[str, float]:
         "e2e_engine_ms": res.summary(spec, "engine", "e2e").median,
         "tpot_guest_ms": median([t.tpot * 1e3 for t in g]),
         "tpot_engine_ms": res.summary(spec, "engine", "tpot").median,
+        # the same engine inside the machine (device) against alone, at the longest prompt
+        "prefill_device_over_engine": ratio(
+            res.summary(spec, "device", "ttft", n_in=max(res.opts.input_lens)).median,
+            res.summary(spec, "engine", "ttft", n_in=max(res.opts.input_lens)).median),
+        "tpot_device_over_engine": ratio(res.summary(spec, "device", "tpot").median,
+                                         res.summary(spec, "engine", "tpot").median),
     }
 
 

@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MODELS = ("smol", "qwen")
 QUICK = {"input_lens": (8, 32, 128), "output_lens": (8, 16), "reps": 1,
          "concurrency": (1, 4), "load_reps": 1, "per_client": 1}
+CONC_METRICS = ("ttft", "tpot", "e2e", "queue", "slot_wait")
 SYNTH_FREE_BYTES = 3 << 30  # the synthetic checkpoint (1.7 GB) + its int8 cache (0.9 GB)
 
 
@@ -61,7 +62,7 @@ class Options:
     input_lens: list[int]
     output_lens: list[int]
     reps: int = 3
-    concurrency: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    concurrency: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
     out: Path = Path("bench-results")
     quick: bool = False
     cold: str = "fadvise"  # "fadvise" | "drop_caches"
@@ -93,7 +94,8 @@ class Sample:
         return {"model": self.model, "vantage": self.vantage, "n_in": self.n_in,
                 "n_out": self.n_out, "round": self.round, "clients": self.clients,
                 "ok": t.ok, "n_gen": t.n_gen, "ttft_ms": t.ttft * 1e3, "tpot_ms": t.tpot * 1e3,
-                "e2e_ms": t.e2e * 1e3, "queue_ms": t.queue * 1e3}
+                "e2e_ms": t.e2e * 1e3, "queue_ms": t.queue * 1e3,
+                "slot_wait_ms": t.slot_wait * 1e3}
 
 
 @dataclass
@@ -111,11 +113,12 @@ class ConcPoint:
     tpot: Summary
     e2e: Summary
     queue: Summary
+    slot_wait: Summary  # guest only: ai_submit asleep until a request slot was free
     workers: int = 0  # guest: ai_daemon workers serving the queue
 
     def as_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if not isinstance(v, Summary)}
-        for k in ("ttft", "tpot", "e2e", "queue"):
+        for k in CONC_METRICS:
             d[k] = getattr(self, k).as_dict()
         return d
 
@@ -485,7 +488,7 @@ def _guest_sweep(g: GuestRunner, spec: str, opts: Options,
 def _conc_point(clients: int, reqs: list[RequestTimes], wall: float) -> ConcPoint:
     good = [t for t in reqs if t.ok]
     toks = sum(t.n_gen for t in good)
-    ms = {m: summarize([t.value(m) * 1e3 for t in good]) for m in ("ttft", "tpot", "e2e", "queue")}
+    ms = {m: summarize([t.value(m) * 1e3 for t in good]) for m in CONC_METRICS}
     return ConcPoint(clients, len(reqs), len(good), toks, wall,
                      len(good) / wall if wall > 0 else math.nan,
                      toks / wall if wall > 0 else math.nan, **ms)

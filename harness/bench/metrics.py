@@ -3,12 +3,13 @@ docs/BENCH.md use.
 
 A request is seen from three vantage points, each with its own clock and timestamps:
 
-    guest   a user program (aibench, llmrun --timing) on the emulated machine. The kernel's
-            AI service marks submit (ai_submit queued the request), dispatch (an ai_daemon
-            worker took it) and waited (ai_wait copied the result out) by writing the AI
-            device's trace register; the device stamps those and its own accept / first /
-            done on one clock, guest microseconds since boot (with the default host clock a
-            guest µs is a host µs). aibench and llmrun print the same spans from time_us().
+    guest   a user program (aibench, llmrun --timing) on the emulated machine. The kernel
+            stamps t_submit when ai_submit enters it (ai_status.t_submit, which the program
+            prints); its AI service then marks claimed (a request slot was taken: after any
+            wait for a free one), dispatch (an ai_daemon worker took it) and waited (ai_wait
+            copied the result out) by writing the AI device's trace register, and the device
+            stamps those and its own accept / first / done on the same clock: guest
+            microseconds since boot (with the default host clock a guest µs is a host µs).
     device  the virtio AI device only: accept (the driver's notify reached the device) ->
             first token -> done, stamped by the device on the same guest clock.
     engine  pyllm.Engine in the bench's own process, no emulator or kernel (what
@@ -57,7 +58,11 @@ METRICS: dict[str, Metric] = {m.key: m for m in (
            "request enters the system -> its whole result is back with the caller"),
     Metric("queue", "Queueing delay", "ms",
            "request enters the system -> work on it starts (guest: a worker took it from the "
-           "kernel's queue; engine: the scheduler admitted it)"),
+           "kernel's queue, including any wait for a free slot; engine: the scheduler gave it "
+           "its first prefill chunk)"),
+    Metric("slot_wait", "Slot wait (back-pressure)", "ms",
+           "guest: ai_submit entered the kernel -> a free request slot was claimed (the "
+           "submitter sleeps while all slots are taken)"),
 )}
 
 
@@ -80,6 +85,7 @@ START_STOP: dict[tuple[str, str], tuple[str, str]] = {
     ("guest", "ttft"): ("submit", "first"),
     ("guest", "e2e"): ("submit", "waited"),
     ("guest", "queue"): ("submit", "dispatch"),
+    ("guest", "slot_wait"): ("submit", "claimed"),
     ("device", "ttft"): ("accept", "first"),
     ("device", "e2e"): ("accept", "done"),
     ("engine", "ttft"): ("submit", "first"),
@@ -88,10 +94,10 @@ START_STOP: dict[tuple[str, str], tuple[str, str]] = {
 }
 
 TIMESTAMP_MEANING: dict[str, str] = {
-    "submit": "guest: ai_submit put the request in a slot and the queue (kernel); engine: "
-              "Engine.submit() called",
+    "submit": "guest: ai_submit entered the kernel; engine: Engine.submit() called",
+    "claimed": "guest: the kernel claimed a free request slot and queued the request",
     "dispatch": "guest: an ai_daemon worker took the request from the queue; engine: the "
-                "scheduler admitted it",
+                "scheduler gave it its first prefill chunk",
     "accept": "the AI device accepted the descriptor chain (driver notify)",
     "first": "the first generated token was sampled",
     "done": "the last token was sampled",
@@ -107,6 +113,7 @@ class RequestTimes:
     n_prompt: int
     n_gen: int
     submit: float = math.nan
+    claimed: float = math.nan
     dispatch: float = math.nan
     accept: float = math.nan
     first: float = math.nan
@@ -114,7 +121,7 @@ class RequestTimes:
     waited: float = math.nan
     token_times: tuple[float, ...] = ()  # engine only: each token's time
     ok: bool = True
-    skew: float = 0.0  # guest: the program's t_submit minus the trace's (a clock offset)
+    skew: float = 0.0  # guest: the program's t_first minus the trace's (a clock offset)
 
     def span(self, metric: str) -> float:
         """Seconds of `metric` from START_STOP (nan if this vantage does not define it)."""
@@ -142,19 +149,24 @@ class RequestTimes:
         return self.span("queue")
 
     @property
+    def slot_wait(self) -> float:
+        return self.span("slot_wait")
+
+    @property
     def itl(self) -> list[float]:
         t = self.token_times
         return [b - a for a, b in zip(t, t[1:], strict=False)]
 
     def value(self, metric: str) -> float:
         """The metric in seconds (ITL: nan; use `itl`)."""
-        return {"ttft": self.ttft, "tpot": self.tpot, "e2e": self.e2e,
-                "queue": self.queue}.get(metric, math.nan)
+        return {"ttft": self.ttft, "tpot": self.tpot, "e2e": self.e2e, "queue": self.queue,
+                "slot_wait": self.slot_wait}.get(metric, math.nan)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["token_times"] = list(self.token_times)
-        d.update(ttft_s=self.ttft, tpot_s=self.tpot, e2e_s=self.e2e, queue_s=self.queue)
+        d.update(ttft_s=self.ttft, tpot_s=self.tpot, e2e_s=self.e2e, queue_s=self.queue,
+                 slot_wait_s=self.slot_wait)
         return d
 
 

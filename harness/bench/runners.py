@@ -121,15 +121,18 @@ class GuestError(RuntimeError):
     """The guest path cannot run (kernel not built, no AI service, ...): the reason."""
 
 
+CLOCK_TOLERANCE_S = 0.001  # aibench's t_first and the trace's must agree this well
+
+
 def guest_times(run: AibenchRun, trace: list[Any]) -> list[tuple[RequestTimes, RequestTimes]]:
     """(guest, device) RequestTimes of each request of an aibench run, joined by reqid.
 
-    Every timestamp comes from the device's trace, where the kernel's events (submit,
-    dispatch, waited: written to the trace register by ai_service.c) and the device's own
-    (accept, first, done) are stamped on one clock. aibench's printed figures (t_submit from
-    the kernel's time_us(), t_first from the device) are the fallback when the trace lacks
-    a kernel event, and are kept for comparison (`skew`: aibench's t_submit minus the
-    trace's, which is the offset between the two clocks)."""
+    t_submit is aibench's own (ai_status.t_submit: ai_submit entered the kernel, before any
+    wait for a free slot). Everything after comes from the device's trace, where the kernel's
+    events (submit = a slot was claimed, dispatch, waited: written to the trace register by
+    ai_service.c) and the device's (accept, first, done) share one clock. If aibench's t_first
+    and the trace's disagree (the two clocks differ), the trace's claim time stands in for
+    t_submit and the offset is kept in `skew`."""
     ev: dict[int, dict[str, int]] = {}
     for e in trace:
         if e.event in ("submit", "dispatch", "waited", "accept", "first", "done"):
@@ -143,13 +146,16 @@ def guest_times(run: AibenchRun, trace: list[Any]) -> list[tuple[RequestTimes, R
         def at(key: str, fallback: float = math.nan, d: dict[str, int] = d) -> float:
             return d[key] / 1e6 if key in d else fallback
 
-        sub_g = int(r["submit"]) / 1e6  # aibench's view, kernel time_us() clock
-        sub = at("submit", sub_g)
-        g = RequestTimes("guest", run.n_in, gen, ok=ok, submit=sub,
-                         dispatch=at("dispatch", sub_g + int(r["queue_us"]) / 1e6),
-                         accept=at("accept"), first=at("first", sub_g + int(r["ttft_us"]) / 1e6),
-                         done=at("done"), waited=at("waited", sub_g + int(r["e2e_us"]) / 1e6))
-        g.skew = sub_g - sub if "submit" in d else 0.0
+        sub = int(r["submit"]) / 1e6  # aibench's view: the kernel's time_us()
+        first_g = sub + int(r["ttft_us"]) / 1e6
+        skew = first_g - at("first", first_g)
+        claimed = at("submit", sub)
+        if abs(skew) > CLOCK_TOLERANCE_S:  # another clock: keep to the trace's
+            sub = claimed
+        g = RequestTimes("guest", run.n_in, gen, ok=ok, submit=sub, claimed=claimed,
+                         dispatch=at("dispatch", sub + int(r["queue_us"]) / 1e6),
+                         accept=at("accept"), first=at("first", first_g), done=at("done"),
+                         waited=at("waited", sub + int(r["e2e_us"]) / 1e6), skew=skew)
         dv = RequestTimes("device", run.n_in, gen, ok=ok, accept=at("accept"),
                           first=at("first"), done=at("done"))
         out.append((g, dv))
