@@ -84,6 +84,11 @@ class Device:
             widths = " or ".join(str(a) for a in allowed)
             raise self.error(offset, size, f"register takes {widths}-byte accesses")
 
+    def busy(self) -> bool:
+        """True while the device has work in flight that will interrupt the guest later
+        (harness/hang.py: an idle guest waiting for it is not hung)."""
+        return False
+
     def close(self) -> None:
         """Release host resources (threads, files). Called once when the machine stops."""
 

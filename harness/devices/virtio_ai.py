@@ -376,6 +376,10 @@ class VirtioAi(VirtioMmio):
             value &= ~STATUS_FEATURES_OK
         super()._write_status(value)
 
+    def busy(self) -> bool:
+        """Requests in flight or a model loading: the guest will hear from us."""
+        return bool(self.jobs) or self.state == DEV_STATE["LOADING"]
+
     def reset_device(self) -> None:
         """Status 0: forget every request in flight (their buffers belong to the driver again)."""
         self._epoch += 1
