@@ -245,9 +245,9 @@ def findings_compare(res: Results, a: str, b: str) -> list[str]:
             f"Warm, the ratio drops to {fx(get('Model Loading Time, warm (s)'))}: the bytes "
             "come from the page cache and what is left is mapping them and setting up the "
             f"kernels. The parameter ratio ({fx(get('parameters'))}) is not what loading "
-            "follows: the files hold the weights in different formats (Q4_1 GGUF for "
-            "SmolLM2, the int8 repack of a bf16 checkpoint for Qwen), and bytes are what a "
-            "disk delivers.")
+            f"follows: the weights are stored as {ma.info['weight_format']} for {ma.label} and "
+            f"{mb_.info['weight_format']} for {mb_.label}, and bytes are what a disk "
+            "delivers.")
     else:
         bad = [m.label for m, ls in ((ma, la), (mb_, lb)) if not ls["cold_ok"]]
         out.append(
@@ -268,8 +268,9 @@ def findings_compare(res: Results, a: str, b: str) -> list[str]:
     out.append(
         f"**TPOT** ({v}): {fx(tp)}. Decode is memory-bound (section 3), so the prediction is "
         f"the ratio of bytes streamed per token, {fx(wr)} (the FLOPs grow only "
-        f"{fx(get('decode FLOPs per token'))}): Qwen's 248,320-row LM head and its "
-        f"{mb_.arch.ffn}-wide FFN make most of its {mb(mb_.info['weight_bytes'])}." + eff)
+        f"{fx(get('decode FLOPs per token'))}): the {mb_.arch.vocab:,}-row LM head and the "
+        f"{mb_.arch.ffn}-wide FFN make most of {mb_.label}'s "
+        f"{mb(mb_.info['weight_bytes'])}." + eff)
     tt, fr = get(f"TTFT {n} tok, {v} (ms)"), get(f"prefill FLOPs, {n} tokens")
     pa, pb = point(ma, f"prefill {n} tok"), point(mb_, f"prefill {n} tok")
     eff = ""
@@ -278,8 +279,9 @@ def findings_compare(res: Results, a: str, b: str) -> list[str]:
         eff = (f" Engine only, the prefill time ratio {fx(te)} = FLOPs "
                f"{fx(A.ratio(pb.flops, pa.flops))} × achieved rate "
                f"{f(pa.achieved_flops / 1e9)} / {f(pb.achieved_flops / 1e9)} GFLOP/s "
-               f"({fx(A.ratio(pa.achieved_flops, pb.achieved_flops))}; the DeltaNet recurrence "
-               "and the 248K-row LM head are not plain GEMMs).")
+               f"({fx(A.ratio(pa.achieved_flops, pb.achieved_flops))}"
+               + ("; the DeltaNet recurrence is not a plain GEMM" if mb_.arch.state_bytes
+                  else "") + ").")
     out.append(
         f"**TTFT at {n} tokens** ({v}): {fx(tt)}. Prefill at this length is compute-bound, so "
         f"the prediction is the ratio of matrix work, {fx(fr)}: hidden {ma.arch.hidden} -> "
@@ -292,8 +294,9 @@ def findings_compare(res: Results, a: str, b: str) -> list[str]:
             f"x FFN, not with depth), and {mb_.arch.layer_mix} layers mean a fixed "
             f"{mb(mb_.arch.state_bytes)} recurrent state per sequence plus only "
             f"{f(mb_.arch.kv_bytes_per_token / 1024)} KiB of KV cache per token, against "
-            f"{f(ma.arch.kv_bytes_per_token / 1024)} KiB for {ma.label}: at long contexts Qwen "
-            "reads less cache per token than the smaller model.")
+            f"{f(ma.arch.kv_bytes_per_token / 1024)} KiB for {ma.label}"
+            + (": at long contexts it reads less cache per token than the smaller model."
+               if mb_.arch.kv_bytes_per_token < ma.arch.kv_bytes_per_token else "."))
     return out
 
 
