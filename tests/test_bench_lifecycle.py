@@ -148,6 +148,18 @@ def test_fadvise_makes_a_file_cold(tmp_path: Path) -> None:
     assert loadtime.resident_fraction([str(f)]) > 0.9
 
 
+def test_quick_skips_a_missing_synthetic_qwen_with_the_command_to_make_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.bench.lifecycle import ensure_models
+
+    monkeypatch.setenv("PYLLM_MODELS_DIR", str(tmp_path))
+    said: list[str] = []
+    ok, skipped = ensure_models(["qwen", "nonesuch"], True, said.append)
+    assert ok == [] and set(skipped) == {"qwen", "nonesuch"}
+    assert "harness models synth qwen" in skipped["qwen"] and "--quick" in skipped["qwen"]
+    assert not any(tmp_path.iterdir())  # --quick writes nothing
+
+
 def test_cli_rejects_bad_options() -> None:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "harness", "bench", *args], cwd=ROOT,
