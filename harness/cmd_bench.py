@@ -54,8 +54,9 @@ def _ints(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
               default=Path("bench-results"), show_default=True,
               help="Folder for report.md, results.json/.csv, requests.csv and the PNG plots.")
 @click.option("--quick", is_flag=True,
-              help="A minute or two: input 8,32,128, output 8,16, 1 rep, clients 1,4, one "
-                   "cold and one warm load (options given explicitly still win).")
+              help="A minute or two: input 8,32,128, output 8,16, 1 rep, clients 1,16 (one "
+                   "request each), one cold and one warm load (options given explicitly still "
+                   "win).")
 @click.option("--load-reps", type=click.IntRange(1, 20), default=3, show_default=True,
               help="Cold and warm loads per model (each in a fresh process).")
 @click.option("--cold", type=click.Choice(["fadvise", "drop_caches"]), default="fadvise",
