@@ -16,6 +16,8 @@ COMMANDS: dict[str, str] = {
     "run": "harness.cmd_run:run",
     "debug": "harness.cmd_debug:debug",
     "bench": "harness.cmd_bench:bench",
+    "fuzz": "harness.reliability:fuzz",
+    "stress": "harness.reliability:stress",
     "models": "pyllm.cli:models",
     "generate": "pyllm.cli:generate",
     "tokens": "pyllm.cli:tokens",

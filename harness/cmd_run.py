@@ -22,6 +22,7 @@ DEFAULT_FS = ROOT / "build" / "fs.img"
 # process exit codes besides the guest's own status (0-255)
 EXIT_PANIC = 101     # the kernel panicked (POWER_FAIL)
 EXIT_FAULT = 102     # the machine stopped the guest (unknown MMIO, unmapped memory, ...)
+EXIT_HANG = 103      # no guest progress for --hang-timeout seconds (harness/hang.py)
 EXIT_TIMEOUT = 124   # --timeout passed (like coreutils timeout)
 EXIT_INTERRUPTED = 130
 DEMO_TEXT = "The capital of France is"  # --demo, `make run`
@@ -94,9 +95,23 @@ def _file(what: str, path: Path, hint: str) -> Path:
                    "protocol on 127.0.0.1:PORT (0: a free port, printed); connect with "
                    "gdb-multiarch build/kernel/kernel.elf -ex 'target remote :PORT'. "
                    "See also `harness debug`.")
+@click.option("--hang-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Report a hang (like a panic, plus the process table; exit code 103) when "
+                   "the guest makes no progress for this long: no system call, no console "
+                   "output, no user code running, while not idle-waiting for a timer, a busy "
+                   "device or console input. Default: off.")
+@click.option("--no-fs-check", "fs_check", flag_value=False, default=True,
+              help="Boot the disk image even if the pre-boot check (like fsck) finds it "
+                   "corrupt: to see what the kernel makes of a broken file system.")
+@click.option("--ai-fault", "ai_fault", metavar="SPEC",
+              help="Inject AI device faults (with --model), e.g. 'fail=0.1,delay=200ms,"
+                   "reorder,slow=120s,slow-p=0.05,engine-raise=0.05,seed=1'. See "
+                   "harness/devices/ai_faults.py and docs/RELIABILITY.md.")
 def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path,
         persist: bool, clock: str, quiet: bool, model: str | None, prompt: str | None,
-        max_new_tokens: int, demo: bool, trace: Path | None, gdb_port: int | None) -> None:
+        max_new_tokens: int, demo: bool, trace: Path | None, gdb_port: int | None,
+        hang_timeout: float | None = None, ai_fault: str | None = None,
+        fs_check: bool = True) -> None:
     """Boot the kernel and attach the terminal to its console.
 
     \b
@@ -113,13 +128,16 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
       harness run --demo --trace demo.json              the demo prompt, then the shell
 
     Exit codes: the guest's status (0-255) when it powers off; 101 kernel panic;
-    102 machine fault (unknown MMIO, unmapped memory, ...); 124 timeout; 130 interrupted;
-    1 for a bad option (unknown model, missing file, prompt too long).
+    102 machine fault (unknown MMIO, unmapped memory, ...); 103 hang (--hang-timeout);
+    124 timeout; 130 interrupted;
+    1 for a bad option (unknown model, missing file, corrupt disk image, prompt too long).
     A panic or fault prints a report on stderr: registers, the faulting instruction and
     a symbolised backtrace.
     """
     _file("kernel", kernel, "build it with `make build`")
     _file("disk image", fs, "build it with `make build`")
+    if fs_check:
+        _check_fs(fs, quiet)
     if (prompt is not None or demo) and cmd is not None:
         raise click.UsageError("-c cannot be combined with --prompt or --demo")
     if prompt is not None and demo:
@@ -128,6 +146,7 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
         raise click.UsageError("--gdb cannot be combined with --prompt or --demo")
     if (prompt is not None or demo) and model is None:
         model = "smol"
+    plan = _fault_plan(ai_fault, model)
     if model is not None:
         _check_model(model)
     if prompt is not None or demo:
@@ -138,13 +157,16 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
                             clock=clock, timeout=timeout, trace=trace, then_shell=demo,
                             quiet=quiet))
     config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd=cmd or "",
-                           persist=persist, timeout=timeout)
+                           persist=persist, timeout=timeout, hang_timeout=hang_timeout)
     created: list = []
     if model is not None:
-        _add_ai_device(config, model, created, quiet)
+        _add_ai_device(config, model, created, quiet, plan)
     try:
         code = boot(config, interactive=cmd is None, quiet=quiet, gdb=gdb_port)
     finally:
+        for dev in created:
+            if plan is not None and not quiet:
+                click.echo(dev.summary(), err=True)
         if trace is not None:
             from harness import ai_trace
 
@@ -152,6 +174,35 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
                                              for i, d in enumerate(created)])
             click.echo(f"[harness] wrote {n} trace events to {trace}", err=True)
     sys.exit(code)
+
+
+# fsck findings that only lose space (a crash between two writes of an operation, with
+# --persist, leaves these); anything else could mislead the kernel, which trusts its disk
+_HARMLESS_FS = re.compile(r"marked in the bitmap but not used|allocated but unreachable")
+
+
+def _check_fs(fs: Path, quiet: bool) -> None:
+    """Check the disk image like fsck (harness/fsimage.py) before booting it: a file that
+    is not our file system, or one whose structure is broken, is refused in one line."""
+    from harness.fsimage import FsImage
+
+    try:
+        problems = FsImage(fs).check()
+    except Exception as e:  # FsError, or garbage the checker trips over
+        raise click.ClickException(f"disk image {fs} is not a usable file system: {e}") from None
+    serious = [p for p in problems if not _HARMLESS_FS.search(p) and not _nlink_high(p)]
+    hint = f"`python -m harness.fsimage --check {fs}` lists them"
+    if serious:
+        more = f" (and {len(problems) - 1} more problems; {hint})" if len(problems) > 1 else ""
+        raise click.ClickException(f"disk image {fs} is corrupt: {serious[0]}{more}")
+    if problems and not quiet:
+        click.echo(f"[harness] warning: disk image {fs}: {len(problems)} lost blocks or "
+                   f"inodes ({problems[0]}; {hint})", err=True)
+
+
+def _nlink_high(problem: str) -> bool:
+    m = re.search(r"nlink (\d+) but (\d+) directory references", problem)
+    return bool(m) and int(m.group(1)) > int(m.group(2))
 
 
 def _check_model(model: str) -> None:
@@ -165,14 +216,36 @@ def _check_model(model: str) -> None:
         raise click.ClickException(str(e)) from None
 
 
-def _add_ai_device(config: MachineConfig, model: str, created: list, quiet: bool) -> None:
-    """Plug the AI device (harness/devices/virtio_ai.py) in at VIRTIO1, loading `model`."""
+def _fault_plan(spec: str | None, model: str | None):  # -> FaultPlan | None
+    """--ai-fault SPEC read, or a one-line usage error."""
+    if spec is None:
+        return None
+    if model is None:
+        raise click.UsageError("--ai-fault needs the AI device (--model)")
+    from harness.devices.ai_faults import FaultPlan
+
+    try:
+        return FaultPlan.parse(spec)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--ai-fault") from None
+
+
+def _add_ai_device(config: MachineConfig, model: str, created: list, quiet: bool,
+                   plan=None) -> None:  # noqa: ANN001
+    """Plug the AI device (harness/devices/virtio_ai.py) in at VIRTIO1, loading `model`;
+    with a FaultPlan, the fault-injecting one (harness/devices/ai_faults.py)."""
     from harness import bootinfo
     from harness.devices.virtio_ai import device_entry
 
     log = None if quiet else (lambda m: click.echo(m, err=True))
-    config.extra_devices.append(device_entry(model, log=log, allow_load=(model,),
-                                             created=created))
+    if plan is not None:
+        from harness.devices.ai_faults import fault_device_entry
+
+        config.extra_devices.append(fault_device_entry(model, plan, log=log,
+                                                       allow_load=(model,), created=created))
+    else:
+        config.extra_devices.append(device_entry(model, log=log, allow_load=(model,),
+                                                 created=created))
     config.flags |= bootinfo.F_AIDEV
 
 
@@ -238,6 +311,11 @@ def _finish(machine: Machine, result: RunResult, quiet: bool) -> int:
                    f"{result.pc or 0:#x} {machine.kernel.symbolize(result.pc or 0)}", err=True)
         return EXIT_TIMEOUT
     click.echo(format_report(machine, result), err=True)
+    if result.exit == Exit.HANG:
+        from harness.hang import format_processes
+
+        click.echo(format_processes(machine), err=True)
+        return EXIT_HANG
     return EXIT_PANIC if result.exit == Exit.PANIC else EXIT_FAULT
 
 

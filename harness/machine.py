@@ -53,6 +53,7 @@ from harness.devices.power import Power, PowerCmd
 from harness.devices.uart import Uart16550
 from harness.devices.virtio_blk import VirtioBlk
 from harness.elf import ElfImage
+from harness.hang import HangWatch
 from harness.hart import PRIV_S, REG_A0, REG_A1, REG_PC, REG_PRIV, S_INTERRUPTS, SEIP, STIP, Hart
 from harness.mmio import MmioBus
 from harness.physmem import PhysMem
@@ -87,6 +88,7 @@ class Exit(enum.Enum):
     FAULT = "fault"          # the machine stopped the guest: unknown MMIO, unmapped memory, ...
     TIMEOUT = "timeout"      # --timeout passed
     QUIT = "quit"            # the user quit (Ctrl-A X) or the harness was told to stop
+    HANG = "hang"            # no guest progress for --hang-timeout seconds (harness/hang.py)
     PAUSE = "pause"          # a debugger stopped the guest; run()/step() go on from there
 
 
@@ -113,6 +115,7 @@ class MachineConfig:
     output: Callable[[bytes], None] | None = None  # console output sink (default: stdout)
     flags: int = 0                 # extra BOOT_F_* bits
     disk_data: bytearray | None = None  # disk contents to use instead of reading `fs`
+    hang_timeout: float | None = None  # seconds without guest progress -> Exit.HANG
     # optional devices: (name, base name in memlayout.h, factory(name, ctx), PLIC source name)
     extra_devices: list[tuple[str, str, DeviceFactory, str | None]] = field(default_factory=list)
 
@@ -153,6 +156,8 @@ class Machine:
         self._output_hooks: list[Callable[[bytes], None]] = []
         self.devices: dict[str, Device] = {}
         self.boot_mtime = 0  # bootinfo.boot_mtime, set when the kernel is loaded
+        self.hang: HangWatch | None = (HangWatch(self, config.hang_timeout)
+                                       if config.hang_timeout else None)
         try:
             self._build_devices()
             self._load_kernel()
@@ -353,6 +358,8 @@ class Machine:
                 cands.append(t)
         if self._timeout_at is not None:
             cands.append(self._timeout_at)
+        if self.hang is not None:
+            cands.append(self.hang.next_check)
         return min(cands) if cands else None
 
     def run(self) -> RunResult:
@@ -361,6 +368,8 @@ class Machine:
         t = self.config.timeout
         self._timeout_at = time.monotonic_ns() + int(t * 1e9) if t else None
         self._pc = self.hart.get(REG_PC)  # a debugger may have moved it
+        if self.hang is not None:
+            self.hang.restart()
         try:
             while self.result is None and self._pause is None:
                 for fn in self.waker.take_posted():
@@ -373,6 +382,12 @@ class Machine:
                     self._finish(RunResult(Exit.TIMEOUT, pc=self.hart.get(REG_PC),
                                            message=f"timed out after {t:g} s"))
                     break
+                if self.hang is not None and time.monotonic_ns() >= self.hang.next_check:
+                    why = self.hang.check(time.monotonic_ns())
+                    if why:
+                        self._finish(RunResult(Exit.HANG, pc=self.hart.get(REG_PC),
+                                               message=why))
+                        break
                 if self._idle and not self.hart.pending_enabled():
                     self._wait_for_interrupt()
                     continue
@@ -407,6 +422,8 @@ class Machine:
             t = self.clock.host_ns(cmp) if armed else None
             if t is not None:
                 until = t if until is None else min(until, t)
+        if self.hang is not None:
+            until = self.hang.next_check if until is None else min(until, self.hang.next_check)
         t0 = time.perf_counter()
         self.waker.sleep(until)
         self.stats.wfi_sleeps += 1
@@ -449,6 +466,8 @@ class Machine:
             if icount:
                 self.clock.insns += count  # type: ignore[union-attr]
             self._counted = count > 0
+            if self.hang is not None:
+                self.hang.after_run()
         self._pc = self.hart.get(REG_PC)
         if err is None and self.bus.fault is not None:
             err, self.bus.fault = self.bus.fault, None

@@ -44,6 +44,7 @@ TITLES = {
     Exit.FAULT: "machine fault",
     Exit.TIMEOUT: "timeout",
     Exit.QUIT: "stopped",
+    Exit.HANG: "hang",
 }
 
 

@@ -104,7 +104,24 @@ def check_model(spec: str) -> str:
     name, path = registry.resolve(spec)
     fmt, arch = registry.detect(path)
     registry._builder(fmt, arch, path)  # an unsupported architecture fails here, before boot
+    _check_structure(fmt, path)
     return f"{name} ({path.name})"
+
+
+def _check_structure(fmt: str, path: Path) -> None:
+    """Parse the weights' headers and tensor tables (no data is read): a truncated or
+    malformed file fails here with its one-line FormatError, not later on the AI
+    device's loading thread after the guest has booted."""
+    if fmt == "gguf":
+        from pyllm.loaders.gguf import open_gguf
+
+        files = [path] if path.is_file() else sorted(path.glob("*.gguf"))
+        for f in files[:1]:
+            open_gguf(f)
+    elif fmt == "hf":
+        from pyllm.loaders.safetensors import open_safetensors
+
+        open_safetensors(path)
 
 
 class AiSession:

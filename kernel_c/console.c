@@ -38,6 +38,12 @@ static struct {
   uint e;       // edit index: the line being typed
 } cons;
 
+// one write() at a time: the bytes of one call are never interleaved with
+// another process's (a process preempted mid-line would otherwise let
+// another's output into the middle of its line; Linux's tty layer
+// serializes writes the same way)
+static struct sleeplock wlock;
+
 // Echo a character; BACKSPACE rubs one out.
 void
 consputc(int c)
@@ -51,14 +57,16 @@ consputc(int c)
   }
 }
 
-// Write n bytes from src (a user address if user_src) to the console.
-// Returns the number written, or -1 if nothing could be copied.
+// Write n bytes from src (a user address if user_src) to the console,
+// whole (see wlock). Returns the number written, or -1 if nothing could be
+// copied.
 int
 consolewrite(int user_src, uint64 src, int n)
 {
   char chunk[128];
   int i, m, done = 0;
 
+  acquiresleep(&wlock);
   while(done < n){
     m = n - done;
     if(m > sizeof(chunk))
@@ -69,6 +77,7 @@ consolewrite(int user_src, uint64 src, int n)
       uartputc_sync(chunk[i]);
     done += m;
   }
+  releasesleep(&wlock);
   return done > 0 || n == 0 ? done : -1;
 }
 
@@ -171,6 +180,7 @@ void
 consoleinit(void)
 {
   initlock(&cons.lock, "cons");
+  initsleeplock(&wlock, "console write");
   uartinit();
   devsw[CONSOLE].read = consoleread;
   devsw[CONSOLE].write = consolewrite;
