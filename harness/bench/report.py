@@ -622,8 +622,14 @@ def write_markdown(res: Results, out: Path, plots: dict[str, Path]) -> Path:
             add(f"llama.cpp, {res.models[spec].label}: {lc['unavailable']}.")
             add("")
     if rows:
+        omp = next((res.models[sp].llamacpp.get("omp_wait_policy") for sp in specs
+                    if res.models[sp].llamacpp.get("omp_wait_policy")), "")
         add("pyllm (engine only) against llama.cpp (llama-cpp-python) on the same GGUF file, "
-            "same threads, same run; ratio = ours / llama.cpp (below 1: we are faster):")
+            "same threads, same run; ratio = ours / llama.cpp (below 1: we are faster)"
+            + (f". llama.cpp ran with OMP_WAIT_POLICY={omp}: its spinning OpenMP threads "
+               "collapse when another process holds a core of this shared 2-vCPU machine, "
+               "while passive waiting costs it some speed when the machine is idle"
+               if omp else "") + ":")
         add("")
         L += _md_table(["model", "metric", "pyllm", "llama.cpp", "ratio"], rows)
 
