@@ -137,7 +137,7 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
     _file("kernel", kernel, "build it with `make build`")
     _file("disk image", fs, "build it with `make build`")
     if fs_check:
-        _check_fs(fs, quiet)
+        _check_fs(fs)
     if (prompt is not None or demo) and cmd is not None:
         raise click.UsageError("-c cannot be combined with --prompt or --demo")
     if prompt is not None and demo:
@@ -181,7 +181,7 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
 _HARMLESS_FS = re.compile(r"marked in the bitmap but not used|allocated but unreachable")
 
 
-def _check_fs(fs: Path, quiet: bool) -> None:
+def _check_fs(fs: Path) -> None:
     """Check the disk image like fsck (harness/fsimage.py) before booting it: a file that
     is not our file system, or one whose structure is broken, is refused in one line."""
     from harness.fsimage import FsImage
@@ -195,7 +195,7 @@ def _check_fs(fs: Path, quiet: bool) -> None:
     if serious:
         more = f" (and {len(problems) - 1} more problems; {hint})" if len(problems) > 1 else ""
         raise click.ClickException(f"disk image {fs} is corrupt: {serious[0]}{more}")
-    if problems and not quiet:
+    if problems:  # (even with -q: it is not chatter)
         click.echo(f"[harness] warning: disk image {fs}: {len(problems)} lost blocks or "
                    f"inodes ({problems[0]}; {hint})", err=True)
 

@@ -62,7 +62,7 @@ class HangWatch:
 
     def _progress_key(self) -> tuple[int, int]:
         m = self.m
-        return sum(m.traps.counts.values()) + m.traps.rdtime, m.uart.tx_count
+        return sum(m.traps.counts.values()), m.uart.tx_count
 
     def legit_wait(self) -> str:
         """Why an idle guest is waiting legitimately, or "" if nothing can wake it."""

@@ -118,6 +118,7 @@ class FuzzReport:
     ai_completed: int = 0
     ai_failed: int = 0
     verdict: str = "?"        # OK / FAIL from the guest, or the machine's exit
+    table: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # call: made, ok, failed
     boot: Boot | None = None
 
     @property
@@ -139,6 +140,8 @@ def parse_fuzz(seed: int, b: Boot) -> FuzzReport:
                   b.output, re.M)
     if m:
         rep.verdict, rep.leaked_pages = m.group(1), int(m.group(2))
+    for m in re.finditer(r"^  (\S+(?: >= 64\))?) +(\d+) +(\d+) +(\d+)$", b.output, re.M):
+        rep.table[m.group(1)] = (int(m.group(2)), int(m.group(3)), int(m.group(4)))
     if b.exit != "poweroff":
         rep.verdict = b.exit.upper()
     return rep
@@ -146,9 +149,11 @@ def parse_fuzz(seed: int, b: Boot) -> FuzzReport:
 
 def run_fuzz(*, seed: int = 1, calls: int = 2000, seconds: int = 0, procs: int = 4,
              kill: int = 20, model: object = None, faults: str | None = None,
-             hang_timeout: float = 60.0, **kw: object) -> FuzzReport:
+             hang_timeout: float = 60.0, quiet: bool = True, watchdog: int = 10,
+             **kw: object) -> FuzzReport:
     what = f"-t {seconds}" if seconds else f"-n {calls}"
-    cmd = f"sysfuzz -s {seed} {what} -p {procs} -k {kill} -q"
+    cmd = (f"sysfuzz -s {seed} {what} -p {procs} -k {kill} -w {watchdog}"
+           + (" -q" if quiet else ""))
     limit = (seconds or calls / 100) + 600
     return parse_fuzz(seed, boot(cmd, model=model, faults=faults, hang_timeout=hang_timeout,
                                  timeout=limit, **kw))  # type: ignore[arg-type]

@@ -167,7 +167,8 @@ class FaultyVirtioAi(VirtioAi):
             super()._finish_job(job, status)
             return
         p = self.plan
-        if p.fail and status == ST["OK"] and self.rng.random() < p.fail / 2:
+        # half the failures come at the notify: the rest, of the requests left, here
+        if p.fail and status == ST["OK"] and self.rng.random() < p.fail / (2 - p.fail):
             self.faults["fail-at-completion"] += 1
             status = ST[self.rng.choice(ERRORS)]
             self._scribble(job)
