@@ -126,7 +126,7 @@ static struct fzstats st;
 static int slot, gen;
 static uint64 brk0;             // the break at start (user text/data end below it)
 static char *arena;             // the process's heap pages: the "valid" buffers
-#define ARENA (4 * PGSIZE)
+#define ARENA (12 * PGSIZE)     // room for the largest AI result text (TEXTMAX)
 static int ids[8], nids;        // AI requests this process submitted
 static int workid;              // a request taken as a registered worker
 static int isworker;
@@ -328,12 +328,95 @@ callnum(void)
   return known[pick(sizeof(known) / sizeof(known[0]))];
 }
 
+// Count call num's outcome r.
+static void
+account(long num, long r)
+{
+  int idx = num >= 0 && num < NSYS ? num : NSYS;
+
+  st.calls[idx]++;
+  if(r != -1)
+    st.ok[idx]++;
+  if(num >= SYS_ai_submitx && num <= SYS_ai_stats && r == -1){
+    int e = ai_lasterr();
+    st.aierr[e >= 0 && e < NAIERR ? e : NAIERR]++;
+  }
+}
+
+// A call made by a scenario: made and counted like the others.
+static long
+scall(long num, long a0, long a1, long a2, long a3)
+{
+  long r = sys(num, a0, a1, a2, a3, 0, 0);
+
+  account(num, r);
+  return r;
+}
+
+// Sequences that single random calls rarely line up: a process that is
+// its own worker (register, take a request, complete it with text lengths
+// at the limits, wait for it), and a client killed while it waits.
+// Returns the calls made.
+static int
+scenario(void)
+{
+  struct ai_stats as;
+  struct ai_work *w = (struct ai_work *)(arena + ARENA - PGSIZE);
+  long id, r, pid, n = 0;
+  static long lens[] = { TEXTMAX - 1, TEXTMAX, TEXTMAX + 1, 0, 1, 17 };
+
+  if(pick(2)){
+    n += 2;
+    scall(SYS_ai_worker_register, 0, 0, 0, 0);
+    id = scall(SYS_ai_submitx, submitargs(0), 0, 0, 0);
+    if(id > 0 && nids < 8)
+      ids[nids++] = id;
+    // take a request only if one waits: an empty queue would block
+    n++;
+    if(scall(SYS_ai_stats, (long)&as, 0, 0, 0) < 0 || as.queued == 0)
+      return n;
+    n++;
+    if(scall(SYS_ai_worker_get, 0, 0, (long)w, 0) < 0)
+      return n;
+    workid = w->reqid;
+    n++;
+    if(pick(3) == 0)
+      r = scall(SYS_ai_worker_run, workid, 0, 0, 0);
+    else
+      r = scall(SYS_ai_worker_complete, workid, (long)arena, lens[pick(6)], pick(3) ? 0 : AI_EDEVICE);
+    if(r == 0)
+      workid = 0;
+    if(id > 0){
+      n++;
+      r = scall(SYS_ai_wait, id, (long)arena, ARENA - PGSIZE, 0);
+      if(r >= 0 || ai_lasterr() != AI_ESMALL)
+        forget(id);
+    }
+    return n;
+  }
+  // a client killed in ai_wait (or before it got there)
+  n++;
+  if((pid = scall(SYS_fork, 0, 0, 0, 0)) == 0){
+    id = ai_submitx((struct ai_submit_args *)submitargs(0));
+    if(id > 0)
+      ai_wait(id, arena, ARENA);
+    exit(0);
+  }
+  if(pid > 0){
+    n += 3;
+    scall(SYS_sleep, pick(3), 0, 0, 0);
+    scall(SYS_kill, pid, 0, 0, 0);
+    scall(SYS_wait, 0, 0, 0, 0);
+  }
+  return n;
+}
+
 // One call: its number and arguments, made, counted.
 static void
 onecall(void)
 {
   long num = callnum(), a[6], r;
-  int raw = pick(10) == 0, idx;
+  int raw = pick(10) == 0;
 
 
   for(int i = 0; i < 6; i++)
@@ -404,10 +487,12 @@ onecall(void)
       break;
     case SYS_ai_worker_run: a[0] = reqid(); break;
     case SYS_ai_worker_complete:
-      a[0] = reqid();
-      a[1] = ptr();
+      // mostly the request this worker holds, with a whole buffer, so the
+      // lengths (text limits among them) reach the kernel's text handling
+      a[0] = workid && pick(3) ? workid : reqid();
+      a[1] = pick(2) ? (long)arena : ptr();
       a[2] = pick(2) ? len() : 1 + pick(32);
-      a[3] = (long[]){ 0, 0, 1, AI_EDEVICE, AI_ECANCELED, 99, -1 }[pick(7)];
+      a[3] = (long[]){ 0, 0, 0, 1, AI_EDEVICE, AI_ECANCELED, 99, -1 }[pick(8)];
       break;
     case SYS_ai_info: case SYS_ai_stats: a[0] = ptr(); break;
     }
@@ -443,16 +528,8 @@ onecall(void)
   }
 
   r = sys(num, a[0], a[1], a[2], a[3], a[4], a[5]);
-
-  idx = num >= 0 && num < NSYS ? num : NSYS;
   if(num != SYS_exec && !(num == SYS_kill && a[0] == getpid()))
-    st.calls[idx]++;             // (exit never returns here)
-  if(r != -1)
-    st.ok[idx]++;
-  if(num >= SYS_ai_submitx && num <= SYS_ai_stats && r == -1){
-    int e = ai_lasterr();
-    st.aierr[e >= 0 && e < NAIERR ? e : NAIERR]++;
-  }
+    account(num, r);             // (exit never returns here)
 
   // what a success leaves behind
   switch(num){
@@ -510,10 +587,15 @@ fuzzproc(void)
     exit(3);
   memset(arena, 'x', ARENA);
   chdir("/fz");
-  for(int i = 0; i < QUOTA; i++){
-    onecall();
-    if(i % FLUSH == FLUSH - 1)
+  for(int i = 0, flushed = 0; i < QUOTA; i++){
+    if(pick(16) == 0)
+      i += scenario() - 1;
+    else
+      onecall();
+    if(i - flushed >= FLUSH){
       flushstats();
+      flushed = i;
+    }
   }
   flushstats();
   exit(0);
