@@ -66,7 +66,7 @@ def test_fuzz_as_worker_without_the_daemon(tiny, tmp_path) -> None:
 
 def test_the_same_seed_makes_the_same_calls() -> None:
     """One process, no killer: the per-call table (made, ok, failed) is a function of
-    the seed."""
+    the seed (but for which kills of a child find it still alive)."""
     require_build("sysfuzz")
     # (a process blocked for good, e.g. a registered worker waiting for requests that
     # never come, is killed by the watchdog after 1 s, at the same call every time)
@@ -74,8 +74,15 @@ def test_the_same_seed_makes_the_same_calls() -> None:
                         watchdog=1) for s in (5, 5, 6))
     for r in (a, b, c):
         _ok(r)
-    assert a.table and a.table == b.table
-    assert a.table != c.table
+    assert a.table and _seeded(a.table) == _seeded(b.table)
+    assert _seeded(a.table) != _seeded(c.table)
+
+
+def _seeded(table: dict[str, tuple[int, int, int]]) -> dict[str, tuple[int, ...]]:
+    """The part of a per-call table the seed fixes. Whether `kill` of our own last child
+    succeeds depends on timing (the kernel refuses a zombie: the child may or may not have
+    exited yet), so for `kill` only the number of calls made counts."""
+    return {k: (v[0],) if k == "kill" else v for k, v in table.items()}
 
 
 @pytest.mark.soak

@@ -130,7 +130,6 @@ class FaultyVirtioAi(VirtioAi):
         self.plan = plan
         self.rng = random.Random(plan.seed)
         self.faults: Counter[str] = Counter()
-        self._raise_at: dict[int, int] = {}   # id(job) -> token index to raise at
         self._reorder: list[tuple[_Job, int]] = []
         self._reorder_timer = False
         self._timers: list[threading.Timer] = []
@@ -143,13 +142,13 @@ class FaultyVirtioAi(VirtioAi):
             self.faults["fail-at-notify"] += 1
             return ST[self.rng.choice(ERRORS)]
         if p.engine_raise and self.rng.random() < p.engine_raise:
-            self._raise_at[id(job)] = self.rng.randrange(max(1, hdr["npredict"]))
+            job._raise_at = self.rng.randrange(max(1, hdr["npredict"]))  # type: ignore[attr-defined]
         return super()._generate(chain, job, hdr)
 
     def _tokens_cb(self, job: _Job, stop_ids: tuple[int, ...]
                    ) -> Callable[[Request, TokenEvent], None]:
         inner = super()._tokens_cb(job, stop_ids)
-        at = self._raise_at.pop(id(job), None)
+        at = getattr(job, "_raise_at", None)
         if at is None:
             return inner
 
