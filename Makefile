@@ -71,7 +71,7 @@ bench-engine: setup
 # HF checkpoint, else the course's asset folder or zip dropped there (SMOL/, smol.zip, QWEN/,
 # qwen.zip). SMOL_ARCHIVE=path/to/smol.zip (QWEN_ARCHIVE) picks one, as in the lab's Makefile.
 # qemu-gdb: `harness debug --gdb GDBPORT` (the lab's port 26000; then gdb-multiarch
-# build/kernel/kernel.elf, target remote :26000), else `run --gdb`, else it says what is missing.
+# build/kernel/kernel.elf, target remote :26000).
 SMOL_ARCHIVE ?= smol
 QWEN_ARCHIVE ?= qwen
 GDBPORT      ?= 26000
@@ -83,15 +83,7 @@ qemu-qwen: setup build
 	$(PY) -m harness run --model $(QWEN_ARCHIVE)
 
 qemu-gdb: setup build
-	@if $(PY) -m harness debug --help >/dev/null 2>&1; then \
-	  exec $(PY) -m harness debug --gdb $(GDBPORT); \
-	elif $(PY) -m harness run --help 2>/dev/null | grep -q -- '--gdb'; then \
-	  exec $(PY) -m harness run --gdb $(GDBPORT); \
-	else \
-	  echo "make qemu-gdb: this harness has no GDB stub command yet (harness debug is" \
-	       "being written); then this target runs: $(PY) -m harness debug --gdb $(GDBPORT)" >&2; \
-	  exit 2; \
-	fi
+	$(PY) -m harness debug --gdb $(GDBPORT)
 
 lint:
 	$(PY) -m ruff check harness pyllm scripts tests

@@ -5,8 +5,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from harness.machine import Machine, MachineConfig, RunResult
 
@@ -29,32 +31,61 @@ def build(name: str, outdir: Path) -> Path:
     return out
 
 
-class Run:
-    """A machine running a stub, with its console output captured."""
+class Captured:
+    """A Machine whose console output is captured; the base of every test boot.
 
-    def __init__(self, elf: Path, **kw: object) -> None:
-        self.out = bytearray()
-        self.lock = threading.Lock()
-        kw.setdefault("timeout", 20.0)
-        self.machine = Machine(MachineConfig(kernel=elf, output=self._sink, **kw))  # type: ignore[arg-type]
+    Subclasses build `self.machine` with `output=self._sink`. `run(during)` runs the
+    machine to its end while `during(self.target())` runs on a host thread.
+    """
+
+    join_timeout = 5.0
+    machine: Machine
+
+    def __init__(self) -> None:
+        self._out = bytearray()
+        self._lock = threading.Lock()
 
     def _sink(self, data: bytes) -> None:
-        with self.lock:
-            self.out += data
+        with self._lock:
+            self._out += data
 
     @property
     def text(self) -> str:
-        with self.lock:
-            return self.out.decode(errors="replace")
+        with self._lock:
+            return self._out.decode(errors="replace")
 
-    def run(self, during: Callable[[Machine], None] | None = None) -> RunResult:
-        """Run to the end; `during(machine)` runs on a host thread meanwhile."""
-        t = threading.Thread(target=during, args=(self.machine,), daemon=True) if during else None
+    def target(self) -> object:
+        """What `during` is given."""
+        return self
+
+    def run(self, during: Callable[[Any], None] | None = None) -> RunResult:
+        """Run to the end; `during(self.target())` runs on a host thread meanwhile."""
+        t = threading.Thread(target=during, args=(self.target(),), daemon=True) if during else None
         if t:
             t.start()
         try:
             return self.machine.run()
         finally:
             if t:
-                t.join(timeout=5)
+                t.join(timeout=self.join_timeout)
             self.machine.close()
+
+    def wait_for(self, needle: str, timeout: float = 60.0) -> None:
+        """Block (helper thread) until needle has appeared in the output."""
+        end = time.monotonic() + timeout
+        while needle not in self.text:
+            if time.monotonic() > end:
+                raise AssertionError(f"no {needle!r} in the output:\n{self.text[-2000:]}")
+            time.sleep(0.01)
+
+
+class Run(Captured):
+    """A machine running a stub; `during` is given the Machine."""
+
+    def __init__(self, elf: Path, **kw: object) -> None:
+        super().__init__()
+        kw.setdefault("timeout", 20.0)
+        self.machine = Machine(MachineConfig(kernel=elf, output=self._sink, **kw))  # type: ignore[arg-type]
+
+    def target(self) -> object:
+        return self.machine

@@ -19,10 +19,10 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from machine_stubs import Captured
 
 from harness import bootinfo, cheader
 from harness.fsimage import build_image
@@ -97,52 +97,30 @@ def tiny():  # -> LoadedModel, shared by every boot of this module
     lm.close()
 
 
-class Boot:
+class Boot(Captured):
     """One machine run (optionally with the AI device) with its console captured."""
+
+    join_timeout = 30.0
 
     def __init__(self, fs: Path, cmd: str, model: object, *, device: bool = True,
                  timeout: float = 180.0) -> None:
         from harness.devices.virtio_ai import device_entry
         from harness.machine import Machine, MachineConfig
 
-        self._out = bytearray()
-        self._lock = threading.Lock()
+        super().__init__()
         self.created: list = []
         extra = [device_entry(model, created=self.created)] if device else []
         self.machine = Machine(MachineConfig(
             kernel=KERNEL, fs=fs, cmd=cmd, timeout=timeout, output=self._sink,
             flags=bootinfo.F_AIDEV if device else 0, extra_devices=extra))
 
-    def _sink(self, data: bytes) -> None:
-        with self._lock:
-            self._out += data
-
     @property
     def text(self) -> str:
-        with self._lock:
-            return self._out.decode(errors="replace").replace("\r\n", "\n")
+        return super().text.replace("\r\n", "\n")
 
     @property
     def device(self):  # -> VirtioAi | None
         return self.created[0] if self.created else None
-
-    def run(self, during: Callable[[Boot], None] | None = None):  # -> RunResult
-        t = threading.Thread(target=during, args=(self,), daemon=True) if during else None
-        if t:
-            t.start()
-        try:
-            return self.machine.run()
-        finally:
-            if t:
-                t.join(timeout=30)
-            self.machine.close()
-
-    def wait_for(self, needle: str, timeout: float = 60.0) -> None:
-        end = time.monotonic() + timeout
-        while needle not in self.text:
-            if time.monotonic() > end:
-                raise AssertionError(f"no {needle!r} in the output:\n{self.text[-2000:]}")
-            time.sleep(0.01)
 
 
 def run(fs: Path, cmd: str, model: object, *, device: bool = True,

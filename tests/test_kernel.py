@@ -20,10 +20,10 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from machine_stubs import Captured
 
 from harness.fsimage import build_image
 
@@ -70,46 +70,16 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return img
 
 
-class Boot:
-    """One machine run with its console output captured."""
+class Boot(Captured):
+    """One machine run with its console output captured; `during` is given the Boot."""
 
     def __init__(self, fs: Path, cmd: str = "", *, timeout: float = 120.0,
                  ram_size: int = 128 << 20) -> None:
         from harness.machine import Machine, MachineConfig
 
-        self._out = bytearray()
-        self._lock = threading.Lock()
+        super().__init__()
         self.machine = Machine(MachineConfig(kernel=KERNEL, fs=fs, cmd=cmd, timeout=timeout,
                                              ram_size=ram_size, output=self._sink))
-
-    def _sink(self, data: bytes) -> None:
-        with self._lock:
-            self._out += data
-
-    @property
-    def text(self) -> str:
-        with self._lock:
-            return self._out.decode(errors="replace")
-
-    def run(self, during: Callable[[Boot], None] | None = None):  # -> RunResult
-        """Run to the end; `during(self)` runs on a helper thread meanwhile."""
-        t = threading.Thread(target=during, args=(self,), daemon=True) if during else None
-        if t:
-            t.start()
-        try:
-            return self.machine.run()
-        finally:
-            if t:
-                t.join(timeout=5)
-            self.machine.close()
-
-    def wait_for(self, needle: str, timeout: float = 60.0) -> None:
-        """Block (helper thread) until needle has appeared in the output."""
-        end = time.monotonic() + timeout
-        while needle not in self.text:
-            if time.monotonic() > end:
-                raise AssertionError(f"no {needle!r} in the output:\n{self.text[-2000:]}")
-            time.sleep(0.01)
 
 
 def run_cmd(image: Path, cmd: str, timeout: float = 300.0) -> tuple[str, int]:
