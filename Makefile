@@ -48,22 +48,28 @@ $(SETUP_STAMP): pyproject.toml $(wildcard setup.py)
 include kernel_c/kernel.mk
 include user_c/user.mk
 
+# pyllm's C kernels: `pip install -e .` builds them at set-up; rebuilt here when a source
+# changes after that (the build renames the new file into place: running processes keep theirs)
+NATIVE := pyllm/kernels/_native.abi3.so
+$(NATIVE): $(wildcard pyllm/kernels/*.c pyllm/kernels/*.h) pyllm/kernels/build.py | $(SETUP_STAMP)
+	$(PY) -m pyllm.kernels.build
+
 build: $(KERNEL_ELF) $(FS_IMG)
 
 # ---------------------------------------------------------------- entry points
-run: setup build
+run: setup build $(NATIVE)
 	$(PY) -m harness run --model smol --demo
 
-test: setup build
+test: setup build $(NATIVE)
 	$(PY) -m pytest -q
 
 test-quick: build
 	$(PY) -m pytest -q -m "not slow"
 
-bench: setup build
+bench: setup build $(NATIVE)
 	$(PY) -m harness bench
 
-bench-engine: setup
+bench-engine: setup $(NATIVE)
 	$(PY) -m harness bench engine
 
 # ---------------------------------------------------------------- the course's habits (issue 9)
@@ -76,10 +82,10 @@ SMOL_ARCHIVE ?= smol
 QWEN_ARCHIVE ?= qwen
 GDBPORT      ?= 26000
 .PHONY: qemu-smol qemu-qwen qemu-gdb
-qemu-smol: setup build
+qemu-smol: setup build $(NATIVE)
 	$(PY) -m harness run --model $(SMOL_ARCHIVE)
 
-qemu-qwen: setup build
+qemu-qwen: setup build $(NATIVE)
 	$(PY) -m harness run --model $(QWEN_ARCHIVE)
 
 qemu-gdb: setup build

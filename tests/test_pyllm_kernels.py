@@ -215,3 +215,27 @@ def test_pool_threads_and_concurrent_callers(ck) -> None:  # noqa: ANN001
         assert all(results[0]) and all(results[1]) and len(results[0]) == 50
     finally:
         lib.pyllm_set_threads(before)
+
+
+@pytest.mark.parametrize("threads", [3, 4])
+def test_pool_under_a_storm_of_tiny_jobs(tmp_path, threads: int) -> None:  # noqa: ANN001
+    """tests/host_c/test_pool.c drives pool.c alone with a million back-to-back jobs of two
+    argument layouts, more threads than cores, every job on the workers: each chunk must run
+    exactly once with its own job's function and argument. The old publication order (fn/arg
+    read before the generation check) failed this 9 times in 10 (chunks run twice)."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no host C compiler")
+    root = Path(__file__).resolve().parent.parent
+    kdir = root / "pyllm" / "kernels"
+    exe = tmp_path / "test_pool"
+    subprocess.run([cc, "-O2", "-std=gnu11", "-Wall", "-Werror", "-pthread", "-I", str(kdir),
+                    "-o", str(exe), str(root / "tests" / "host_c" / "test_pool.c"),
+                    str(kdir / "pool.c")], check=True, capture_output=True, text=True)
+    r = subprocess.run([str(exe), "1000000", str(threads)], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and r.stdout.startswith("OK pool "), r.stdout + r.stderr

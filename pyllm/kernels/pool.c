@@ -44,6 +44,7 @@
 #define SOLO_MAX_NS 500000000 // longest solo period
 #define PROBE_NS 40000000    // length of each measuring window
 #define EXPLOIT_WINDOWS 10   // windows in the chosen mode between measurements
+#define CLOSED 0xffffffffu   // `work`'s chunk index while a job is being published
 
 static struct {
   pthread_mutex_t lock;        // guards thread creation
@@ -58,6 +59,7 @@ static struct {
   _Atomic int done;            // chunks finished in the current job
   _Atomic int sleepers;        // workers asleep on gen
   _Atomic uint32_t waiting;    // 1 while the caller sleeps on done
+  int fixed;                   // 1: never alone (pyllm_pool_adaptive(0))
   uint64_t solo_until;         // caller works alone until this time (ns)
   uint64_t solo_ns;            // length of the next solo period
   // the mode chooser (guarded by run): phase 0 = measuring with workers,
@@ -94,16 +96,25 @@ cpu_relax(void)
 }
 
 // Claim and run chunks of job `g` until none is left; returns how many ran.
+//
+// The job's fn, arg and n are read after `work` shows generation g and before
+// the claim's compare-and-swap on that very value. pool_run() moves `work` to
+// the next generation (closed) before it rewrites them, so if the swap
+// succeeds they were job g's. (Reading them first, as this once did, let a
+// worker that woke late pair an older job's fn with a newer job's arg and n,
+// claim a chunk of the newer job before its `work` was reset, and run it twice.)
 static int
 drain(uint32_t g)
 {
-  pool_fn fn = atomic_load(&pool.fn);
-  void *arg = atomic_load(&pool.arg);
-  int n = atomic_load(&pool.n);
   int ran = 0;
   for (;;) {
     uint64_t v = atomic_load(&pool.work);
-    if ((uint32_t)(v >> 32) != g || (int)(uint32_t)v >= n)
+    if ((uint32_t)(v >> 32) != g)
+      return ran;
+    pool_fn fn = atomic_load(&pool.fn);
+    void *arg = atomic_load(&pool.arg);
+    int n = atomic_load(&pool.n);
+    if ((uint32_t)v >= (uint32_t)n)   // all claimed (or the job is not open yet)
       return ran;
     if (!atomic_compare_exchange_weak(&pool.work, &v, v + 1))
       continue;
@@ -171,6 +182,16 @@ pyllm_set_threads(int n)
   pthread_mutex_unlock(&pool.lock);
 }
 
+void
+pyllm_pool_adaptive(int on)
+{
+  pthread_mutex_lock(&pool.run);
+  pool.fixed = !on;
+  pool.solo_until = pool.solo_ns = 0;
+  pool.phase = pool.alone = 0;
+  pthread_mutex_unlock(&pool.run);
+}
+
 int
 pyllm_get_threads(void)
 {
@@ -233,7 +254,7 @@ pool_run(pool_fn fn, void *arg, int n)
   }
   pthread_mutex_lock(&pool.run);
   uint64_t t_start = now_ns();
-  if (t_start < pool.solo_until || pool.alone) {
+  if (!pool.fixed && (t_start < pool.solo_until || pool.alone)) {
     atomic_fetch_add(&pool.solo_jobs, 1);
     for (int i = 0; i < n; i++)
       fn(arg, i);
@@ -245,11 +266,13 @@ pool_run(pool_fn fn, void *arg, int n)
   }
   atomic_fetch_add(&pool.jobs, 1);
   uint32_t g = atomic_load(&pool.gen) + 1;
+  // close: from here no claim of an older job can succeed, and none of g yet
+  atomic_store(&pool.work, (uint64_t)g << 32 | CLOSED);
   atomic_store(&pool.fn, fn);
   atomic_store(&pool.arg, arg);
   atomic_store(&pool.n, n);
   atomic_store(&pool.done, 0);
-  atomic_store(&pool.work, (uint64_t)g << 32);
+  atomic_store(&pool.work, (uint64_t)g << 32);   // open
   atomic_store(&pool.gen, g);
   if (atomic_load(&pool.sleepers) > 0) {
     atomic_fetch_add(&pool.wakes, 1);
@@ -272,7 +295,9 @@ pool_run(pool_fn fn, void *arg, int n)
     cpu_relax();
   }
   uint64_t t1 = waited ? now_ns() : t0;
-  if (t1 - t0 > STALL_NS) {  // a preempted worker held us up: go solo for a while
+  if (pool.fixed) {
+    // no backoff, no measuring
+  } else if (t1 - t0 > STALL_NS) {  // a preempted worker held us up: go solo for a while
     atomic_fetch_add(&pool.stalls, 1);
     pool.solo_ns = pool.solo_ns ? pool.solo_ns * 2 : SOLO_MIN_NS;
     if (pool.solo_ns > SOLO_MAX_NS)
@@ -283,6 +308,7 @@ pool_run(pool_fn fn, void *arg, int n)
     if (pool.solo_ns < SOLO_MIN_NS)
       pool.solo_ns = 0;
   }
-  choose_mode(t1, t1 - t_start, n);
+  if (!pool.fixed)
+    choose_mode(t1, t1 - t_start, n);
   pthread_mutex_unlock(&pool.run);
 }
