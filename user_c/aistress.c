@@ -49,7 +49,7 @@
 
 struct rec {
   uint32 magic;
-  short client, kind;           // kind 1 = ok, 2 = failed
+  short client, kind;           // kind 1 = ok, 2 = failed, 3 = counts (killer, manager)
   int reqid;
   short err, ntok;
   int npredict;
@@ -234,9 +234,24 @@ isdaemon(struct procinfo *p)
   return strcmp(p->name, "ai_worker") == 0 || strcmp(p->name, "ai_daemon") == 0;
 }
 
+// Sends a helper's counts to the parent as a record of kind 3 (an exit
+// status would cap them at 255).
+static void
+sendcounts(int ckills, int dkills, int respawns)
+{
+  struct rec r;
+
+  memset(&r, 0, sizeof(r));
+  r.magic = RECMAGIC;
+  r.kind = 3;
+  r.reqid = ckills;
+  r.npredict = dkills;
+  r.len = respawns;
+  write(wfd, &r, sizeof(r));
+}
+
 // Kills clients (children of mgr) and ai_daemon processes at random moments
-// until the deadline; its counts go out as the exit status (clients + 256 *
-// daemon processes, each at most 255).
+// until the deadline, then sends its counts.
 static void
 killer(int mgr)
 {
@@ -252,7 +267,7 @@ killer(int mgr)
       for(int i = 0; i < n; i++)
         if(pt[i].ppid == mgr && pt[i].state != PS_ZOMBIE && !pt[i].killed)
           cand[nc++] = pt[i].pid;
-      if(nc && kill(cand[pick(nc)]) == 0 && ck < 255)
+      if(nc && kill(cand[pick(nc)]) == 0)
         ck++;
     }
     if(pick(100) < daemonpct){
@@ -261,17 +276,18 @@ killer(int mgr)
         if(isdaemon(&pt[i]) && pt[i].state != PS_ZOMBIE && !pt[i].killed &&
            (strcmp(pt[i].name, "ai_worker") == 0 || pick(5) == 0))
           cand[nc++] = pt[i].pid;
-      if(nc && kill(cand[pick(nc)]) == 0 && dk < 255)
+      if(nc && kill(cand[pick(nc)]) == 0)
         dk++;
     }
   }
-  exit(ck + 256 * dk);
+  sendcounts(ck, dk, 0);
+  exit(0);
 }
 
 // ------------------------------------------------------------ the manager
 
 // Keeps nclients clients going until the deadline, restarting killed ones;
-// exits with the number of restarts (at most 255 counted).
+// then sends the number of restarts.
 static void
 manager(void)
 {
@@ -304,8 +320,9 @@ manager(void)
         live--;
       }
   }
+  sendcounts(0, 0, respawns);
   close(wfd);
-  exit(respawns > 255 ? 255 : respawns);
+  exit(0);
 }
 
 // ------------------------------------------------------------ the parent
@@ -379,16 +396,21 @@ main(int argc, char *argv[])
   }
   if((kil = fork()) == 0){
     close(fds[0]);
-    close(fds[1]);
     killer(mgr);
   }
   close(fds[1]);
 
-  // every record, until the manager and all clients are gone
+  // every record, until the manager, the killer and all clients are gone
   while((n = read(fds[0], &r, sizeof(r))) == sizeof(r)){
     if(r.magic != RECMAGIC){
       strcpy(why, "a torn record");
       bad = 1;
+      continue;
+    }
+    if(r.kind == 3){            // a helper's counts, not a request
+      ckills += r.reqid;
+      dkills += r.npredict;
+      respawns += r.len;
       continue;
     }
     requests++;
@@ -412,14 +434,8 @@ main(int argc, char *argv[])
     }
   }
   close(fds[0]);
-  while((pid = wait(&status)) >= 0){
-    if(pid == mgr)
-      respawns = status;
-    else if(pid == kil){
-      ckills = status & 255;
-      dkills = status >> 8;
-    }
-  }
+  while((pid = wait(&status)) >= 0)
+    ;
 
   // the service must come back whole: orphans finish and are freed, init
   // restarts a killed supervisor, which restarts its workers
