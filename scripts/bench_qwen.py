@@ -117,6 +117,14 @@ def main() -> None:
 
     ffi, lib = native()
     names = args.models.split(",")
+    from pyllm.errors import PyllmError
+    from pyllm.registry import resolve
+
+    for name in names:  # a missing model is one line, before anything is measured
+        try:
+            resolve(name)
+        except PyllmError as exc:
+            raise SystemExit(f"bench_qwen: {exc}") from None
     res: dict[str, dict] = {}
     models = {}
     for name in names:
