@@ -230,6 +230,23 @@ def _fault_plan(spec: str | None, model: str | None):  # -> FaultPlan | None
         raise click.BadParameter(str(e), param_hint="--ai-fault") from None
 
 
+class _HostLog:
+    """Where the devices' host messages go: the running boot's console, which keeps them
+    from cutting a guest line in two, else straight to stderr."""
+
+    def __init__(self) -> None:
+        self.console: Console | None = None
+
+    def __call__(self, msg: str) -> None:
+        if self.console is not None:
+            self.console.host_line(msg)
+        else:
+            click.echo(msg, err=True)
+
+
+HOST_LOG = _HostLog()
+
+
 def _add_ai_device(config: MachineConfig, model: str, created: list, quiet: bool,
                    plan=None) -> None:  # noqa: ANN001
     """Plug the AI device (harness/devices/virtio_ai.py) in at VIRTIO1, loading `model`;
@@ -237,7 +254,7 @@ def _add_ai_device(config: MachineConfig, model: str, created: list, quiet: bool
     from harness import bootinfo
     from harness.devices.virtio_ai import device_entry
 
-    log = None if quiet else (lambda m: click.echo(m, err=True))
+    log = None if quiet else HOST_LOG
     if plan is not None:
         from harness.devices.ai_faults import fault_device_entry
 
@@ -258,6 +275,7 @@ def boot(config: MachineConfig, *, interactive: bool, quiet: bool,
         holder: list[Machine] = []  # the console exists before the machine it feeds
         console = _console(holder)
         config.output = console.write
+        HOST_LOG.console = console
         try:
             machine = Machine(config)
             holder.append(machine)
@@ -275,6 +293,8 @@ def boot(config: MachineConfig, *, interactive: bool, quiet: bool,
                     result = _run_machine(machine, gdb)
         finally:
             machine.close()
+            console.flush_held()
+            HOST_LOG.console = None
         if result.exit != Exit.RESET:
             return _finish(machine, result, quiet)
         if not quiet:

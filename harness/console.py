@@ -8,6 +8,9 @@
   Ctrl-A sends one Ctrl-A to the guest.
 - The terminal is restored on every exit: normal return, exceptions (the context
   manager), SIGTERM/SIGHUP (turned into a quit request), and interpreter exit (atexit).
+- Host messages (`[ai] model ... ready`) go through `host_line`, which never cuts a guest
+  line in two: while the guest's output is mid-line they wait for its newline (at most
+  HOLD_S, then they start a line of their own).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Callable
 from types import FrameType, TracebackType
 
 CTRL_A = 0x01
+HOLD_S = 0.5  # longest a host message waits for the guest to end its line
 HELP = (b"\r\n[harness] Ctrl-A X: quit   Ctrl-A H: this help   Ctrl-A Ctrl-A: send Ctrl-A\r\n")
 
 
@@ -29,10 +33,10 @@ class Console:
     """Connects a terminal (or any fd pair) to a running machine."""
 
     def __init__(self, send: Callable[[bytes], None], quit: Callable[[str], None], *,
-                 stdin_fd: int = 0, stdout_fd: int = 1) -> None:
+                 stdin_fd: int = 0, stdout_fd: int = 1, stderr_fd: int = 2) -> None:
         self.send = send
         self.quit = quit
-        self.in_fd, self.out_fd = stdin_fd, stdout_fd
+        self.in_fd, self.out_fd, self.err_fd = stdin_fd, stdout_fd, stderr_fd
         self.interactive = os.isatty(stdin_fd)
         self._saved: list | None = None
         self._escape = False
@@ -40,6 +44,10 @@ class Console:
         self._thread = threading.Thread(target=self._reader, name="harness-console",
                                         daemon=True)
         self._old_handlers: dict[int, object] = {}
+        self._lines_lock = threading.Lock()
+        self._mid_line = False              # the guest's last byte was not a newline
+        self._held: list[str] = []          # host messages waiting for the guest's newline
+        self._hold_timer: threading.Timer | None = None
 
     # ---------------------------------------------------------------- lifetime
     def __enter__(self) -> Console:
@@ -60,7 +68,13 @@ class Console:
                  tb: TracebackType | None) -> None:
         self.close()
 
+    def flush_held(self) -> None:
+        """Print any host message still waiting for the guest's newline (run ended)."""
+        with self._lines_lock:
+            self._release_held(newline=True)
+
     def close(self) -> None:
+        self.flush_held()
         if self._wake is not None:
             os.write(self._wake[1], b"x")
             if self._thread.is_alive() and self._thread is not threading.current_thread():
@@ -88,6 +102,52 @@ class Console:
     # ---------------------------------------------------------------- output
     def write(self, data: bytes) -> None:
         """Guest console output to the terminal."""
+        with self._lines_lock:
+            cut = data.rfind(b"\n") + 1 if self._held else 0
+            if cut:                 # held messages go out after the guest's last full line
+                self._write(data[:cut])
+                self._release_held(newline=False)
+                data = data[cut:]
+            self._write(data)
+            if data:
+                self._mid_line = data[-1:] != b"\n"
+
+    def host_line(self, msg: str) -> None:
+        """A host message on stderr, as a line of its own (any thread)."""
+        with self._lines_lock:
+            if not self._mid_line:
+                self._emit(msg)
+                return
+            self._held.append(msg)
+            if self._hold_timer is None:
+                self._hold_timer = threading.Timer(HOLD_S, self._hold_expired)
+                self._hold_timer.daemon = True
+                self._hold_timer.start()
+
+    def _hold_expired(self) -> None:
+        with self._lines_lock:
+            self._release_held(newline=True)
+
+    def _release_held(self, newline: bool) -> None:
+        """Print the held messages (lock held); `newline` ends the guest's line first."""
+        if self._hold_timer is not None:
+            self._hold_timer.cancel()
+            self._hold_timer = None
+        if not self._held:
+            return
+        if newline:
+            self._write(b"\n")
+            self._mid_line = False
+        for msg in self._held:
+            self._emit(msg)
+        self._held.clear()
+
+    def _emit(self, msg: str) -> None:
+        # through stderr, so `2>/dev/null` still silences the harness; the guest's tty
+        # output keeps "\n" -> "\r\n" post-processing in raw mode, stderr shares the tty
+        os.write(self.err_fd, (msg + "\n").encode(errors="replace"))
+
+    def _write(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
             try:
