@@ -57,15 +57,16 @@ def run_raw(cmds: str, timeout: float = 120.0, *extra: str) -> subprocess.Comple
     )
 
 
-def run_guest(cmds: str, timeout: float = 120.0) -> GuestResult:
-    """Run cmds in the guest's shell; return their output and exit status."""
-    proc = run_raw(f"echo {BEGIN}; ({cmds}); echo {END} $?", timeout)
+def run_guest(cmds: str, timeout: float = 120.0, *extra: str) -> GuestResult:
+    """Run cmds in the guest's shell; return their output and exit status (extra: more
+    `harness run` options)."""
+    proc = run_raw(f"echo {BEGIN}; ({cmds}); echo {END} $?", timeout, *extra)
     out = proc.stdout.replace("\r\n", "\n")
     start = out.find(BEGIN + "\n")
     m = re.search(re.escape(END) + r" (-?\d+)\n", out)
     if start < 0 or m is None:
         raise AssertionError(
             f"guest run did not finish (harness status {proc.returncode})\n"
-            f"--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-4000:]}"
+            f"--- stdout ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{proc.stderr[-4000:]}"
         )
     return GuestResult(out[start + len(BEGIN) + 1 : m.start()], int(m.group(1)), proc)

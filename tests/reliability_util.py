@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +22,17 @@ def require_build(*progs: str) -> None:
     missing = [p for p in [KERNEL, FS_IMG, *(UBUILD / f"_{n}" for n in progs)] if not p.exists()]
     if missing:
         pytest.skip(f"{missing[0].relative_to(ROOT)} is not built (run make build)")
+
+
+def load_tiny(prog: str) -> Iterator[Any]:
+    """The tiny Qwen3.5 test model on the AI device (a LoadedModel), for a module's fixture;
+    skips when prog or the kernel is not built."""
+    require_build(prog)
+    from harness.devices.virtio_ai import LoadedModel
+
+    lm = LoadedModel.load(str(TINY))
+    yield lm
+    lm.close()
 
 
 def aliases() -> dict[str, str]:

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from guest import BEGIN, END, ROOT, GuestResult, run_raw
+from guest import ROOT, GuestResult, run_guest, run_raw
 
 SMOL = "smol"
 QWEN_TINY = str(ROOT / "tests" / "data" / "qwen35" / "tiny_text")
@@ -39,15 +39,7 @@ def ai_guest(cmds: str, model: str = SMOL, timeout: float = 300.0, *extra: str) 
     why = _model_available(model)
     if why:
         pytest.skip(why)
-    proc = run_raw(f"echo {BEGIN}; ({cmds}); echo {END} $?", timeout, "--model", model, *extra)
-    out = proc.stdout.replace("\r\n", "\n")
-    start = out.find(BEGIN + "\n")
-    m = re.search(re.escape(END) + r" (-?\d+)\n", out)
-    if start < 0 or m is None:
-        raise AssertionError(
-            f"guest run did not finish (harness status {proc.returncode})\n"
-            f"--- stdout ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{proc.stderr[-4000:]}")
-    return GuestResult(out[start + len(BEGIN) + 1: m.start()], int(m.group(1)), proc)
+    return run_guest(cmds, timeout, "--model", model, *extra)
 
 
 @functools.cache

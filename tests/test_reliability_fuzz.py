@@ -11,7 +11,7 @@ it on SmolLM2 with device faults.
 from __future__ import annotations
 
 import pytest
-from reliability_util import TINY, image_without_daemon, require_build
+from reliability_util import image_without_daemon, load_tiny, require_build
 
 from harness.reliability import FuzzReport, run_fuzz
 
@@ -20,12 +20,7 @@ FAULTS = "fail=0.1,delay=30ms,reorder,engine-raise=0.05,seed={seed}"
 
 @pytest.fixture(scope="module")
 def tiny():  # -> LoadedModel
-    require_build("sysfuzz")
-    from harness.devices.virtio_ai import LoadedModel
-
-    lm = LoadedModel.load(str(TINY))
-    yield lm
-    lm.close()
+    yield from load_tiny("sysfuzz")
 
 
 def _ok(rep: FuzzReport) -> None:

@@ -12,7 +12,7 @@ it started.
 from __future__ import annotations
 
 import pytest
-from reliability_util import TINY, require_build
+from reliability_util import load_tiny, require_build
 
 from harness.reliability import StressReport, boot, fnv1a, run_stress, verify
 
@@ -21,12 +21,7 @@ FAULTS = "fail=0.05,delay=30ms,reorder,engine-raise=0.03,seed={seed}"
 
 @pytest.fixture(scope="module")
 def tiny():  # -> LoadedModel
-    require_build("aistress")
-    from harness.devices.virtio_ai import LoadedModel
-
-    lm = LoadedModel.load(str(TINY))
-    yield lm
-    lm.close()
+    yield from load_tiny("aistress")
 
 
 def _ok(rep: StressReport) -> None:
