@@ -48,36 +48,39 @@ spin(int i)
     sink += k;
 }
 
+// Is chunk i of a job with this magic and n chunks one of kind `want`'s?
+static int
+chunk_ok(int magic, int want, int n, int i)
+{
+  if (magic != want) {
+    atomic_fetch_add(&bad_kind, 1);   // another job's argument under this function
+    return 0;
+  }
+  if (i < 0 || i >= n) {
+    atomic_fetch_add(&bad_index, 1);
+    return 0;
+  }
+  return 1;
+}
+
 static void
 run_a(void *argp, int i)
 {
   struct job_a *a = argp;
-  if (a->magic != MAGIC_A) {
-    atomic_fetch_add(&bad_kind, 1);
-    return;
+  if (chunk_ok(a->magic, MAGIC_A, a->n, i)) {
+    spin(i);
+    atomic_fetch_add(&a->hits[i], 1);
   }
-  if (i < 0 || i >= a->n) {
-    atomic_fetch_add(&bad_index, 1);
-    return;
-  }
-  spin(i);
-  atomic_fetch_add(&a->hits[i], 1);
 }
 
 static void
 run_b(void *argp, int i)
 {
   struct job_b *b = argp;
-  if (b->magic != MAGIC_B) {
-    atomic_fetch_add(&bad_kind, 1);
-    return;
+  if (chunk_ok(b->magic, MAGIC_B, b->n, i)) {
+    spin(i + 1);
+    atomic_fetch_add(&b->hits[i], 1);
   }
-  if (i < 0 || i >= b->n) {
-    atomic_fetch_add(&bad_index, 1);
-    return;
-  }
-  spin(i + 1);
-  atomic_fetch_add(&b->hits[i], 1);
 }
 
 int
