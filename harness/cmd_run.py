@@ -161,6 +161,7 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
     created: list = []
     if model is not None:
         _add_ai_device(config, model, created, quiet, plan)
+        _add_course_files(config, model, quiet)
     try:
         code = boot(config, interactive=cmd is None, quiet=quiet, gdb=gdb_port)
     finally:
@@ -264,6 +265,38 @@ def _add_ai_device(config: MachineConfig, model: str, created: list, quiet: bool
         config.extra_devices.append(device_entry(model, log=log, allow_load=(model,),
                                                  created=created))
     config.flags |= bootinfo.F_AIDEV
+
+
+def _add_course_files(config: MachineConfig, model: str, quiet: bool) -> None:
+    """Course assets as the model: their PMT.BIN / EXP.BIN go into the guest's file system
+    at /AI/SMOL or /AI/QWEN, where the lab's aitest reads its reference prompt and answer
+    (the weights stay on the host, in the AI device). In memory only: not with --persist."""
+    from pyllm.errors import PyllmError
+    from pyllm.loaders.course import reference_files
+    from pyllm.registry import resolve
+
+    try:
+        files = reference_files(resolve(model)[1])
+    except PyllmError:
+        return  # not course assets, or reported by the device when it loads them
+    if not files:
+        return
+    if config.persist:
+        if not quiet:
+            click.echo("[harness] --persist: the assets' PMT.BIN/EXP.BIN are not copied into "
+                       "the guest's /AI", err=True)
+        return
+    from harness.fsimage import FsError, with_files
+
+    try:
+        image = with_files(Path(config.fs).read_bytes(),
+                           {f"AI/{name}": data for name, data in files.items()})
+    except (OSError, FsError) as exc:
+        raise click.ClickException(f"cannot add the assets' reference files to "
+                                   f"{config.fs}: {exc}") from None
+    config.disk_data = bytearray(image)
+    if not quiet:
+        click.echo(f"[harness] /AI: {', '.join(sorted(files))} from the model's assets", err=True)
 
 
 def boot(config: MachineConfig, *, interactive: bool, quiet: bool,

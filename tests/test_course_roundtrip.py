@@ -285,3 +285,16 @@ def test_guest_llmrun_serves_a_course_zip(exported):
     assert " ".join(map(str, a.expected)) in lines
     assert "llmrun_smol: expected SmolLM assets, got Qwen3.5" in out
     a.close()
+
+
+def test_guest_aitest_finds_the_assets_reference_files(exported):
+    """`harness run --model QWEN-folder`: its PMT.BIN / EXP.BIN appear at /AI/QWEN in the
+    guest (the weights stay on the host), so the lab's `aitest` runs its reference prompt
+    and checks the answer against EXP.BIN, as in the lab."""
+    from guest import run_guest
+
+    _, path = exported["qwen_mm"]
+    r = run_guest("ls /AI/QWEN; aitest", 240.0, "--model", str(path))
+    assert "PMT.BIN" in r.output and "EXP.BIN" in r.output, r.output
+    assert "[aitest] expected: PASS" in r.output and r.status == 0, r.output
+    assert "/AI: QWEN/EXP.BIN, QWEN/PMT.BIN from the model's assets" in r.raw.stderr

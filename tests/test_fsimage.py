@@ -17,7 +17,15 @@ from pathlib import Path
 import pytest
 
 from harness import cheader
-from harness.fsimage import FsBuilder, FsError, FsImage, FsLayout, build_image, main
+from harness.fsimage import (
+    FsBuilder,
+    FsError,
+    FsImage,
+    FsLayout,
+    build_image,
+    main,
+    with_files,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -179,3 +187,26 @@ def test_built_image_matches_user_programs(tmp_path: Path) -> None:
     fs = FsImage(img)
     assert "init" in fs.listdir("/")
     assert fs.read("init")[:4] == b"\x7fELF"
+
+
+def test_with_files_copies_everything_and_adds(tmp_path: Path, layout: FsLayout) -> None:
+    """with_files: same geometry, every directory, file, device node and hard link kept,
+    the new files added and a given one replaced."""
+    fs = FsBuilder(2048, 64)
+    fs.mknod("console", layout.console_major, 0)
+    a = fs.add_file("bin/a", bytes(range(256)) * 300)     # indirect blocks
+    fs._link("bin/also_a", a)                                # a hard link
+    fs.add_file("keep.txt", b"kept")
+    fs.add_file("old.txt", b"old")
+    fs.mkdir("empty/dir")
+    out = FsImage(with_files(fs.to_bytes(), {"AI/SMOL/PMT.BIN": b"\x01\x00\x00\x00\x07\x00\x00\x00",
+                                             "old.txt": b"new"}))
+    assert out.check() == []
+    assert (out.sb["size"], out.sb["ninodes"]) == (2048, 64)
+    assert out.read("/bin/a") == bytes(range(256)) * 300
+    assert out.stat("/bin/also_a").inum == out.stat("/bin/a").inum
+    assert out.stat("/bin/a").nlink == 2
+    assert out.read("/keep.txt") == b"kept" and out.read("/old.txt") == b"new"
+    assert out.stat("/console").major == layout.console_major
+    assert out.listdir("/empty") == ["dir"]
+    assert out.read("/AI/SMOL/PMT.BIN") == b"\x01\x00\x00\x00\x07\x00\x00\x00"

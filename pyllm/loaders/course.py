@@ -606,6 +606,26 @@ def sniff(path: Path) -> tuple[str, str] | None:
     return "course", arch
 
 
+def reference_files(path: Path) -> dict[str, bytes]:
+    """The assets' PMT.BIN / EXP.BIN as the course's guest expects them, keyed by their path
+    there without the /AI prefix ({"SMOL/PMT.BIN": raw bytes, ...}); {} when `path` is not
+    course assets or holds neither file. Only CFG.BIN and those two files are read."""
+    src = find_source(Path(path))
+    if src is None:
+        return {}
+    try:
+        cfg = parse_cfg(src.load("CFG.BIN", []), src.where)
+        folder = FOLDERS.get(cfg.model_kind)
+        out = {}
+        for name in ("PMT.BIN", "EXP.BIN"):
+            raw = src.load(name, []) if folder else None
+            if raw is not None:
+                out[f"{folder}/{name}"] = bytes(raw)
+        return out
+    finally:
+        src.close()
+
+
 # ---------------------------------------------------------------- reading a whole asset
 
 @dataclass
