@@ -345,7 +345,7 @@ usage(void)
 int
 main(int argc, char *argv[])
 {
-  int fds[2], mgr, kil, status, pid, n, requests = 0, oks = 0, fails = 0, bad = 0;
+  int fds[2], mgr, n, requests = 0, oks = 0, fails = 0, bad = 0;
   int errs[AI_ECANCELED + 2], ckills = 0, dkills = 0, respawns = 0, stuck = 0, workers0;
   long free0, free1;
   struct rec r;
@@ -394,7 +394,7 @@ main(int argc, char *argv[])
     close(fds[0]);
     manager();
   }
-  if((kil = fork()) == 0){
+  if(fork() == 0){                // the killer
     close(fds[0]);
     killer(mgr);
   }
@@ -434,7 +434,7 @@ main(int argc, char *argv[])
     }
   }
   close(fds[0]);
-  while((pid = wait(&status)) >= 0)
+  while(wait(0) >= 0)              // the manager and the killer
     ;
 
   // the service must come back whole: orphans finish and are freed, init

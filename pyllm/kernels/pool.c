@@ -242,6 +242,25 @@ choose_mode(uint64_t now, uint64_t ns, int n)
   pool.win_ns = pool.win_chunks = 0;
 }
 
+// After a job with workers: back off to solo work if a claimed chunk kept the
+// caller waiting from t0 to t1, and move the mode chooser along. Holds pool.run.
+static void
+adapt(uint64_t t0, uint64_t t1, uint64_t ns, int n)
+{
+  if (t1 - t0 > STALL_NS) {  // a preempted worker held us up: go solo for a while
+    atomic_fetch_add(&pool.stalls, 1);
+    pool.solo_ns = pool.solo_ns ? pool.solo_ns * 2 : SOLO_MIN_NS;
+    if (pool.solo_ns > SOLO_MAX_NS)
+      pool.solo_ns = SOLO_MAX_NS;
+    pool.solo_until = t1 + pool.solo_ns;
+  } else if (pool.solo_ns && t1 > pool.solo_until + pool.solo_ns) {
+    pool.solo_ns /= 2;  // calm again for a while: forget the backoff gradually
+    if (pool.solo_ns < SOLO_MIN_NS)
+      pool.solo_ns = 0;
+  }
+  choose_mode(t1, ns, n);
+}
+
 void
 pool_run(pool_fn fn, void *arg, int n)
 {
@@ -295,20 +314,7 @@ pool_run(pool_fn fn, void *arg, int n)
     cpu_relax();
   }
   uint64_t t1 = waited ? now_ns() : t0;
-  if (pool.fixed) {
-    // no backoff, no measuring
-  } else if (t1 - t0 > STALL_NS) {  // a preempted worker held us up: go solo for a while
-    atomic_fetch_add(&pool.stalls, 1);
-    pool.solo_ns = pool.solo_ns ? pool.solo_ns * 2 : SOLO_MIN_NS;
-    if (pool.solo_ns > SOLO_MAX_NS)
-      pool.solo_ns = SOLO_MAX_NS;
-    pool.solo_until = t1 + pool.solo_ns;
-  } else if (pool.solo_ns && t1 > pool.solo_until + pool.solo_ns) {
-    pool.solo_ns /= 2;  // calm again for a while: forget the backoff gradually
-    if (pool.solo_ns < SOLO_MIN_NS)
-      pool.solo_ns = 0;
-  }
   if (!pool.fixed)
-    choose_mode(t1, t1 - t_start, n);
+    adapt(t0, t1, t1 - t_start, n);
   pthread_mutex_unlock(&pool.run);
 }
