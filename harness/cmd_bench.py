@@ -1,7 +1,8 @@
 """`harness bench`: benchmarks that print ratios against a reference measured in the same run.
 
-With no subcommand it runs the lifecycle bench (harness/bench/): Part 1 of the lab, measured
-and explained. Subcommands are imported lazily, like the top-level commands.
+This module only parses the options and calls the benchmarks, which live in harness/bench/
+(one module each: lifecycle.py with no subcommand, system.py, service.py) and, for pyllm's
+engines against llama.cpp, pyllm/bench.py (imported lazily).
 """
 
 from __future__ import annotations
@@ -11,18 +12,23 @@ from pathlib import Path
 import click
 
 from harness.cli import LazyGroup
+from harness.cmd_run import DEFAULT_FS, DEFAULT_KERNEL, _file
 
 BENCH_COMMANDS: dict[str, str] = {
     "engine": "pyllm.bench:engine",
-    "system": "harness.bench_system:system",
-    "service": "harness.bench_service:service",
 }
 
 
 class BenchGroup(LazyGroup):
-    """Lazy subcommands from BENCH_COMMANDS."""
+    """The subcommands defined here, and the lazy ones of BENCH_COMMANDS."""
 
     lazy_commands = BENCH_COMMANDS
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        return self.commands.get(name) or super().get_command(ctx, name)
 
 
 def _ints(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
@@ -121,3 +127,85 @@ def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: l
         main(opts)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _guest_files(kernel: Path, fs: Path) -> None:
+    _file("kernel", kernel, "build it with `make build`")
+    _file("disk image", fs, "build it with `make build`")
+
+
+@bench.command()
+@click.option("--reps", type=click.IntRange(1, 50), default=5, show_default=True,
+              help="Interleaved repetitions of every measurement (medians are reported).")
+@click.option("--idle-seconds", type=click.FloatRange(0.5, 600), default=5.0,
+              show_default=True, help="How long to watch the idle guest's host CPU use.")
+@click.option("--kernel", type=click.Path(dir_okay=False, path_type=Path),
+              default=DEFAULT_KERNEL, show_default="build/kernel/kernel.elf")
+@click.option("--fs", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_FS,
+              show_default="build/fs.img")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the figures to this JSON file.")
+def system(reps: int, idle_seconds: float, kernel: Path, fs: Path,
+           json_path: Path | None) -> None:
+    """Boot time, syscall round trip, guest MIPS and idle host CPU of the machine."""
+    import json
+    import sys
+
+    from harness.bench import system as bench_system
+    from harness.bench.errors import BenchError
+
+    _guest_files(kernel, fs)
+    try:
+        data = bench_system.run(reps, idle_seconds, kernel, fs, lambda it: click.progressbar(
+            it, label="measuring", file=sys.stderr))
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(bench_system.format_report(data))
+    if json_path:
+        json_path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+@bench.command()
+@click.option("--model", "-m", default="smol", show_default=True,
+              help="smol, qwen, or a path (the model the device and the engine both serve).")
+@click.option("--reps", type=click.IntRange(1, 50), default=5, show_default=True,
+              help="Rounds; each boots the guest once and sends every prompt --pairs times, "
+                   "each guest request next to an engine-only one.")
+@click.option("--pairs", type=click.IntRange(1, 20), default=2, show_default=True,
+              help="Requests per prompt and round on each path.")
+@click.option("--tokens", "-n", type=click.IntRange(2, 512), default=32, show_default=True,
+              help="Tokens generated per request (>= 2, for TPOT).")
+@click.option("--no-busy", is_flag=True, help="Skip the busy-guest coexistence check.")
+@click.option("--kernel", type=click.Path(dir_okay=False, path_type=Path),
+              default=DEFAULT_KERNEL, show_default="build/kernel/kernel.elf")
+@click.option("--fs", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_FS,
+              show_default="build/fs.img")
+@click.option("--json", "as_json", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write every measurement to this JSON file.")
+def service(model: str, reps: int, pairs: int, tokens: int, no_busy: bool, kernel: Path,
+            fs: Path, as_json: Path | None) -> None:
+    """TTFT and TPOT through the guest vs the engine alone (medians, differences, ratios).
+
+    \b
+    Each round boots the guest with `llmrun --timing --stdin` and feeds it the prompts one
+    line at a time; right before or after each guest request (alternating) the same prompt
+    goes to the engine alone, so every pair is measured under the same host load. A second
+    boot per round does the same beside a busy guest process (sysbench cpu).
+    """
+    import sys
+
+    from harness.bench import service as bench_service
+    from harness.bench.errors import BenchError
+
+    _guest_files(kernel, fs)
+    try:
+        rep = bench_service.run(model, reps, pairs, tokens, not no_busy, kernel, fs,
+                                lambda msg: click.echo(msg, err=True))
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(bench_service.format_report(rep))
+    if as_json is not None:
+        bench_service.write_json(rep, as_json)
+    if not all(p.same_ids for p in rep.pairs):
+        click.echo("ERROR: the guest's ids differ from the engine's", err=True)
+        sys.exit(1)

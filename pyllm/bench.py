@@ -197,6 +197,17 @@ def measure_engine(model: Any, s: Samples, lens: list[int], gen: int) -> None:
     s.add("tpot_ms", req.timings.tpot_s * 1e3)
 
 
+def stream_bandwidth(buf: np.ndarray) -> float:
+    """Bytes/s of one read of `buf` by the C kernels' stream probe, on the engine's threads
+    (the memory roof the roofline and scripts/bench_qwen.py set decode against)."""
+    from pyllm.kernels import native
+
+    ffi, lib = native()
+    t = time.perf_counter()
+    lib.pyllm_stream_read(ffi.cast("uint8_t *", buf.ctypes.data), buf.nbytes)
+    return buf.nbytes / (time.perf_counter() - t)
+
+
 class CpuWatch:
     """CPU time used by other processes while a condition ran (the machine is shared)."""
 

@@ -180,12 +180,10 @@ class Probes:
         """One sample of every ceiling (about 0.3 s)."""
         p = self.peaks
         if self.native is not None:
-            ffi, lib = self.native
-            lib.pyllm_set_threads(self.threads)
-            ptr = ffi.cast("uint8_t *", self.buf.ctypes.data)
-            t = time.perf_counter()
-            lib.pyllm_stream_read(ptr, self.buf.nbytes)
-            p.bandwidth.append(self.buf.nbytes / (time.perf_counter() - t))
+            from pyllm.bench import stream_bandwidth
+
+            self.native[1].pyllm_set_threads(self.threads)
+            p.bandwidth.append(stream_bandwidth(self.buf))
             self.qmat.matmul(self.x)  # warm-up (activation buffers, page faults)
             t = time.perf_counter()
             self.qmat.matmul(self.x)

@@ -1,4 +1,5 @@
-"""`harness bench system`: how fast the machine runs our kernel, against same-run references.
+"""The system bench (`harness bench system`): how fast the machine runs our kernel, against
+same-run references.
 
 Measured, interleaved `--reps` times, medians reported:
 
@@ -16,22 +17,21 @@ The references use stubs assembled with the cross compiler on the fly.
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
-import click
 from unicorn import UC_ARCH_RISCV, UC_MODE_RISCV64, UC_PROT_ALL, Uc
 from unicorn import riscv_const as R
 
-from harness.cmd_run import DEFAULT_FS, DEFAULT_KERNEL, _file
+from harness.bench.errors import BenchError
 from harness.elf import ElfImage
 from harness.machine import Exit, Machine, MachineConfig
 
@@ -102,7 +102,7 @@ def _assemble(src: str, name: str, work: Path) -> ElfImage:
                         "-mcmodel=medany", "-T", str(ld), "-o", str(out), str(s)],
                        check=True, capture_output=True, text=True)
     except (OSError, subprocess.CalledProcessError) as e:
-        raise click.ClickException(f"cannot assemble the reference stubs with {cc}: {e}") from None
+        raise BenchError(f"cannot assemble the reference stubs with {cc}: {e}") from None
     return ElfImage.load(out)
 
 
@@ -128,7 +128,7 @@ def floor_trap_us(floor: ElfImage) -> float:
     finally:
         m.close()
     if res.exit != Exit.POWEROFF:
-        raise click.ClickException(f"the trap floor stub failed: {res.exit.value} {res.message}")
+        raise BenchError(f"the trap floor stub failed: {res.exit.value} {res.message}")
     return dt / FLOOR_ECALLS * 1e6
 
 
@@ -142,7 +142,7 @@ def guest(kernel: Path, fs: Path, cmd: str, timeout: float = 300) -> str:
         m.close()
     text = out.decode(errors="replace")
     if res.exit != Exit.POWEROFF or res.status:
-        raise click.ClickException(f"'{cmd}' failed in the guest ({res.exit.value} "
+        raise BenchError(f"'{cmd}' failed in the guest ({res.exit.value} "
                                    f"{res.status} {res.message}):\n{text[-500:]}")
     return text
 
@@ -150,7 +150,7 @@ def guest(kernel: Path, fs: Path, cmd: str, timeout: float = 300) -> str:
 def _field(text: str, key: str) -> float:
     m = re.search(rf"{key}=([0-9.]+)", text)
     if not m:
-        raise click.ClickException(f"no {key}= in the guest output:\n{text[-500:]}")
+        raise BenchError(f"no {key}= in the guest output:\n{text[-500:]}")
     return float(m.group(1))
 
 
@@ -171,7 +171,7 @@ def interactive(kernel: Path, fs: Path, at_prompt: Callable[[Machine, float], No
     worker.start()
     try:
         if not ready.wait(60):
-            raise click.ClickException("the guest did not reach the shell prompt within 60 s")
+            raise BenchError("the guest did not reach the shell prompt within 60 s")
         at_prompt(m, time.perf_counter() - t0)
     finally:
         m.request_quit("bench done")
@@ -190,28 +190,16 @@ def _row(label: str, value: float, fmt: str = "{:<10.2f}") -> str:
     return f"{label:<40}" + fmt.format(value)
 
 
-@click.command()
-@click.option("--reps", type=click.IntRange(1, 50), default=5, show_default=True,
-              help="Interleaved repetitions of every measurement (medians are reported).")
-@click.option("--idle-seconds", type=click.FloatRange(0.5, 600), default=5.0,
-              show_default=True, help="How long to watch the idle guest's host CPU use.")
-@click.option("--kernel", type=click.Path(dir_okay=False, path_type=Path),
-              default=DEFAULT_KERNEL, show_default="build/kernel/kernel.elf")
-@click.option("--fs", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_FS,
-              show_default="build/fs.img")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write the figures to this JSON file.")
-def system(reps: int, idle_seconds: float, kernel: Path, fs: Path,
-           json_path: Path | None) -> None:
-    """Boot time, syscall round trip, guest MIPS and idle host CPU of the machine."""
-    _file("kernel", kernel, "build it with `make build`")
-    _file("disk image", fs, "build it with `make build`")
+def run(reps: int, idle_seconds: float, kernel: Path, fs: Path,
+        progress: Callable[[Iterable[int]], Any] = nullcontext) -> dict[str, Any]:
+    """Every figure, interleaved `reps` times: {"median": {figure: median}, "runs": {figure:
+    [one value per repetition]}}. `progress` wraps the repetitions (a progress bar)."""
     with tempfile.TemporaryDirectory(prefix="bench-system-") as tmp:
         spin = _assemble(SPIN_S, "spin", Path(tmp))
         floor = _assemble(FLOOR_S, "floor", Path(tmp))
         r: dict[str, list[float]] = {k: [] for k in (
             "boot_ms", "kernel_boot_ms", "guest_mips", "raw_mips", "syscall_us", "floor_us")}
-        with click.progressbar(range(reps), label="measuring", file=sys.stderr) as bar:
+        with progress(range(reps)) as bar:
             for _ in bar:
                 r["raw_mips"].append(raw_mips(spin, LOOPS))
                 r["guest_mips"].append(_field(guest(kernel, fs, f"sysbench cpu {LOOPS}"), "mips"))
@@ -235,6 +223,12 @@ def system(reps: int, idle_seconds: float, kernel: Path, fs: Path,
     r["syscall_over_floor"] = [s / f for s, f in zip(r["syscall_us"], r["floor_us"], strict=True)]
     med = {k: statistics.median(v) for k, v in r.items() if v}
     med["idle_cpu_percent"] = idle[0]
+    return {"reps": reps, "idle_seconds": idle_seconds, "median": med, "runs": r}
+
+
+def format_report(data: dict[str, Any]) -> str:
+    """The table `harness bench system` prints."""
+    reps, idle_seconds, med = data["reps"], data["idle_seconds"], data["median"]
     lines = ["{s:{c}^{n}}".format(s=" harness bench system ", n=50, c="="),
              _row("Repetitions (interleaved, medians)", reps, "{:<10d}"),
              "{s:{c}^{n}}".format(s=" Boot ", n=50, c="-"),
@@ -253,7 +247,4 @@ def system(reps: int, idle_seconds: float, kernel: Path, fs: Path,
               _row(f"Host CPU at the prompt, {idle_seconds:g} s (%)", med["idle_cpu_percent"]),
               _row("  target (% of one core)", 2.0),
               "=" * 50]
-    click.echo("\n".join(lines))
-    if json_path:
-        data = {"reps": reps, "idle_seconds": idle_seconds, "median": med, "runs": r}
-        json_path.write_text(json.dumps(data, indent=2) + "\n")
+    return "\n".join(lines)
