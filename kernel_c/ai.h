@@ -98,6 +98,7 @@ struct ai_info {
   char arch[16];        // "llama" or "qwen3_5"
   int workers;          // ai_daemon workers registered now
   int reserved;
+  uint64 repack_us;     // of load_us: the one-time int8 repack (0: its cache was mapped)
 };
 
 // service counters (ai_stats), for leak checks and the benchmarks

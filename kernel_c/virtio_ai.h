@@ -50,6 +50,7 @@ struct virtio_ai_config {
   uint64 load_us;           // weights file -> ready, measured by the device
   char name[32];
   char arch[16];
+  uint64 repack_us;         // of load_us: the one-time int8 repack (0: mapped from its cache)
 };
 
 // write-only trace register (device-specific, after the config struct):

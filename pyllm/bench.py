@@ -141,6 +141,35 @@ def llama_cpp_available() -> str | None:
     return None
 
 
+PROBE = """
+import sys
+from pyllm.bench import LlamaCppAdapter
+a = LlamaCppAdapter(sys.argv[1], 1)
+a.load()
+a.decode(a.prefill([1, 2, 3, 4]))
+"""
+
+
+def llama_cpp_runs(path: str) -> str | None:
+    """None if llama.cpp loads `path` and decodes a token in a child process, else why not: a
+    llama.cpp build whose CPU code does not match this CPU dies of SIGILL, which would take
+    the whole benchmark with it."""
+    import signal
+
+    try:
+        p = subprocess.run([sys.executable, "-c", PROBE, path], capture_output=True,
+                           text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return "llama.cpp did not decode a token within 120 s in a probe run"
+    if p.returncode < 0:
+        return (f"llama.cpp crashed ({signal.Signals(-p.returncode).name}) in a probe run: "
+                "its native code does not run on this CPU")
+    if p.returncode:
+        last = (p.stderr.strip().splitlines() or ["no message"])[-1]
+        return f"llama.cpp failed in a probe run: {last}"
+    return None
+
+
 # ---------------------------------------------------------------- measuring
 
 @dataclass
@@ -361,10 +390,11 @@ def engine(model: str, threads: int, rounds: int, ttft_lens: str, gen: int, busy
     del probe
     engines: list[Adapter] = [PyllmAdapter(model, "c", threads)]
     why = "skipped (--no-llamacpp)" if no_llamacpp else llama_cpp_available()
-    if why is None and str(path).endswith(".gguf"):
-        engines.append(LlamaCppAdapter(str(path), threads))
-    elif why is None:
+    if why is None and not str(path).endswith(".gguf"):
         why = "only runs GGUF files"
+    why = why or llama_cpp_runs(str(path))
+    if why is None:
+        engines.append(LlamaCppAdapter(str(path), threads))
     if not no_numpy:
         engines.append(PyllmAdapter(model, "numpy-f32", threads))
     header = [
@@ -374,7 +404,7 @@ def engine(model: str, threads: int, rounds: int, ttft_lens: str, gen: int, busy
         f"{gen} steps after a {TPOT_PROMPT}-token prompt",
         f"machine: {os.cpu_count()} CPUs; busy = a spinning process pinned to the last CPU",
         "llama.cpp: " + ("llama-cpp-python " + __import__("llama_cpp").__version__
-                         if why is None else f"llama.cpp not installed ({why})"),
+                         if why is None else f"llama.cpp not measured ({why})"),
     ]
     for line in header:
         click.echo(line, err=True)

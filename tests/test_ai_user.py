@@ -189,11 +189,12 @@ def test_llmrun_stdin_service() -> None:
 
 
 TIMING = re.compile(
-    r"Model Loading Time: (\d+) us\nTTFT: (\d+) us\nTPOT: (\d+ us|n/a \(1 token\))\n"
+    r"Model Loading Time: (\d+) us\n(?:  of which the one-time int8 repack: \d+ us [^\n]*\n)?"
+    r"TTFT: (\d+) us\nTPOT: (\d+ us|n/a \(1 token\))\n"
     r"E2E: (\d+) us\n"
     r"timing: model=(\S+) synthetic=([01]) load_us=(\d+) ttft_us=(\d+) tpot_us=(-?\d+) "
     r"e2e_us=(\d+) prompt=(\d+) generated=(\d+) submit=(\d+) dispatch=(\d+) accept=(\d+) "
-    r"first=(\d+) done=(\d+) waited=(\d+)\n")
+    r"first=(\d+) done=(\d+) waited=(\d+) repack_us=(\d+)\n")
 
 
 def test_llmrun_timing_format() -> None:

@@ -107,6 +107,6 @@ def test_bench_engine_without_llama_cpp(monkeypatch: pytest.MonkeyPatch) -> None
     code, out = run("bench", "engine", "--rounds", "1", "--ttft", "8", "--gen", "4",
                     "--no-busy", "--no-numpy")
     assert code == 0, out
-    assert "llama.cpp not installed (No module named 'llama_cpp')" in out
+    assert "llama.cpp not measured (No module named 'llama_cpp')" in out
     row = next(line for line in out.splitlines() if line.startswith("idle  TPOT"))
     assert len(row.split()) == 9 and row.split()[3] != "-"  # pyllm-c measured, others "-"

@@ -292,8 +292,8 @@ main(int argc, char *argv[])
   wait_model();
   retire_orphans();
   logmsg("model %s (%s, vocab %d, context %d) ready on the AI device, "
-         "loaded in %lu us%s", info.name, info.arch, info.vocab_size,
-         info.max_context, info.load_us,
+         "loaded in %lu us (of which one-time int8 repack %lu us)%s", info.name,
+         info.arch, info.vocab_size, info.max_context, info.load_us, info.repack_us,
          (info.flags & AI_CFG_SYNTHETIC) ? "; synthetic weights" : "");
 
   // each worker writes one byte to regp once registered

@@ -12,17 +12,24 @@ from harness.bench import analysis as A
 from harness.bench.lifecycle import Results, course_anchor
 from harness.bench.metrics import METRICS, START_STOP, TIMESTAMP_MEANING, VANTAGES
 from harness.bench.report import (
+    ABOVE_ROOF,
+    OPS_NOTE,
     SCHEMA,
+    cold_impossible,
     f,
     findings_compare,
     findings_conc,
     findings_lengths,
     findings_roofline,
     fx,
+    load_sentence,
     mb,
     noise_line,
+    of_roof,
     synthetic_note,
+    tpot_cell,
 )
+from harness.bench.roofline import PROBE_REPEATS
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
@@ -92,19 +99,7 @@ def _lengths(res: Results, k: int, spec: str) -> list[str]:
     task = "Task A" if k == 0 else "Task B" if k == 1 else "Model"
     add(f"## 2.{k + 1} {task} — {mr.title}: load, TTFT and TPOT against lengths")
     add("")
-    ls = A.load_summary(mr)
-    add(f"**Model Loading Time:** cold {f(ls['cold'].median)} s, warm "
-        f"{f(ls['warm'].median)} s (n = {ls['cold'].n}/{ls['warm'].n}; "
-        f"files {mb(ls['file_bytes'])} in {len(ls['files'])}, of which a cold load reads "
-        f"{mb(ls['bytes_read'])}: {f(ls['cold_MBps'])} MB/s; page cache dropped by "
-        f"**{ls['method']}**, "
-        f"{f(100 * ls['resident_before_cold_max'], 2)} % still resident at worst"
-        + ("" if ls["cold_ok"] else
-           ": **not fully cold** — another process had the files mapped, so those pages "
-           "could not be dropped" + (f" ({'; '.join(ls['notes'])})" if ls["notes"] else ""))
-        + "). "
-        + (f"As the guest sees it (`llmrun --timing`, the device's load_us at boot): "
-           f"{f(int(mr.llmrun['load_us']) / 1e3)} ms." if mr.llmrun.get("load_us") else ""))
+    add(load_sentence(mr))
     add("")
     if mr.llmrun_text:
         add("`llmrun --timing` in the guest (the course's output format):")
@@ -123,7 +118,7 @@ def _lengths(res: Results, k: int, spec: str) -> list[str]:
     trs = []
     for r in A.main_rows(res, spec):
         trs.append([str(r["n_in"]), str(r["n_out"])] + [f(r[f"{v}_ttft"]) for v in vs]
-                   + [f(r[f"{v}_tpot"]) for v in vs if v != "device"]
+                   + [tpot_cell(r, v) for v in vs if v != "device"]
                    + [f(r[f"{v}_e2e"]) for v in vs if v != "device"])
     add("All times in ms (medians):")
     add("")
@@ -155,28 +150,34 @@ def _roofline(res: Results, plots: dict[str, Path]) -> list[str]:
     add("## 3. Prefill vs decode: compute-bound or memory-bound")
     add("")
     pk = res.probes
-    add(f"Ceilings measured in this run ({len(pk.bandwidth)} samples, interleaved with the "
-        f"requests, {pk.threads} threads; the best sample is the roof):")
+    add(f"Ceilings measured in this run ({len(pk.bandwidth)} samples each, "
+        f"{PROBE_REPEATS} per round, interleaved with the requests, {pk.threads} threads; the "
+        "best sample is the roof, so a probe slowed by another process does not lower it). "
+        + OPS_NOTE)
     add("")
     L += _md_table(["ceiling", "best", "median", "probe"], [
         ["memory bandwidth", f"{f(pk.bw / 1e9)} GB/s",
          f"{f(A.median(pk.bandwidth) / 1e9)} GB/s", "1 GiB streamed (pyllm_stream_read)"],
         ["int8 GEMM", f"{f(max(pk.gemm_int8, default=math.nan) / 1e9)} GOP/s",
          f"{f(A.median(pk.gemm_int8) / 1e9)} GOP/s", "pyllm_qmatmul 3584x1024, 128 rows"],
-        ["f32 GEMM", f"{f(max(pk.gemm_f32, default=math.nan) / 1e9)} GFLOP/s",
-         f"{f(A.median(pk.gemm_f32) / 1e9)} GFLOP/s", "OpenBLAS sgemm 1024^3"],
-        ["ridge point", f"{f(pk.ridge)} FLOP/B", "", "compute roof / bandwidth"]])
+        ["f32 GEMM", f"{f(max(pk.gemm_f32, default=math.nan) / 1e9)} GOP/s",
+         f"{f(A.median(pk.gemm_f32) / 1e9)} GOP/s", "OpenBLAS sgemm 1024^3"],
+        ["ridge point", f"{f(pk.ridge)} op/B", "", f"compute roof ({pk.compute_kind}) / "
+         f"bandwidth; within {fx(pk.ridge_band)} of it a phase is **near the ridge**"]])
     rows = []
     for mr in res.models.values():
         for p in mr.roofline:
             rows.append([mr.label, p.label, f(p.flops / 1e9), mb(p.bytes), f(p.intensity),
                          f(p.seconds * 1e3), f(p.achieved_flops / 1e9), f(p.achieved_bw / 1e9),
-                         f"**{p.bound}**", f"{f(100 * p.of_roof, 2)} %"])
-    add("FLOPs and bytes per phase come from each model's config (harness/bench/roofline.py "
+                         f"**{p.bound_text}**", of_roof(p.of_roof)])
+    add("Operations and bytes per phase come from each model's config (harness/bench/roofline.py "
         "lists what is counted); the time is the engine-only one (no OS path):")
     add("")
-    L += _md_table(["model", "phase", "GFLOP", "bytes moved", "FLOP/B", "time (ms)", "GFLOP/s",
+    L += _md_table(["model", "phase", "GOP", "bytes moved", "op/B", "time (ms)", "GOP/s",
                     "GB/s", "bound", "of roof"], rows)
+    if any(p.of_roof > 1 for mr in res.models.values() for p in mr.roofline):
+        add(ABOVE_ROOF)
+        add("")
     for spec in specs:
         for s in findings_roofline(res, spec):
             add(s)
@@ -337,9 +338,11 @@ def _course(res: Results) -> list[str]:
                 ls = A.load_summary(res.models[spec])
                 add("")
                 add(f"Load, {res.models[spec].label}: the course read {mb(an.asset_bytes)} of "
-                    f"assets through the guest's file system at {f(an.load_MBps)} MB/s; a cold "
-                    f"load here reads {mb(ls['bytes_read'])} on the host at "
-                    f"{f(ls['cold_MBps'])} MB/s.")
+                    f"assets through the guest's file system at {f(an.load_MBps)} MB/s; "
+                    + (f"a cold load here reads {mb(ls['bytes_read'])} on the host at "
+                       f"{f(ls['cold_MBps'])} MB/s." if ls["cold_ok"] else
+                       f"here {cold_impossible(ls)}, so there is no cold rate to set "
+                       "against it."))
         add("")
     return L
 

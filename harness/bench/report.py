@@ -38,6 +38,20 @@ def fx(x: float) -> str:
     return "-" if not math.isfinite(x) else f"{f(x)}x"
 
 
+OPS_NOTE = ("Work is counted in operations (op: one multiply or one add; the engine's matrix "
+            "products do them on int8, the rest on float32), so the phases and both GEMM roofs "
+            "share one unit, GOP/s.")
+ABOVE_ROOF = ("‡ above the roof measured in this run: the ceiling probes ran slower than this "
+              "phase did (another process held a core or the memory bus during the probes, or "
+              "part of the phase's bytes came from the CPU caches), so the measured roof is too "
+              "low here, not the phase faster than the machine.")
+
+
+def of_roof(x: float) -> str:
+    """A share of the roof; above 100 % marked ‡ (ABOVE_ROOF says why)."""
+    return f"{f(100 * x, 2)} %" + (" ‡" if x > 1 else "")
+
+
 def mb(x: float) -> str:
     return f"{f(x / 1e6)} MB"
 
@@ -162,33 +176,119 @@ def synthetic_note(res: Results) -> str:
             "generates are meaningless.")
 
 
+def tpot_cell(row: dict[str, Any], vantage: str) -> str:
+    """A TPOT table cell: the figure, or why there is none (1 generated token)."""
+    return "n/a (1 token)" if row["n_out"] < 2 else f(row[f"{vantage}_tpot"])
+
+
+def cold_impossible(ls: dict[str, Any]) -> str:
+    """Why a cold load could not be measured (load_summary's cold_ok is False)."""
+    if ls["mapped_by"]:
+        return ("cold load impossible: mapped by " + ", ".join(f"PID {p}" for p in
+                                                             ls["mapped_by"])
+                + " (pages a process maps cannot be dropped from the page cache)")
+    return (f"cold load impossible: {f(100 * ls['resident_before_cold_max'], 2)} % of the "
+            "files stayed in the page cache")
+
+
+def repack_text(seconds: float) -> str:
+    """The one-time int8 repack inside a load time, as a clause ("" when there was none)."""
+    return (f"of which {f(seconds)} s the one-time int8 repack (written to the repack cache: "
+            "later loads map it)" if seconds > 0 else "")
+
+
+def load_sentence(mr: Any) -> str:
+    """Model Loading Time of one model for report.md: cold, warm, bytes read, the first load
+    with its repack, the load the guest saw; never a placeholder for what was not measured."""
+    ls = A.load_summary(mr)
+    cold = (f"cold {f(ls['cold'].median)} s" if ls["cold_ok"] else
+            f"**{cold_impossible(ls)}** (the 'cold' loads took {f(ls['cold'].median)} s "
+            "from the page cache)")
+    read = (f", of which a cold load reads {mb(ls['bytes_read'])}: {f(ls['cold_MBps'])} MB/s"
+            if ls["cold_ok"] else "")
+    text = (f"**Model Loading Time:** {cold}, warm {f(ls['warm'].median)} s (n = "
+            f"{ls['cold'].n}/{ls['warm'].n}; files {mb(ls['file_bytes'])} in "
+            f"{len(ls['files'])}{read}; page cache dropped by **{ls['method']}**, "
+            f"{f(100 * ls['resident_before_cold_max'], 2)} % still resident at worst). ")
+    first = ls["first"]
+    if first and first["repack_s"] > 0:
+        text += (f"The first load took {f(first['seconds'])} s, {repack_text(first['repack_s'])}"
+                 "; the cold and warm loads above map that cache. ")
+    if mr.llmrun.get("load_us"):
+        rep = int(mr.llmrun.get("repack_us", 0)) / 1e6
+        text += (f"As the guest sees it (`llmrun --timing`, the device's load_us at boot): "
+                 f"{f(int(mr.llmrun['load_us']) / 1e3)} ms"
+                 + (f", {repack_text(rep)}" if rep > 0 else "") + ".")
+    return text
+
+
+def _finite(xs: list[int], ys: list[float]) -> list[tuple[int, float]]:
+    return [(x, y) for x, y in zip(xs, ys, strict=True) if math.isfinite(y)]
+
+
 def findings_lengths(res: Results, spec: str) -> list[str]:
-    """Sentences on which metric follows input length and which follows output length."""
+    """Sentences on which metric follows input length and which follows output length; what
+    the chosen lengths do not allow (one length: no trend; 1 token: no TPOT) is said as such."""
     o = res.opts
     fd = A.length_findings(res, spec)
     v = A.headline_vantage(res, spec)
     if v not in fd:
         return []
     t = fd[v]
-    out = []
+    return [_ttft_sentence(o, t, v), _tpot_sentence(o, t)]
+
+
+def _ttft_sentence(o: Any, t: dict[str, Any], v: str) -> str:
     tin, tout = t["ttft_vs_input"], t["ttft_vs_output"]
-    out.append(
-        f"**TTFT follows input length.** From the {v}: {f(tin.ys[0])} ms at {o.input_lens[0]} "
-        f"prompt tokens to {f(tin.ys[-1])} ms at {o.input_lens[-1]} ({fx(t['ttft_growth'])} for "
-        f"{fx(t['input_growth'])} the tokens); a least-squares line gives {f(tin.slope)} ms per "
-        f"prompt token plus {f(tin.intercept)} ms fixed (r = {f(tin.r, 2)}). Against output "
-        f"length it moves {f(tout.slope)} ms per generated token: TTFT ends before decoding "
-        "starts, so the output length cannot reach it.")
-    tpo, e2e = t["tpot_vs_output"], t["e2e_vs_output"]
-    out.append(
-        f"**TPOT follows neither, and E2E follows output length.** TPOT is {f(tpo.ys[0])} ms at "
-        f"{o.output_lens[0]} generated tokens and {f(tpo.ys[-1])} ms at {o.output_lens[-1]} "
-        f"({fx(t['tpot_growth_out'])}); across prompt lengths {o.input_lens[0]}..."
-        f"{o.input_lens[-1]} it changes {fx(t['tpot_growth_in'])}: every decode step reads "
-        "all weights once, and a few hundred cached positions add little to that. E2E grows "
-        f"{f(e2e.slope)} ms per generated token (r = {f(e2e.r, 2)}), i.e. about one TPOT per "
-        "token: E2E ≈ TTFT + (tokens − 1) × TPOT.")
-    return out
+    pts = _finite(o.input_lens, tin.ys)
+    if not pts:
+        return f"**TTFT** was not measured from the {v} (no request of this model succeeded)."
+    if len(pts) < 2:
+        return (f"**TTFT** from the {v}: {f(pts[0][1])} ms at {pts[0][0]} prompt tokens. Only "
+                "one prompt length was measured, so how TTFT follows input length cannot be "
+                "computed: give two or more, e.g. --input-lens 8,16,32.")
+    (x0, y0), (x1, y1) = pts[0], pts[-1]
+    text = (f"**TTFT follows input length.** From the {v}: {f(y0)} ms at {x0} prompt tokens "
+            f"to {f(y1)} ms at {x1} ({fx(A.ratio(y1, y0))} for {fx(x1 / x0)} the tokens); a "
+            f"least-squares line gives {f(tin.slope)} ms per prompt token plus "
+            f"{f(tin.intercept)} ms fixed (r = {f(tin.r, 2)}).")
+    if len(_finite(o.output_lens, tout.ys)) >= 2:
+        text += (f" Against output length it moves {f(tout.slope)} ms per generated token: "
+                 "TTFT ends before decoding starts, so the output length cannot reach it.")
+    return text
+
+
+def _tpot_sentence(o: Any, t: dict[str, Any]) -> str:
+    tpo, tpi, e2e = t["tpot_vs_output"], t["tpot_vs_input"], t["e2e_vs_output"]
+    pts = _finite(o.output_lens, tpo.ys)
+    if not pts:
+        why = ("every request generated 1 token, and TPOT is the mean gap between the tokens "
+               "after the first" if max(o.output_lens) < 2 else "no request of it succeeded")
+        return (f"**TPOT cannot be computed** at output length {', '.join(map(str, o.output_lens))}"
+                f": {why}; give 2 or more generated tokens (e.g. --output-lens 8,16,32) to "
+                "measure it.")
+    skipped = [n for n in o.output_lens if n < 2]
+    note = (f" (not at {', '.join(map(str, skipped))} token: TPOT needs 2 or more)"
+            if skipped else "")
+    ins = _finite(o.input_lens, tpi.ys)
+    across = (f"; across prompt lengths {ins[0][0]}...{ins[-1][0]} it changes "
+              f"{fx(A.ratio(ins[-1][1], ins[0][1]))}" if len(ins) >= 2 else "")
+    why = (": every decode step reads all weights once, and a few hundred cached positions "
+           "add little to that")
+    if len(pts) < 2:
+        return (f"**TPOT** is {f(pts[0][1])} ms at {pts[0][0]} generated tokens{note}{across}"
+                f"{why if across else ''}. One output length only: how TPOT and E2E follow "
+                "output length cannot be computed (give two or more, e.g. --output-lens "
+                "8,16,32).")
+    (x0, y0), (x1, y1) = pts[0], pts[-1]
+    if not math.isfinite(e2e.slope):
+        return (f"**TPOT follows neither length.** TPOT is {f(y0)} ms at {x0} generated tokens "
+                f"and {f(y1)} ms at {x1} ({fx(A.ratio(y1, y0))}){note}{across}{why}. E2E was "
+                "not measured at two output lengths, so its growth per token is not given.")
+    return (f"**TPOT follows neither, and E2E follows output length.** TPOT is {f(y0)} ms at "
+            f"{x0} generated tokens and {f(y1)} ms at {x1} ({fx(A.ratio(y1, y0))}){note}"
+            f"{across}{why}. E2E grows {f(e2e.slope)} ms per generated token (r = "
+            f"{f(e2e.r, 2)}), i.e. about one TPOT per token: E2E ≈ TTFT + (tokens − 1) × TPOT.")
 
 
 def findings_roofline(res: Results, spec: str) -> list[str]:
@@ -197,27 +297,38 @@ def findings_roofline(res: Results, spec: str) -> list[str]:
     out = []
     pre = [p for p in mr.roofline if p.phase == "prefill"]
     dec = [p for p in mr.roofline if p.phase == "decode"]
+    band = (f"within {fx(pk.ridge_band)} of the ridge ({f(pk.ridge)} op/B), where the label "
+            "would change with the machine's noise")
     if pre:
         comp = [p for p in pre if p.bound == "compute"]
         first = comp[0].label.split()[1] if comp else None
         big = pre[-1]
+        where = (band if big.bound == "near the ridge" else
+                 f"{'above' if big.bound == 'compute' else 'below'} the ridge ({f(pk.ridge)})")
         out.append(
-            f"**Prefill ({mr.label})** does {f(big.flops / 1e9)} GFLOP for {big.label.split()[1]} "
-            f"tokens while moving at least {mb(big.bytes)}: {f(big.intensity)} FLOP/byte, "
-            f"{'above' if big.bound == 'compute' else 'below'} the ridge ({f(pk.ridge)}), so it "
-            f"is **{big.bound}-bound**; it ran at {f(big.achieved_flops / 1e9)} GFLOP/s, "
-            f"{f(100 * big.of_roof, 2)} % of what the roof allows there."
+            f"**Prefill ({mr.label})** does {f(big.flops / 1e9)} GOP for {big.label.split()[1]} "
+            f"tokens while moving at least {mb(big.bytes)}: {f(big.intensity)} op/byte, "
+            f"{where}, so it is **{big.bound_text}**; it ran at "
+            f"{f(big.achieved_flops / 1e9)} GOP/s, {of_roof(big.of_roof)} of what the roof "
+            "allows there."
             + (f" Prefill is compute-bound from {first} prompt tokens on: the weights are read "
                "once per forward pass however many tokens share it." if first else ""))
+        near = [p.label.split()[1] for p in pre if p.bound == "near the ridge"]
+        if near and big.bound != "near the ridge":
+            out.append(f"Prefill at {', '.join(near)} tokens is **near the ridge** ({band}): "
+                       "it is neither clearly memory- nor compute-bound on this machine.")
     for p in dec:
+        share = p.achieved_bw / pk.bw
         out.append(
-            f"**Decode ({mr.label})** does {f(p.flops / 1e9)} GFLOP per token but must stream "
+            f"**Decode ({mr.label})** does {f(p.flops / 1e9)} GOP per token but must stream "
             f"{mb(p.bytes)} (weights {mb(mr.info['weight_bytes'])} + caches): {f(p.intensity)} "
-            f"FLOP/byte, far below the ridge, so it is **{p.bound}-bound**. At the measured TPOT "
+            f"op/byte, far below the ridge, so it is **{p.bound_text}**. At the measured TPOT "
             f"({f(p.seconds * 1e3)} ms) it moves {f(p.achieved_bw / 1e9)} GB/s, "
-            f"{f(100 * p.achieved_bw / pk.bw, 2)} % of the bandwidth measured in this run "
-            f"({f(pk.bw / 1e9)} GB/s); the bandwidth floor would be "
-            f"{f(p.bytes / pk.bw * 1e3)} ms.")
+            f"{of_roof(share)} of the bandwidth measured in this run "
+            f"({f(pk.bw / 1e9)} GB/s, the best of {len(pk.bandwidth)} probes); the bandwidth "
+            f"floor would be {f(p.bytes / pk.bw * 1e3)} ms."
+            + (" (‡: the table's note says why a share can exceed 100 %.)" if share > 1
+               else ""))
     return out
 
 
@@ -278,7 +389,7 @@ def findings_compare(res: Results, a: str, b: str) -> list[str]:
         te = A.ratio(pb.seconds, pa.seconds)
         eff = (f" Engine only, the prefill time ratio {fx(te)} = FLOPs "
                f"{fx(A.ratio(pb.flops, pa.flops))} × achieved rate "
-               f"{f(pa.achieved_flops / 1e9)} / {f(pb.achieved_flops / 1e9)} GFLOP/s "
+               f"{f(pa.achieved_flops / 1e9)} / {f(pb.achieved_flops / 1e9)} GOP/s "
                f"({fx(A.ratio(pa.achieved_flops, pb.achieved_flops))}"
                + ("; the DeltaNet recurrence is not a plain GEMM" if mb_.arch.state_bytes
                   else "") + ").")
@@ -359,12 +470,17 @@ def terminal(res: Results, console: Any) -> None:
     for line in (synthetic_note(res), noise_line(res)):
         if line:
             console.print(line.replace("**", ""))
+    for spec, why in res.skipped.items():
+        console.print(f"[yellow]skipped model '{spec}': {why}[/]", highlight=False)
     for spec, mr in res.models.items():
         vs = res.vantages(spec)
         ls = A.load_summary(mr)
-        cold = f(ls['cold'].median) + ("" if ls["cold_ok"] else " NOT FULLY COLD")
-        t = Table(title=f"{mr.label}: medians, ms (load: cold {cold} s, warm "
-                        f"{f(ls['warm'].median)} s; {ls['method']})", title_justify="left")
+        cold = (f"cold {f(ls['cold'].median)} s" if ls["cold_ok"] else cold_impossible(ls))
+        first = ls["first"]
+        rep = (f"; first load {f(first['seconds'])} s, {repack_text(first['repack_s'])}"
+               if first and first["repack_s"] > 0 else "")
+        t = Table(title=f"{mr.label}: medians, ms (load: {cold}, warm "
+                        f"{f(ls['warm'].median)} s; {ls['method']}{rep})", title_justify="left")
         t.add_column("in", justify="right")
         t.add_column("out", justify="right")
         for v in vs:
@@ -377,7 +493,7 @@ def terminal(res: Results, console: Any) -> None:
                 t.add_column(f"E2E {v}", justify="right")
         for r in A.main_rows(res, spec):
             t.add_row(str(r["n_in"]), str(r["n_out"]), *[f(r[f"{v}_ttft"]) for v in vs],
-                      *[f(r[f"{v}_tpot"]) for v in vs if v != "device"],
+                      *[tpot_cell(r, v) for v in vs if v != "device"],
                       *[f(r[f"{v}_e2e"]) for v in vs if v != "device"])
         console.print(t)
         if mr.guest_error:
@@ -386,19 +502,22 @@ def terminal(res: Results, console: Any) -> None:
             console.print(f"[yellow]{note}[/]", highlight=False)
         for s in findings_lengths(res, spec):
             console.print(" " + s.replace("**", ""))
-    t = Table(title=f"Roofline (ridge {f(res.probes.ridge)} FLOP/B; bandwidth "
+    t = Table(title=f"Roofline (ridge {f(res.probes.ridge)} op/B; bandwidth "
                     f"{f(res.probes.bw / 1e9)} GB/s, {res.probes.compute_kind} "
-                    f"{f(res.probes.compute / 1e9)} GOP/s, measured this run)",
+                    f"{f(res.probes.compute / 1e9)} GOP/s, best of the probes of this run)",
               title_justify="left")
-    for c in ("model", "phase", "GFLOP", "MB moved", "FLOP/B", "ms", "GFLOP/s", "GB/s", "bound",
+    for c in ("model", "phase", "GOP", "MB moved", "op/B", "ms", "GOP/s", "GB/s", "bound",
               "of roof"):
         t.add_column(c, justify="left" if c in ("model", "phase", "bound") else "right")
     for mr in res.models.values():
         for p in mr.roofline:
             t.add_row(mr.label, p.label, f(p.flops / 1e9), f(p.bytes / 1e6), f(p.intensity),
                       f(p.seconds * 1e3), f(p.achieved_flops / 1e9), f(p.achieved_bw / 1e9),
-                      p.bound, f"{f(100 * p.of_roof, 2)} %")
+                      p.bound_text, of_roof(p.of_roof))
     console.print(t)
+    console.print(OPS_NOTE, highlight=False)
+    if any(p.of_roof > 1 for mr in res.models.values() for p in mr.roofline):
+        console.print(ABOVE_ROOF, highlight=False)
     specs = list(res.models)
     if len(specs) >= 2:
         a, b = specs[0], specs[1]

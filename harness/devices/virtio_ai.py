@@ -112,6 +112,11 @@ class LoadedModel:
     load_us: int  # Model Loading Time: weights file -> ready, host microseconds
     spec: str     # what was asked for ("smol", a path, ...)
 
+    @property
+    def repack_us(self) -> int:
+        """The part of load_us that was the one-time int8 repack (0: its cache was mapped)."""
+        return int(self.model.info.extra.get("repack_s", 0.0) * 1e6)
+
     @classmethod
     def load(cls, spec: str, **opts: object) -> LoadedModel:
         """Load `spec` (pyllm.registry name or path) and start its engine; raises PyllmError."""
@@ -151,6 +156,7 @@ class LoadedModel:
             "load_us": self.load_us,
             "name": name.encode()[:31],
             "arch": info.arch.encode()[:15],
+            "repack_us": self.repack_us,
         }
 
 
@@ -303,7 +309,9 @@ class VirtioAi(VirtioMmio):
             self._set_model(lm)
             info = lm.model.info
             self.log(f"[ai] model {info.label} ready ({info.arch}, "
-                     f"{info.n_params / 1e6:.0f}M parameters, loaded in {lm.load_us / 1e3:.0f} ms)")
+                     f"{info.n_params / 1e6:.0f}M parameters, loaded in {lm.load_us / 1e3:.0f} ms"
+                     + (f", of which {lm.repack_us / 1e3:.0f} ms the one-time int8 repack, "
+                        "cached for later loads" if lm.repack_us else "") + ")")
         start, end = self._us_at(span[0]), self._us_at(span[1])
         self._event(span[2] if start is None else start, "load", 0)  # 0 if before boot
         self._event(self.now_us() if end is None else end, "loaded", 0, arg=self.state)

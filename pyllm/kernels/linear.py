@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,7 @@ class NumpyOps:
 
     def __init__(self) -> None:
         self.weight_bytes = 0
+        self.repack_s = 0.0  # seconds spent quantizing (and caching) at load: none here
         self.n_threads = 1  # numpy's BLAS is held to one thread in scope()
 
     def linear(self, name: str, parts: Sequence[Any]) -> DenseLinear:
@@ -322,6 +324,7 @@ class Q8Ops(NumpyOps):
         nbytes = int(self.lib.pyllm_qmat_bytes(self.lib.PYLLM_Q8X16, padded, cols))
         data = self.cache.get(name, nbytes) if self.cache is not None else None
         if data is None:
+            t_repack = time.perf_counter()
             data = aligned_empty(nbytes)
             per_group = nbytes // (padded // 16)
             slab = max(16, (1 << 22) // (cols * 4) // 16 * 16)  # ~4 MB of f32 at a time
@@ -346,13 +349,17 @@ class Q8Ops(NumpyOps):
                     quantize(r0)
             if self.cache is not None:
                 self.cache.put(name, data)
+            self.repack_s += time.perf_counter() - t_repack
         lin = Q8Linear(data, rows, cols)
         self.weight_bytes += lin.nbytes
         return lin
 
     def finish(self) -> None:
         if self.cache is not None:
+            t = time.perf_counter()
             self.cache.save()
+            if self.cache.fresh:  # writing the new cache is part of the one-time repack
+                self.repack_s += time.perf_counter() - t
 
 
     def conv(self, x: np.ndarray, conv_state: np.ndarray, w: np.ndarray) -> np.ndarray:  # type: ignore[override]

@@ -308,11 +308,12 @@ class LlamaModel(Model):
         self.backend = backend
         # one pool owns the cores: ours for the fast path, OpenBLAS for the numpy paths
         set_blas_threads(1 if backend == "c" else n_threads)
-        cache_status = "off"
+        cache_status, repack_s = "off", 0.0
         if backend == "c":
             self._fast = _FastLlama(ck, cfg, n_threads, cache)
             weight_bytes = self._fast.nbytes
             backend_name = kernels.backend_name()
+            repack_s = self._fast.repack_s
             if self._fast.cache is not None:
                 cache_status = self._fast.cache.status
         elif backend in ("numpy-q8", "numpy-f32"):
@@ -340,7 +341,7 @@ class LlamaModel(Model):
                    "head_dim": cfg.head_dim, "rope_theta": cfg.rope_theta,
                    "kv_bytes_per_token": 2 * cfg.n_layers * cfg.kv_dim * 4,
                    "gguf_name": str(meta.get("general.name", "")),
-                   "repack_cache": cache_status})
+                   "repack_cache": cache_status, "repack_s": repack_s})
         self.build_seconds = time.perf_counter() - t0
 
     @property
@@ -435,6 +436,7 @@ class _FastLlama:
         self.buf = buf if buf is not None else aligned_empty(total)
         self.qmats = {f: ffi.new("struct pyllm_qmat[]", L) for f in ("wqkv", "wo", "wgu", "wdown")}
         self.qmats["head"] = ffi.new("struct pyllm_qmat[]", 1)
+        t_repack = time.perf_counter()
         for field, i, parts, kind, off, sizes in plan:
             at = off
             for t, nb in zip(parts, sizes, strict=True):
@@ -455,6 +457,8 @@ class _FastLlama:
             q.rows, q.cols, q.type = sum(t.shape[0] for t in parts), parts[0].shape[1], kind
         if self.repacked and self.cache is not None:
             self.cache.save(self.buf)
+        # the one-time repack (and writing its cache): 0 when the cache was mapped
+        self.repack_s = time.perf_counter() - t_repack if self.repacked else 0.0
         # the small f32 tensors, stacked per kind
         def vecs(fmt: str) -> np.ndarray:
             return np.stack([dequantize(t.type, t.raw, t.shape) for t in

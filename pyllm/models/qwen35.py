@@ -684,7 +684,8 @@ def from_hf(path: Path, *, name: str = "qwen", synthetic: bool = False, backend:
         extra={"layers": cfg.n_layers, "deltanet_layers": cfg.layer_types.count(LINEAR),
                "attention_layers": cfg.layer_types.count(FULL), "hidden": cfg.hidden_size,
                "prefix": prefix, "checkpoint_bytes": ckpt.file_bytes,
-               "load_open_s": t1 - t0, "load_weights_s": t2 - t1, "repack_cache": ops.cache_status})
+               "load_open_s": t1 - t0, "load_weights_s": t2 - t1, "repack_cache": ops.cache_status,
+               "repack_s": ops.repack_s})
     model = Qwen35(cfg, w, ops, info, chunk=chunk)
     model._ckpt = ckpt  # keeps the mapped checkpoint alive (embedding rows are read from it)
     if ops.weight_format == "q8x16":
