@@ -159,15 +159,20 @@ def _guest_files(kernel: Path, fs: Path) -> None:
     _file("disk image", fs, "build it with `make build`")
 
 
+def _guest_options(command: Any) -> Any:
+    """--kernel and --fs: the guest a subcommand boots."""
+    command = click.option("--fs", type=click.Path(dir_okay=False, path_type=Path),
+                           default=DEFAULT_FS, show_default="build/fs.img")(command)
+    return click.option("--kernel", type=click.Path(dir_okay=False, path_type=Path),
+                        default=DEFAULT_KERNEL, show_default="build/kernel/kernel.elf")(command)
+
+
 @bench.command()
 @click.option("--reps", type=click.IntRange(1, 50), default=5, show_default=True,
               help="Interleaved repetitions of every measurement (medians are reported).")
 @click.option("--idle-seconds", type=click.FloatRange(0.5, 600), default=5.0,
               show_default=True, help="How long to watch the idle guest's host CPU use.")
-@click.option("--kernel", type=click.Path(dir_okay=False, path_type=Path),
-              default=DEFAULT_KERNEL, show_default="build/kernel/kernel.elf")
-@click.option("--fs", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_FS,
-              show_default="build/fs.img")
+@_guest_options
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the figures to this JSON file.")
 def system(reps: int, idle_seconds: float, kernel: Path, fs: Path,
@@ -201,10 +206,7 @@ def system(reps: int, idle_seconds: float, kernel: Path, fs: Path,
 @click.option("--tokens", "-n", type=click.IntRange(2, 512), default=32, show_default=True,
               help="Tokens generated per request (>= 2, for TPOT).")
 @click.option("--no-busy", is_flag=True, help="Skip the busy-guest coexistence check.")
-@click.option("--kernel", type=click.Path(dir_okay=False, path_type=Path),
-              default=DEFAULT_KERNEL, show_default="build/kernel/kernel.elf")
-@click.option("--fs", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_FS,
-              show_default="build/fs.img")
+@_guest_options
 @click.option("--json", "as_json", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write every measurement to this JSON file.")
 def service(model: str, reps: int, pairs: int, tokens: int, no_busy: bool, kernel: Path,
