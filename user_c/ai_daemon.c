@@ -256,7 +256,7 @@ main(int argc, char *argv[])
 {
   int readyfd = -1, regp[2];
   char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
-  char c;
+  char c, repack[64];
 
   if(strcmp(prog, WORKER) == 0){
     // a worker the supervisor started: ai_worker --reg-fd FD
@@ -291,9 +291,13 @@ main(int argc, char *argv[])
 
   wait_model();
   retire_orphans();
+  repack[0] = 0;  // name the one-time repack only when the load time includes one
+  if(info.repack_us)
+    snprintf(repack, sizeof(repack), " (of which one-time int8 repack %lu us)",
+             info.repack_us);
   logmsg("model %s (%s, vocab %d, context %d) ready on the AI device, "
-         "loaded in %lu us (of which one-time int8 repack %lu us)%s", info.name,
-         info.arch, info.vocab_size, info.max_context, info.load_us, info.repack_us,
+         "loaded in %lu us%s%s", info.name, info.arch, info.vocab_size,
+         info.max_context, info.load_us, repack,
          (info.flags & AI_CFG_SYNTHETIC) ? "; synthetic weights" : "");
 
   // each worker writes one byte to regp once registered
