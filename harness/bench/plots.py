@@ -143,23 +143,30 @@ def load_time(res: Results, out: Path) -> Path:
             rep = [fl["repack_s"] if fl else 0.0 for fl in firsts]
             ax.bar(xs, [t - r for t, r in zip(total, rep, strict=True)], w,
                    color="tab:gray", label="first load, without the repack")
-            ax.bar(xs, rep, w, bottom=[t - r for t, r in zip(total, rep, strict=True)],
-                   color="white", edgecolor="tab:gray", hatch="//",
-                   label="one-time int8 repack (cached: later loads skip it)")
+            top = ax.bar(xs, rep, w, bottom=[t - r for t, r in zip(total, rep, strict=True)],
+                         color="white", edgecolor="tab:gray", hatch="//",
+                         label="one-time int8 repack (cached: later loads skip it)")
+            ax.bar_label(top, [f"{t:.3g} s\n({r:.3g} s repack)" if r else ""
+                               for t, r in zip(total, rep, strict=True)], fontsize=7)
             continue
         ss = [ls[kind] for ls in sums]
         errs = list(zip(*[_err(x) for x in ss], strict=True))
         bars = ax.bar(xs, [x.median for x in ss], w, yerr=errs, capsize=4,
                       label=f"{kind} page cache (median)", color=("tab:blue", "tab:orange")[j])
-        if kind == "cold":
-            for bar, ls in zip(bars, sums, strict=True):
-                if not ls["cold_ok"]:  # a warm load in disguise: say so on the bar
-                    bar.set_hatch("xx")
-                    ax.annotate("cold impossible:\nmapped by " + ", ".join(
-                        f"PID {pid.split()[0]}" for pid in ls["mapped_by"]) if ls["mapped_by"]
-                        else "not fully cold", (bar.get_x() + bar.get_width() / 2,
-                                                bar.get_height()),
-                        textcoords="offset points", xytext=(0, 4), ha="center", fontsize=7)
+        ok = [kind == "warm" or ls["cold_ok"] for ls in sums]
+        for bar, good in zip(bars, ok, strict=True):
+            if not good:  # a warm load in disguise: say so on the bar
+                bar.set_hatch("xx")
+        # the value on each bar (a first load with its repack would dwarf them)
+        ax.bar_label(bars, [f"{x.median:.3g} s" if good else "cold\nimpossible*"
+                            for x, good in zip(ss, ok, strict=True)], fontsize=7)
+    why = [f"{res.models[s].label}: mapped by " + ", ".join(f"PID {p.split()[0]}" for p in
+                                                          ls["mapped_by"])
+           for s, ls in zip(names, sums, strict=True) if not ls["cold_ok"] and ls["mapped_by"]]
+    if why:
+        ax.set_xlabel("* cold load impossible (pages a process maps stay cached): "
+                      + "; ".join(why), fontsize=7)
+    ax.set_ylim(top=ax.get_ylim()[1] * 1.15)  # room for the labels
     ax.set_xticks(range(len(names)), [res.models[s].label for s in names], fontsize=8)
     ax.set_ylabel("Model Loading Time (s)")
     ax.set_title("Model Loading Time: weights file -> ready (fresh process)")
