@@ -194,9 +194,9 @@ class Probes:
             t = time.perf_counter()
             float(self.buf.sum())
             p.bandwidth.append(self.buf.nbytes / (time.perf_counter() - t))
-        from pyllm.kernels.linear import blas_threads
+        from pyllm.backend.threads import blas_limit
 
-        with blas_threads(self.threads):
+        with blas_limit(self.threads):
             self.a @ self.b
             t = time.perf_counter()
             self.a @ self.b
