@@ -39,7 +39,7 @@ def main() -> None:
     from pyllm.backend.linear import QmatF32Linear, RecordLinear
     from pyllm.kernels import native
     from pyllm.kernels import qmat as Q
-    from pyllm.kernels.ops import QMat
+    from pyllm.kernels.cstructs import QMat
 
     nat = native()
     if nat is None:

@@ -202,7 +202,7 @@ def test_repack_cache_hit_and_rebuild(tmp_path, monkeypatch):
 
 def test_bandwidth_probe_reads_everything():
     ffi, lib = native()
-    from pyllm.kernels.ops import aligned_empty
+    from pyllm.kernels.cstructs import aligned_empty
 
     buf = aligned_empty(4 << 20)
     buf[:] = 0

@@ -166,7 +166,7 @@ class Probes:
         self.qmat: Any = None
         self.x = rng.standard_normal((GEMM_ROWS, GEMM_K), dtype=np.float32)
         if self.native is not None:
-            from pyllm.kernels.ops import QMat, aligned_empty
+            from pyllm.kernels.cstructs import QMat, aligned_empty
 
             self.buf = aligned_empty(BW_BYTES)
             self.buf[:] = 1  # touch every page now, not inside the timed read

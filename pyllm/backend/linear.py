@@ -21,23 +21,11 @@ from typing import Any
 import numpy as np
 
 from pyllm.kernels import qmat as qm
+from pyllm.kernels import require_native as native
 from pyllm.kernels import twins
 from pyllm.quants import Q8_0_BLOCK, QK
 
 F32 = np.float32
-
-
-def native() -> tuple[Any, Any]:
-    """The C kernels' (ffi, lib); a PyllmError saying why when they are not built."""
-    from pyllm.kernels import native as _native
-
-    nat = _native()
-    if nat is None:
-        from pyllm.errors import PyllmError
-        from pyllm.kernels import NATIVE_ERROR
-
-        raise PyllmError(f"the C kernels are not available: {NATIVE_ERROR}")
-    return nat
 
 
 class DenseLinear:
@@ -67,7 +55,7 @@ class RecordLinear:
     FORMATS = {"PYLLM_Q4X16": "q4x16", "PYLLM_Q8X16": "q8x16", "PYLLM_Q8R16": "qmat"}
 
     def __init__(self, data: np.ndarray, rows: int, cols: int, kind: str) -> None:
-        from pyllm.kernels.ops import QMat
+        from pyllm.kernels.cstructs import QMat
 
         self.ffi, self.lib = native()
         self.format = self.FORMATS[kind]
@@ -79,7 +67,7 @@ class RecordLinear:
     def from_qmat(cls, scale: np.ndarray, q: np.ndarray) -> RecordLinear:
         """The course's int8 rows (scale, q) repacked into Q8R16 records (columns must be a
         multiple of 32; rows are padded to 16)."""
-        from pyllm.kernels.ops import aligned_empty
+        from pyllm.kernels.cstructs import aligned_empty
 
         ffi, lib = native()
         rows, cols = q.shape
@@ -104,7 +92,7 @@ class RecordLinear:
             y = self.qm.matmul(x)
             return y if y.shape[1] == self.rows else y[:, :self.rows]
         if self._one is None:
-            from pyllm.kernels.ops import QAct
+            from pyllm.kernels.cstructs import QAct
 
             act = QAct(1, self.shape[1])
             out = np.empty((1, self.qm.rows), F32)
@@ -155,7 +143,20 @@ class BlockTwinLinear:
         return self.fn(self.raw, *self.shape, np.ascontiguousarray(x, dtype=F32))
 
 
-class QmatTwinLinear:
+class QmatRows:
+    """The course's int8 rows kept as stored: scale (rows,) float32, q (rows, cols) int8."""
+
+    def __init__(self, scale: np.ndarray, q: np.ndarray) -> None:
+        self.scale = np.ascontiguousarray(scale, dtype=F32)
+        self.q = np.ascontiguousarray(q, dtype=np.int8)
+        self.shape = q.shape
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.scale.nbytes + self.q.nbytes)
+
+
+class QmatTwinLinear(QmatRows):
     """The numpy twin of RecordLinear.from_qmat: the same (scale, q), int8 activations."""
 
     format = "qmat-numpy"
@@ -163,32 +164,20 @@ class QmatTwinLinear:
     def __init__(self, scale: np.ndarray, q: np.ndarray) -> None:
         if q.shape[1] % QK:
             raise ValueError(f"qmat {q.shape}: columns must be a multiple of {QK}")
-        self.scale = np.ascontiguousarray(scale, dtype=F32)
-        self.q = np.ascontiguousarray(q, dtype=np.int8)
-        self.shape = q.shape
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.scale.nbytes + self.q.nbytes)
+        super().__init__(scale, q)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         return qm.matmul_twin(self.scale, self.q, x)
 
 
-class QmatF32Linear:
+class QmatF32Linear(QmatRows):
     """float32 activations on the course's row-major layout, in C (any shape)."""
 
     format = "qmat-f32"
 
     def __init__(self, scale: np.ndarray, q: np.ndarray) -> None:
         self.ffi, self.lib = native()
-        self.scale = np.ascontiguousarray(scale, dtype=F32)
-        self.q = np.ascontiguousarray(q, dtype=np.int8)
-        self.shape = q.shape
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.scale.nbytes + self.q.nbytes)
+        super().__init__(scale, q)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(x, dtype=F32).reshape(-1, self.shape[1])

@@ -30,12 +30,12 @@ from pyllm.backend.linear import (
     QmatF32Linear,
     QmatTwinLinear,
     RecordLinear,
-    native,
 )
 from pyllm.backend.tensors import Embedding, rows_f32, tensor_f32
 from pyllm.backend.threads import blas_limit, default_threads
 from pyllm.errors import PyllmError
 from pyllm.kernels import qmat as qm
+from pyllm.kernels import require_native as native
 
 F32 = np.float32
 BACKENDS = ("auto", "c", "numpy-q8", "numpy-f32")
@@ -156,7 +156,7 @@ class CKernelOps(NumpyOps):
         return self.cache.status if self.cache is not None else "off"
 
     def linear(self, name: str, parts: Sequence[Any]) -> Linear:
-        from pyllm.kernels.ops import aligned_empty
+        from pyllm.kernels.cstructs import aligned_empty
 
         rows, cols = sum(t.shape[0] for t in parts), parts[0].shape[1]
         if cols % 32:  # no 32-column blocks: keep it exact

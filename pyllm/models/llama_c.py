@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from pyllm.backend.linear import native
+from pyllm.kernels import require_native as native
 from pyllm.backend.tensors import call_rows
 from pyllm.errors import ContextOverflowError, FormatError
 from pyllm.models.base import ModelState, with_greedy
@@ -29,7 +29,7 @@ class LlamaC:
     """Holds the cffi struct pyllm_llama and every array it points to."""
 
     def __init__(self, cfg: Any, w: Any, where: str) -> None:
-        from pyllm.kernels.ops import ptr
+        from pyllm.kernels.cstructs import ptr
 
         ffi, lib = native()
         self.ffi, self.lib, self.cfg, self.w = ffi, lib, cfg, w

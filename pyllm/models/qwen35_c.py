@@ -45,7 +45,7 @@ class FastDecode:
     """Holds the cffi struct pyllm_qwen35 and every array it points to."""
 
     def __init__(self, model: Any) -> None:
-        from pyllm.backend.linear import native
+        from pyllm.kernels import require_native as native
 
         self.ffi, self.lib = native()
         ffi = self.ffi
