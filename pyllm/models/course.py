@@ -58,6 +58,7 @@ from pyllm.models.llama import (
     LlamaWeights,
     open_backend,
 )
+from pyllm.models.llama_c import LlamaC
 from pyllm.tokenizers.base import Tokenizer
 
 F32 = np.float32
@@ -99,7 +100,7 @@ def pick_backend(backend: str, shapes: list[tuple[int, int]], where: str,
                  whole_groups: bool = False) -> str:
     """Resolve "auto"; refuse a backend that cannot run here with a one-line reason. The
     int8 activations come in 32-column blocks; llama.c also wants whole 16-row groups
-    (`whole_groups`; QmatLinear pads rows, which the Qwen code cuts off again)."""
+    (`whole_groups`; RecordLinear pads rows, which the Qwen code cuts off again)."""
     from pyllm import kernels
 
     backend = {"numpy": "numpy-f32"}.get(backend, backend)
@@ -199,8 +200,6 @@ class CourseLlama(LlamaModel):
 
     def __init__(self, a: CourseAssets, backend: str, n_threads: int, name: str,
                  synthetic: bool) -> None:
-        from pyllm.models.llama_c import LlamaC
-
         t0 = time.perf_counter()
         cfg = llama_config(a)
         c = a.cfg

@@ -29,13 +29,14 @@ from typing import Any
 
 import numpy as np
 
-from pyllm.backend.ops import make_ops
+from pyllm.backend.ops import Ops, make_ops
 from pyllm.backend.tensors import tensor_f32
 from pyllm.backend.threads import blas_threads, default_threads, set_blas_threads
 from pyllm.errors import FormatError, UnsupportedArchitectureError
 from pyllm.loaders import Checkpoint
 from pyllm.loaders.gguf import open_gguf, tensor_array
 from pyllm.models.base import Model, ModelInfo, ModelState
+from pyllm.models.llama_c import LlamaC
 from pyllm.tokenizers.base import Tokenizer
 
 Trace = Any  # callable(name: str, layer: int, x: np.ndarray) or None
@@ -152,7 +153,7 @@ class LlamaWeights:
     head: Any  # Linear dim -> vocab (tied: the embedding)
 
 
-def build_weights(ck: Checkpoint, cfg: LlamaConfig, ops: Any) -> LlamaWeights:
+def build_weights(ck: Checkpoint, cfg: LlamaConfig, ops: Ops) -> LlamaWeights:
     """The GGUF tensors as model weights: matrices that read the same input fused (one
     product instead of three), each made by `ops` in its backend's format."""
 
@@ -252,7 +253,7 @@ class LlamaModel(Model):
     pyllm/models/course.py); see the module docstring for the backends. `fast` is the C
     forward pass over the same weights (llama_c.py), None on the numpy paths."""
 
-    def __init__(self, cfg: LlamaConfig, w: LlamaWeights, info: ModelInfo, fast: Any,
+    def __init__(self, cfg: LlamaConfig, w: LlamaWeights, info: ModelInfo, fast: LlamaC | None,
                  tokenizer: Callable[[], Tokenizer]) -> None:
         self.cfg, self.w, self.info, self.fast = cfg, w, info, fast
         if fast is not None:  # the KV cache layout is shared with llama.c
@@ -304,7 +305,7 @@ class LlamaModel(Model):
 
 
 def open_backend(backend: str, n_threads: int, fallback: str = "numpy-q8",
-                 **ops_opts: Any) -> Any:
+                 **ops_opts: Any) -> Ops:
     """The Ops of a Llama load (pyllm.backend.ops.make_ops; "auto" falls back to `fallback`
     without the C kernels), with the cores given to the pool that will use them: the C pool
     on the fast paths, OpenBLAS on the numpy paths."""
@@ -341,8 +342,6 @@ def from_gguf(path: Path, *, name: str, synthetic: bool = False, backend: str = 
     environment sets PYLLM_CACHE=0).
     """
     import hashlib
-
-    from pyllm.models.llama_c import LlamaC
 
     t0 = time.perf_counter()
     ck = open_gguf(path)
