@@ -33,6 +33,7 @@ from pyllm.backend.linear import (
 )
 from pyllm.backend.tensors import Embedding, rows_f32, tensor_f32
 from pyllm.backend.threads import blas_limit, default_threads
+from pyllm.backend.traits import TRAITS
 from pyllm.errors import PyllmError
 from pyllm.kernels import qmat as qm
 from pyllm.kernels import require_native as native
@@ -56,6 +57,8 @@ class NumpyOps:
         self.n_threads = 1  # numpy's BLAS is held to one thread in scope()
 
     def _count(self, lin: Linear) -> Linear:
+        """Every matrix an Ops hands out: a format of the traits table, counted."""
+        assert isinstance(lin, TRAITS[lin.format].linear), lin.format
         self.weight_bytes += lin.nbytes
         return lin
 

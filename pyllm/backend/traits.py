@@ -1,6 +1,7 @@
-"""The one table of weight formats: name (a Linear's `.format`, what `ModelInfo` reports)
+"""The one table of weight formats: name (a Linear's `.format`)
 -> the Linear class that computes it and what runs it. A new format is a new Linear class
-(linear.py), a row here, and the Ops that build it (ops.py)."""
+(linear.py), a row here, and the Ops that build it (ops.py); the Ops check every matrix they
+hand out against this table."""
 
 from __future__ import annotations
 
