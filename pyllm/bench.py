@@ -71,7 +71,7 @@ class PyllmAdapter(Adapter):
         return time.perf_counter() - t
 
     def activate(self) -> None:
-        from pyllm.threads import set_blas_threads
+        from pyllm.backend.threads import set_blas_threads
 
         if self.backend == "c":
             from pyllm.kernels import native
@@ -229,9 +229,9 @@ def measure_engine(model: Any, s: Samples, lens: list[int], gen: int) -> None:
 def stream_bandwidth(buf: np.ndarray) -> float:
     """Bytes/s of one read of `buf` by the C kernels' stream probe, on the engine's threads
     (the memory roof the roofline and scripts/bench_qwen.py set decode against)."""
-    from pyllm.kernels import native
+    from pyllm.kernels import require_native
 
-    ffi, lib = native()
+    ffi, lib = require_native()
     t = time.perf_counter()
     lib.pyllm_stream_read(ffi.cast("uint8_t *", buf.ctypes.data), buf.nbytes)
     return buf.nbytes / (time.perf_counter() - t)

@@ -102,7 +102,7 @@ def main() -> None:
 
     import pyllm
     from pyllm.bench import CpuWatch
-    from pyllm.kernels.ops import aligned_empty
+    from pyllm.kernels.cstructs import aligned_empty
 
     names = args.models.split(",")
     from pyllm.errors import PyllmError
