@@ -133,8 +133,9 @@ recover_from_log(void)
 {
   if(read_head() < 0)
     return -1;
-  if(log.lh.n > 0)
-    printf("log: recovering %d blocks of a committed transaction\n", log.lh.n);
+  if(log.lh.n == 0)
+    return 0;           // a clean disk: mount writes nothing
+  printf("log: recovering %d blocks of a committed transaction\n", log.lh.n);
   install_trans(1);
   virtio_disk_flush();
   log.lh.n = 0;

@@ -100,8 +100,9 @@ def test_superblock_and_geometry(tmp_path: Path, layout: FsLayout) -> None:
     sb = layout.superblock.unpack(data[layout.bsize:2 * layout.bsize])
     assert sb["magic"] == layout.fsmagic
     assert sb["size"] == 1000 and sb["ninodes"] == 100
-    assert sb["inodestart"] == 2
-    assert sb["bmapstart"] == 2 + 100 // layout.ipb + 1
+    assert sb["logstart"] == 2 and sb["nlog"] == layout.logsize
+    assert sb["inodestart"] == 2 + layout.logsize
+    assert sb["bmapstart"] == sb["inodestart"] + 100 // layout.ipb + 1
     assert sb["nblocks"] == 1000 - fs.geo.datastart
 
 
