@@ -367,10 +367,11 @@ iunlockput(struct inode *ip)
 }
 
 // The n'th block slot of an indirect block bn: its block number,
-// allocated (and recorded) on first use. Returns 0 when the disk is full
-// or the slot holds a number no file may own (a damaged disk).
+// allocated (and recorded) on first use if alloc. Returns 0 when the disk
+// is full, the slot is empty and !alloc, or it holds a number no file may
+// own (a damaged disk).
 static uint
-indirect(struct inode *ip, uint bn, uint n)
+indirect(struct inode *ip, uint bn, uint n, int alloc)
 {
   struct buf *bp;
   uint *a, addr;
@@ -378,7 +379,7 @@ indirect(struct inode *ip, uint bn, uint n)
   bp = bread(ip->dev, bn);
   a = (uint*)bp->data;
   if((addr = a[n]) == 0){
-    if((addr = balloc(ip->dev)) != 0){
+    if(alloc && (addr = balloc(ip->dev)) != 0){
       a[n] = addr;
       log_write(bp);
     }
@@ -390,10 +391,11 @@ indirect(struct inode *ip, uint bn, uint n)
   return addr;
 }
 
-// The disk block holding block bn of file ip, allocated on first use.
-// Returns 0 when the disk is full.
+// The disk block holding block bn of file ip, allocated on first use if
+// alloc (writei; readi does not write, and a hole only a damaged disk
+// has reads as the end of the file). Returns 0 when the disk is full.
 static uint
-bmap(struct inode *ip, uint bn)
+bmap(struct inode *ip, uint bn, int alloc)
 {
   uint *slot;
 
@@ -411,17 +413,17 @@ bmap(struct inode *ip, uint bn)
 
   // the direct slot, or the (doubly) indirect block
   // (writei() writes the changed ip->addrs to disk)
-  if(*slot == 0 && (*slot = balloc(ip->dev)) == 0)
+  if(*slot == 0 && (!alloc || (*slot = balloc(ip->dev)) == 0))
     return 0;
   if(slot < &ip->addrs[NDIRECT])
     return *slot;
   if(slot == &ip->addrs[NDIRECT])
-    return indirect(ip, *slot, bn);
+    return indirect(ip, *slot, bn, alloc);
   // doubly indirect: first level picks a singly indirect block
-  uint mid = indirect(ip, *slot, bn / NINDIRECT);
+  uint mid = indirect(ip, *slot, bn / NINDIRECT, alloc);
   if(mid == 0)
     return 0;
-  return indirect(ip, mid, bn % NINDIRECT);
+  return indirect(ip, mid, bn % NINDIRECT, alloc);
 }
 
 // Free every block of an indirect block numbered bn; levels = 1 for a
@@ -497,7 +499,7 @@ readi(struct inode *ip, int user_dst, uint64 dst, uint off, uint n)
     n = ip->size - off;
 
   for(tot = 0; tot < n; tot += m, off += m, dst += m){
-    if((addr = bmap(ip, off/BSIZE)) == 0)
+    if((addr = bmap(ip, off/BSIZE, 0)) == 0)
       break;
     bp = bread(ip->dev, addr);
     m = min(n - tot, BSIZE - off%BSIZE);
@@ -526,7 +528,7 @@ writei(struct inode *ip, int user_src, uint64 src, uint off, uint n)
     return -1;
 
   for(tot = 0; tot < n; tot += m, off += m, src += m){
-    if((addr = bmap(ip, off/BSIZE)) == 0)
+    if((addr = bmap(ip, off/BSIZE, 1)) == 0)
       break;
     bp = bread(ip->dev, addr);
     m = min(n - tot, BSIZE - off%BSIZE);
