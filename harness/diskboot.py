@@ -29,6 +29,8 @@ class DiskBoot:
     output: str
     disk: bytearray
     panic: str          # the guest's "panic: ..." line, "" if none
+    writes: int = 0     # disk writes and flushes the guest issued
+    flushes: int = 0
 
     @property
     def clean(self) -> bool:
@@ -62,4 +64,5 @@ def boot_disk(image: bytes | bytearray, cmd: str, *, kernel: Path = DEFAULT_KERN
     finally:
         m.close()
     return DiskBoot(r.exit, r.status, r.message,
-                    out.decode(errors="replace").replace("\r\n", "\n"), m.disk.disk, panic)
+                    out.decode(errors="replace").replace("\r\n", "\n"), m.disk.disk, panic,
+                    m.disk.writes, m.disk.flushes)
