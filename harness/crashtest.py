@@ -5,6 +5,7 @@ recover, and check that nothing was lost or half done.
                                            # and with the writes reordered between flushes
     harness crashtest --rounds 4 --sample 300 --seed 2     # a seeded sample of a bigger run
     harness crashtest --point 57           # one crash point again (r3:5 for a reordered one)
+    harness crashtest --kill 10            # also kill -9 `harness run --persist` 10 times
 
 How. The workload (user_c/fscrash.c) runs once on a fresh copy of the image while the disk
 records every write and flush (harness/devices/virtio_blk.py, `journal`), and the console
@@ -25,13 +26,21 @@ was complete. Reordered: a disk may keep the writes since the last flush in any 
 or lose any of them, when the power goes. For every stretch between two flushes with two
 or more writes, --reorder-samples random subsets of it (applied in a random order) are
 tried on top of everything before the stretch. Identical crash images are booted once.
+
+--kill N: the real thing, N times: `harness run --persist -c "fscrash 10"` on a copy of
+the image, killed with SIGKILL at a random moment; the image it leaves must pass the
+harness's fsck (which replays a committed log, as the kernel will) and boot clean.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -277,6 +286,54 @@ def run_crashtest(*, rounds: int = 1, sample: int = 0, reorder_samples: int = 4,
     return rep
 
 
+def kill_runs(n: int, *, seed: int = 1, kernel: Path = DEFAULT_KERNEL,
+              fs: Path = DEFAULT_FS) -> tuple[int, int, list[Outcome]]:
+    """kill -9 `harness run --persist` n times at random moments; returns (runs killed
+    before they finished, images left with a committed transaction in the log, failures)."""
+    rng = random.Random(f"kill:{seed}")
+    killed, pending, bad = 0, 0, []
+    with tempfile.TemporaryDirectory() as tmp:
+        img = Path(tmp) / "persist.img"
+        for i in range(n):
+            shutil.copyfile(fs, img)
+            p = subprocess.Popen([sys.executable, "-m", "harness", "run", "--persist", "-q",
+                                  "--kernel", str(kernel), "--fs", str(img), "-c",
+                                  "fscrash 10"], stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                p.wait(rng.uniform(0.5, 6.0))
+            except subprocess.TimeoutExpired:
+                p.send_signal(signal.SIGKILL)
+                p.wait()
+                killed += 1
+            data = img.read_bytes()
+            try:
+                pending += bool(FsImage(data).pending)
+            except FsError:
+                pass
+            why = _check_left(data)
+            if why:
+                bad.append(Outcome(f"kill {i}", False, why))
+    return killed, pending, bad
+
+
+def _check_left(data: bytes) -> str:
+    """Why an image a killed harness left is not sound, or ""."""
+    try:
+        problems = FsImage(data).check()
+    except FsError as e:
+        return f"fsck: {e}"
+    if problems:
+        return f"fsck: {problems[0]} ({len(problems)} problems)"
+    b = boot_disk(data, CHECK_CMD, timeout=60)
+    if not b.clean:
+        return f"boot: {b.exit.value}: {b.panic or b.message}"
+    left = FsImage(bytes(b.disk))
+    if left.pending or left.check():
+        return "not clean after the kernel's recovery"
+    return ""
+
+
 def _renumber(rec: Recording) -> list[tuple[int, int]]:
     """The commits of a journal whose flushes were just removed."""
     heads = [i for i, e in enumerate(rec.journal) if e is not None and e[0] == rec.logstart_off]
@@ -323,6 +380,8 @@ def _point_job(point: str, writes: list[int], eps: list[list[int]],
               help="Random subsets tried per stretch between two flushes.")
 @click.option("--seed", "-s", type=int, default=1, show_default=True)
 @click.option("--point", metavar="K|rE:MASK", help="Try one crash point only (as printed).")
+@click.option("--kill", "kills", type=click.IntRange(0), default=0, show_default=True,
+              help="Also kill -9 `harness run --persist` this many times and check the image.")
 @click.option("--ignore-flushes", is_flag=True,
               help="Pretend the driver issued no flushes (the log must then fail: a check "
                    "of the checker).")
@@ -331,7 +390,8 @@ def _point_job(point: str, writes: list[int], eps: list[list[int]],
 @click.option("--fs", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_FS,
               show_default=True, help="The image the workload starts from (not changed).")
 def crashtest(rounds: int, sample: int, reorder: bool, reorder_samples: int, seed: int,
-              point: str | None, kernel: Path, fs: Path, ignore_flushes: bool) -> None:
+              point: str | None, kernel: Path, fs: Path, ignore_flushes: bool,
+              kills: int) -> None:
     """Cut the power after each disk write of a workload; check the log's recovery."""
     rep = run_crashtest(rounds=rounds, sample=sample, reorder=reorder,
                         reorder_samples=reorder_samples, seed=seed, point=point,
@@ -344,6 +404,12 @@ def crashtest(rounds: int, sample: int, reorder: bool, reorder_samples: int, see
                f"failures: {len(rep.failures)}")
     opts = (f"--rounds {rounds} --seed {seed}" + (" --no-reorder" if not reorder else "")
             + (" --ignore-flushes" if ignore_flushes else ""))
+    if kills:
+        killed, pending, bad = kill_runs(kills, seed=seed, kernel=kernel, fs=fs)
+        rep.failures += bad
+        click.echo(f"crashtest: harness run --persist killed with SIGKILL: {killed} of {kills} "
+                   f"runs killed mid-run ({pending} left a committed transaction in the log), "
+                   f"{len(bad)} images not sound")
     for f in rep.failures[:20]:
         click.echo(f"  FAIL {f.point}: {f.why}   (harness crashtest {opts} --point "
                    f"{f.point})", err=True)
