@@ -79,6 +79,10 @@ fsinit(int dev)
 {
   char *why;
 
+  if(virtio_disk_blocks() < 2){
+    printf("fsinit: refusing the disk: too small for a superblock\n");
+    return -1;
+  }
   readsb(dev, &sb);
   if((why = badsb(&sb)) != 0){
     printf("fsinit: refusing the disk: %s\n", why);
