@@ -58,6 +58,7 @@ class Result:
     verdict: str
     mutations: list[str]
     detail: str = ""
+    output: str = ""
 
 
 @dataclass
@@ -67,6 +68,7 @@ class FuzzReport:
     verdicts: Counter = field(default_factory=Counter)
     kinds: Counter = field(default_factory=Counter)
     failures: list[Result] = field(default_factory=list)
+    last: Result | None = None      # the image of --only
     seconds: float = 0.0
 
     @property
@@ -280,7 +282,8 @@ def run_imagefuzz(*, images: int = 100, seed: int = 1, only: int | None = None,
         rep.images += 1
         rep.verdicts[v] += 1
         if v in FAILURES or only is not None:
-            r = Result(i, v, muts, detail)
+            r = Result(i, v, muts, detail, b.output)
+            rep.last = r
             if v in FAILURES:
                 rep.failures.append(r)
             if save is not None:
@@ -313,11 +316,9 @@ def imagefuzz(images: int, seed: int, only: int | None, save: Path | None, timeo
     rep = run_imagefuzz(images=images, seed=seed, only=only, save=save, kernel=kernel, fs=fs,
                         timeout=timeout, hang_timeout=hang_timeout,
                         progress=sys.stderr.isatty())
-    if only is not None:
-        img, muts = Mutator(base_image(fs)).mutate(base_image(fs), random.Random(f"{seed}:{only}"))
-        b = boot_disk(img, SCRIPT, kernel=kernel, timeout=timeout, hang_timeout=hang_timeout)
-        click.echo("mutations: " + "; ".join(muts))
-        click.echo(b.output)
+    if rep.last is not None and only is not None:
+        click.echo("mutations: " + "; ".join(rep.last.mutations))
+        click.echo(rep.last.output)
     v = ", ".join(f"{k} {rep.verdicts.get(k, 0)}" for k in ("ran", "refused", *FAILURES))
     click.echo(f"imagefuzz: seed {seed}: {rep.images} images ({v}) in {rep.seconds:.0f} s")
     click.echo("imagefuzz: mutations: " + ", ".join(f"{k} {n}" for k, n in

@@ -22,6 +22,9 @@ disk, four flushes per commit).
 `journal` (a list, when given) records every write as `(byte offset, data)` and every
 flush as None, so harness/crashtest.py can rebuild the disk as any crash would have left
 it: after the k-th write, or with the writes since the last flush reordered or lost.
+`cut_after = k` cuts the power live instead: the disk ignores every write after the k-th
+(the guest runs on, talking to a dead disk), which the tests use to check that rebuilding
+from the journal gives the same disk.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ class VirtioBlk(VirtioMmio):
         self.reads = self.writes = self.flushes = 0
         self.bytes_read = self.bytes_written = 0
         self.journal = journal
+        self.cut_after: int | None = None
 
     def device_features(self) -> int:
         return F_FLUSH
@@ -98,6 +102,8 @@ class VirtioBlk(VirtioMmio):
             n = len(out_data)
             if n % SECTOR or start + n > len(self.disk):
                 return self._finish(chain, S_IOERR, 0)
+            if self.cut_after is not None and self.writes >= self.cut_after:
+                return self._finish(chain, S_OK, 0)   # the power is gone: lost
             self.disk[start : start + n] = out_data
             if self._file is not None:
                 os.pwrite(self._file.fileno(), out_data, start)
