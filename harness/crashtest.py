@@ -268,7 +268,7 @@ def run_crashtest(*, rounds: int = 1, sample: int = 0, reorder_samples: int = 4,
                 if len(ep) < 2:
                     continue
                 for _ in range(reorder_samples):
-                    mask = rng.randrange(1, 1 << len(ep)) if len(ep) < 60 else rng.getrandbits(60)
+                    mask = rng.getrandbits(len(ep)) or 1
                     jobs.append(_reorder_job(e, mask, eps, seed))
     for n, (name, durable, order) in enumerate(jobs):
         out = chk.check(name, durable, order)
