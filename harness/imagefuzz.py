@@ -123,22 +123,25 @@ class Mutator:
         self._put(img, self.lay.bsize + f.offset, "<I", v)
         return f"super.{f.name}={v & 0xFFFFFFFF:#x}"
 
-    def type(self, img: bytearray, rng: random.Random) -> str:
+    def _set(self, img: bytearray, rng: random.Random, name: str,
+             values: Callable[[Stat], list[int]]) -> str:
+        """Dinode field `name` of a target inode set to one of values(its stat)."""
         st = self._target(rng)
-        v = rng.choice([0, self.lay.t_dir, self.lay.t_file, self.lay.t_device, 4, -1,
-                        rng.getrandbits(15)])
-        off, fmt = self._field(st.inum, "type")
+        v = rng.choice(values(st))
+        off, fmt = self._field(st.inum, name)
         self._put(img, off, fmt, v)
-        return f"inode {st.inum} type={v}"
+        return f"inode {st.inum} {name}={v}"
+
+    def type(self, img: bytearray, rng: random.Random) -> str:
+        lay = self.lay
+        return self._set(img, rng, "type", lambda st: [0, lay.t_dir, lay.t_file, lay.t_device,
+                                                       4, -1, rng.getrandbits(15)])
 
     def size(self, img: bytearray, rng: random.Random) -> str:
-        st = self._target(rng)
-        v = rng.choice([0, st.size + 1, st.size + 20 * self.lay.bsize,
-                        self.lay.maxfile * self.lay.bsize + 1, 0xFFFFFFFF, max(st.size - 1, 0),
-                        rng.getrandbits(32)])
-        off, fmt = self._field(st.inum, "size")
-        self._put(img, off, fmt, v)
-        return f"inode {st.inum} size={v}"
+        big = self.lay.maxfile * self.lay.bsize + 1
+        return self._set(img, rng, "size", lambda st: [
+            0, st.size + 1, st.size + 20 * self.lay.bsize, big, 0xFFFFFFFF,
+            max(st.size - 1, 0), rng.getrandbits(32)])
 
     def addr(self, img: bytearray, rng: random.Random) -> str:
         st = self._target(rng)
@@ -178,11 +181,8 @@ class Mutator:
         return f"dir {d.inum} entry {i} -> inode {target}"
 
     def nlink(self, img: bytearray, rng: random.Random) -> str:
-        st = self._target(rng)
-        v = rng.choice([0, -1, st.nlink + 1, st.nlink - 1, 100, 0x7FFF])
-        off, fmt = self._field(st.inum, "nlink")
-        self._put(img, off, fmt, v)
-        return f"inode {st.inum} nlink={v}"
+        return self._set(img, rng, "nlink",
+                         lambda st: [0, -1, st.nlink + 1, st.nlink - 1, 100, 0x7FFF])
 
     def bitmap(self, img: bytearray, rng: random.Random) -> str:
         start = self.sb["bmapstart"] * self.lay.bsize

@@ -32,6 +32,13 @@ def _inode_field(fs: FsImage, inum: int, name: str) -> int:
             + (inum % lay.ipb) * lay.dinode.size + lay.dinode.offset(name))
 
 
+def _dirent_inum(fs: FsImage, path: str, slot: int) -> int:
+    """Offset in the image of the inum of entry `slot` of directory `path`."""
+    blk = fs.file_blocks(fs.stat(path))[0][0]
+    de = fs.layout.dirent
+    return blk * fs.layout.bsize + slot * de.size + de.offset("inum")
+
+
 def _run(img: bytes | bytearray, cmd: str) -> tuple[Exit, int, str]:
     b = boot_disk(img, cmd, timeout=60)
     assert b.panic == "", b.output
@@ -86,11 +93,8 @@ def test_block_number_past_the_disk_fails_the_read(base: bytes) -> None:
 def test_directory_entry_naming_itself_does_not_deadlock(base: bytes) -> None:
     fs = FsImage(base)
     img = bytearray(base)
-    d = fs.stat("/fz/sub")
-    blk = fs.file_blocks(d)[0][0]
-    de = fs.layout.dirent
     # the entry of x now names /fz/sub itself
-    _poke(img, blk * fs.layout.bsize + 2 * de.size + de.offset("inum"), "<H", d.inum)
+    _poke(img, _dirent_inum(fs, "/fz/sub", 2), "<H", fs.stat("/fz/sub").inum)
     ex, status, out = _run(img, "ls /fz/sub/x; rm /fz/sub/x; echo after")
     assert ex == Exit.POWEROFF and "after" in out
 
@@ -98,11 +102,8 @@ def test_directory_entry_naming_itself_does_not_deadlock(base: bytes) -> None:
 def test_inode_number_past_the_table_is_not_followed(base: bytes) -> None:
     fs = FsImage(base)
     img = bytearray(base)
-    d = fs.stat("/fz")
-    blk = fs.file_blocks(d)[0][0]
-    de = fs.layout.dirent
-    for slot in range(2, d.size // de.size):
-        _poke(img, blk * fs.layout.bsize + slot * de.size + de.offset("inum"), "<H", 0xFFFF)
+    for slot in range(2, fs.stat("/fz").size // fs.layout.dirent.size):
+        _poke(img, _dirent_inum(fs, "/fz", slot), "<H", 0xFFFF)
     ex, status, out = _run(img, "ls /fz; cat /fz/one; echo after")
     assert ex == Exit.POWEROFF and "cannot open /fz/one" in out and "after" in out
 
