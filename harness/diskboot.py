@@ -41,15 +41,16 @@ class DiskBoot:
 def boot_disk(image: bytes | bytearray, cmd: str, *, kernel: Path = DEFAULT_KERNEL,
               timeout: float = 30.0, hang_timeout: float | None = 10.0, flags: int = 0,
               journal: Journal | None = None, cut_after: int | None = None,
+              clock: str = "host",
               on_tx: Callable[[int], None] | None = None) -> DiskBoot:
     """Run `cmd` (init's -c commands) on a copy of `image`. `journal` records the disk's
     writes and flushes (harness/devices/virtio_blk.py), `cut_after` makes it drop every
     write after that many; `on_tx(byte)` sees each console byte as the guest sends it, in
-    order with the disk requests."""
+    order with the disk requests; `clock` as `harness run --clock`."""
     out = bytearray()
     config = MachineConfig(kernel=kernel, fs=None, disk_data=bytearray(image), cmd=cmd,
                            timeout=timeout, hang_timeout=hang_timeout, output=out.extend,
-                           flags=flags, disk_journal=journal)
+                           flags=flags, disk_journal=journal, clock=clock)
     m = Machine(config)
     m.disk.cut_after = cut_after
     try:

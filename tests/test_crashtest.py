@@ -48,6 +48,20 @@ def test_kill_of_persisting_harness_leaves_a_sound_image() -> None:
     assert killed == 2
 
 
+def test_concurrent_calls_share_commits_and_stay_atomic() -> None:
+    """Three processes at once: group commit puts several calls in one transaction, and a
+    seeded sample of crash points still recovers to a committed state."""
+    rep = run_crashtest(rounds=1, procs=3, sample=40, reorder_samples=1, seed=3)
+    assert rep.failures == []
+    assert rep.commits < rep.calls
+
+
+@pytest.mark.soak
+def test_soak_crashtest_concurrent() -> None:
+    rep = run_crashtest(rounds=2, procs=3, reorder_samples=4, seed=5)
+    assert rep.failures == []
+
+
 @pytest.mark.soak
 def test_soak_crashtest_bigger_workload() -> None:
     rep = run_crashtest(rounds=3, reorder_samples=6, seed=7)
