@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.debug import DebugError
-from harness.debug.dwarf import CType, scalar
-from harness.debug.programs import Program
-from harness.debug.vmem import Phys
+from harness.guest import GuestError
+from harness.guest.dwarf import CType, scalar
+from harness.guest.memory import Phys
+from harness.guest.programs import Program
 
 FIELDS = ("state", "pid", "parent", "killed", "xstate", "chan", "kstack", "sz", "pagetable",
           "trapframe", "name")
@@ -47,7 +47,7 @@ class ProcTable:
         d = kernel.dwarf
         procs, cpus = d.variable("proc"), d.variable("cpus")
         if procs is None or cpus is None or procs.type.kind != "array":
-            raise DebugError(f"{kernel.path}: no debug info for proc[] and cpus[] "
+            raise GuestError(f"{kernel.path}: no debug info for proc[] and cpus[] "
                              "(the kernel must be built with -g)")
         self.base, self.count = procs.addr, procs.type.count or 0
         self.ptype: CType = procs.type.target  # type: ignore[assignment]
@@ -57,7 +57,7 @@ class ProcTable:
         for name in FIELDS:
             f = self.ptype.field(name)
             if f is None:
-                raise DebugError(f"struct proc has no field '{name}' in {kernel.path}")
+                raise GuestError(f"struct proc has no field '{name}' in {kernel.path}")
             self.fields[name] = f
         state = self.fields["state"].type
         self.states = {v: n.lower() for v, n in state.enumerators.items()}

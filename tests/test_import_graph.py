@@ -1,0 +1,139 @@
+"""The module-level import graph of our packages has no circles.
+
+Every `import` and `from ... import` of every module counts, wherever it is written
+(at the top, inside a function, under `if TYPE_CHECKING:`): a lazy or typing-only import
+still means the two modules know each other, and a circle makes either one impossible to
+read, test or move alone. Modules are read with `ast`, nothing is imported.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# pyllm joins this list once its own circles are gone (issue 18: its backend layer is
+# being reworked in parallel; kernels/linear.py <-> models/qwen35*.py, cli.py <-> export.py)
+PACKAGES = ["harness"]
+
+
+def modules(package: str) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of a package under ROOT."""
+    out = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The known modules that module `name` (at path) imports."""
+
+    def resolve(dotted: str) -> str | None:
+        while dotted and dotted not in known:  # harness.x.Name -> harness.x
+            dotted = dotted.rpartition(".")[0]
+        return dotted or None
+
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str | None] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {resolve(a.name) for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from . import x, from ..a import b
+                up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(up + ([base] if base else []))
+            found |= {resolve(f"{base}.{a.name}") for a in node.names}
+    found.discard(None)
+    found.discard(name)
+    return found  # type: ignore[return-value]
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One circle (a path back to its start) per strongly connected part of the graph
+    with more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    parts: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, edges = work[-1]
+            w = next(edges, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                part = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    part.append(w)
+                    if w == v:
+                        break
+                if len(part) > 1:
+                    parts.append(part)
+    return [_cycle_in(graph, set(p)) for p in parts]
+
+
+def _cycle_in(graph: dict[str, set[str]], part: set[str]) -> list[str]:
+    """A shortest path from the part's first module back to itself, inside the part."""
+    start = min(part)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in sorted(graph[v] & part):
+                if w == start:
+                    return [*paths[v], start]
+                if w not in paths:
+                    paths[w] = [*paths[v], w]
+                    nxt.append(w)
+        frontier = nxt
+    return sorted(part)
+
+
+def graph_of(packages: list[str]) -> dict[str, set[str]]:
+    known: dict[str, Path] = {}
+    for p in packages:
+        known.update(modules(p))
+    return {name: imports(name, path, known) for name, path in known.items()}
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_circles(package: str) -> None:
+    graph = graph_of([package])
+    assert len(graph) > 10, f"{package}: too few modules found under {ROOT / package}"
+    found = circles(graph)
+    assert not found, "import circles:\n" + "\n".join("  " + " -> ".join(c) for c in found)
+
+
+def test_a_circle_is_found() -> None:
+    """The checker itself: a circle of three and one of two are reported, a chain is not."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"f"}, "f": {"e"},
+             "g": {"d"}}
+    assert sorted(circles(graph)) == [["a", "b", "c", "a"], ["e", "f", "e"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
