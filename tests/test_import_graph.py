@@ -137,3 +137,17 @@ def test_a_circle_is_found() -> None:
              "g": {"d"}}
     assert sorted(circles(graph)) == [["a", "b", "c", "a"], ["e", "f", "e"]]
     assert circles({"a": {"b"}, "b": set()}) == []
+
+
+# harness/guest/ reads the guest through these alone: never the machine, its devices or
+# the debugger (so the reports, hang detection and the debugger can all use it)
+GUEST_MAY_IMPORT = {"harness.hart", "harness.physmem", "harness.elf", "harness.cheader"}
+
+
+def test_guest_readers_depend_only_on_hart_ram_elf_and_headers() -> None:
+    graph = graph_of(["harness"])
+    wrong = {name: sorted(d for d in deps if not d.startswith("harness.guest")
+                          and d not in GUEST_MAY_IMPORT)
+             for name, deps in graph.items() if name.startswith("harness.guest")}
+    assert len(wrong) > 5, "harness/guest/ not found"
+    assert not any(wrong.values()), {k: v for k, v in wrong.items() if v}

@@ -52,6 +52,8 @@ class ProcTable:
         self.base, self.count = procs.addr, procs.type.count or 0
         self.ptype: CType = procs.type.target  # type: ignore[assignment]
         self.cpus = cpus.addr
+        cpu_type = cpus.type.target if cpus.type.kind == "array" else None
+        self.cpu_size = cpu_type.size if cpu_type is not None else 0
         self.size = self.ptype.size
         self.fields = {}
         for name in FIELDS:
@@ -92,9 +94,9 @@ class ProcTable:
     def all(self) -> list[Proc]:
         return [p for p in (self.read(i) for i in range(self.count)) if p is not None]
 
-    def current_addr(self) -> int:
-        """cpus[0].proc: the struct proc on the CPU, 0 if none (scheduler, boot)."""
-        v = self.phys.u64(self.cpus)
+    def current_addr(self, cpu: int = 0) -> int:
+        """cpus[cpu].proc: the struct proc on that hart, 0 if none (scheduler, boot)."""
+        v = self.phys.u64(self.cpus + cpu * self.cpu_size)
         return v or 0
 
     def current(self) -> Proc | None:

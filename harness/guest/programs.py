@@ -1,4 +1,4 @@
-"""The programs a debugger knows: the kernel and the user programs, with their symbols,
+"""The programs of a guest: the kernel and the user programs, with their symbols,
 line tables and types; and location specs, which name code in them.
 
 User programs are all linked at virtual address 0 (user_c/user.ld), so an address alone
