@@ -123,7 +123,7 @@ def format_processes(g: Guest) -> str:
         if g.procs is None:
             raise ValueError(g.procs_error)
         table = g.procs
-        space = g.kernel_space() if g.kernel_space().root else None
+        paged = g.kernel_space().root is not None  # else no saved context can be followed
         procs = table.all()
         current = table.current_addr()
     except Exception as exc:  # the report must never fail the harness
@@ -138,7 +138,7 @@ def format_processes(g: Guest) -> str:
         mark = "  <- on the CPU" if p.addr == current else ""
         out.append(f"  {p.pid:<4} {p.ppid:<5} {p.state:<10} {p.killed:<7} {p.name:<16} "
                    f"{chan}{mark}".rstrip())
-        if space is not None and p.state in ("sleeping", "runnable") and p.addr != current:
+        if paged and p.state in ("sleeping", "runnable") and p.addr != current:
             names = [f.function() if f.function() != "??" else f"{f.pc:#x}"
                      for f in process_backtrace(g, p) if f.program is kernel and f.pc]
             if names:
