@@ -15,9 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# pyllm joins this list once its own circles are gone (issue 18: its backend layer is
-# being reworked in parallel; kernels/linear.py <-> models/qwen35*.py, cli.py <-> export.py)
-PACKAGES = ["harness"]
+PACKAGES = ["harness", "pyllm"]  # each checked alone: neither imports the other's circle
 
 
 def modules(package: str) -> dict[str, Path]:
@@ -151,3 +149,13 @@ def test_guest_readers_depend_only_on_hart_ram_elf_and_headers() -> None:
              for name, deps in graph.items() if name.startswith("harness.guest")}
     assert len(wrong) > 5, "harness/guest/ not found"
     assert not any(wrong.values()), {k: v for k, v in wrong.items() if v}
+
+
+def test_pyllm_kernels_and_backend_do_not_import_models() -> None:
+    """pyllm's layers (docs/ARCHITECTURE.md): kernels/ <- backend/ <- models/."""
+    graph = graph_of(["pyllm"])
+    assert "pyllm.backend.ops" in graph["pyllm.models.qwen35"]  # an import inside a function
+    assert {"pyllm.kernels", "pyllm.kernels.qmat"} <= graph["pyllm.backend.linear"]
+    for name, deps in graph.items():
+        if name.startswith(("pyllm.kernels", "pyllm.backend")):
+            assert not {d for d in deps if d.startswith("pyllm.models")}, name
