@@ -1,7 +1,7 @@
 """`harness bench`: benchmarks that print ratios against a reference measured in the same run.
 
 This module only parses the options and calls the benchmarks, which live in harness/bench/
-(one module each: lifecycle.py with no subcommand, system.py, service.py) and, for pyllm's
+(one module each: lifecycle.py with no subcommand, system.py, service.py, fs.py) and, for pyllm's
 engines against llama.cpp, pyllm/bench.py (imported lazily).
 """
 
@@ -13,7 +13,8 @@ from typing import Any
 import click
 
 from harness.cli import LazyGroup
-from harness.cmd_run import DEFAULT_FS, DEFAULT_KERNEL, _file
+from harness.cmd_run import _file
+from harness.launch import DEFAULT_FS, DEFAULT_KERNEL
 
 BENCH_COMMANDS: dict[str, str] = {
     "engine": "pyllm.bench:engine",
@@ -122,6 +123,7 @@ def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: l
     harness bench engine           pyllm vs llama.cpp vs numpy-f32: load, TTFT, TPOT
     harness bench system           boot time, syscall round trip, guest MIPS, idle host CPU
     harness bench service          TTFT/TPOT through the guest's AI service vs the engine alone
+    harness bench fs               file-system throughput with the log against without it
 
     Each metric's start and stop are defined in harness/bench/metrics.py and docs/BENCH.md.
     """
@@ -236,3 +238,21 @@ def service(model: str, reps: int, pairs: int, tokens: int, no_busy: bool, kerne
     if not all(p.same_ids for p in rep.pairs):
         click.echo("ERROR: the guest's ids differ from the engine's", err=True)
         sys.exit(1)
+
+
+@bench.command()
+@click.option("--files", "-n", type=click.IntRange(1, 100_000), default=200, show_default=True,
+              help="Create/write/delete cycles per boot.")
+@click.option("--reps", type=click.IntRange(1, 20), default=3, show_default=True)
+@_guest_options
+def fs(files: int, reps: int, kernel: Path, fs: Path) -> None:
+    """File-system throughput with the log against without it (create, write, delete)."""
+    from harness.bench import fs as bench_fs
+    from harness.bench.errors import BenchError
+
+    _guest_files(kernel, fs)
+    try:
+        r = bench_fs.run_bench_fs(files, reps, kernel=kernel, fs=fs)
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(bench_fs.format_report(r, reps))
