@@ -43,7 +43,8 @@ class Monitor:
     """Snapshots of `machine`'s AI service every `period` s while it runs."""
 
     def __init__(self, machine: Any, *, period: float = PERIOD_S, record: Path | None = None,
-                 serve: bool = True, reader: ServiceReader | None = None) -> None:
+                 serve: bool = True, reader: ServiceReader | None = None,
+                 append: bool = False) -> None:
         from harness.launch import ai_device
         from harness.machine_guest import machine_guest
 
@@ -54,7 +55,7 @@ class Monitor:
         self.error = ""
         self._out: queue.Queue[str | None] = queue.Queue()
         self._stop = threading.Event()
-        self._record: IO[str] | None = open(record, "w") if record else None  # noqa: SIM115
+        self._record: IO[str] | None = open(record, "a" if append else "w") if record else None  # noqa: SIM115
         self._clients: list[socket.socket] = []
         self._lock = threading.Lock()
         self.path: Path | None = None
@@ -145,6 +146,32 @@ class Monitor:
         if self._record is not None:
             self._record.close()
             self._record = None
+
+
+def attach_monitor(*, record: Path | None, split: bool, quiet: bool):
+    """For harness run --monitor: a `console_boot` attach hook that starts a Monitor on
+    each boot (announcing its socket; inside tmux with an interactive shell, opening
+    `harness top` in a split pane) and returns its closer."""
+    import shutil
+    import subprocess
+    import sys
+
+    import click
+
+    boots = [0]
+
+    def attach(machine: Any):
+        boots[0] += 1
+        mon = Monitor(machine, record=record, append=boots[0] > 1)
+        if not quiet:
+            click.echo(f"[harness] monitor: harness top {mon.path}", err=True)
+        if split and boots[0] == 1 and os.environ.get("TMUX") and shutil.which("tmux"):
+            cmd = f"{sys.executable} -m harness top {mon.path}"
+            subprocess.run(["tmux", "split-window", "-h", "-d", "-c", os.getcwd(), cmd],
+                           check=False)
+        return mon.close
+
+    return attach
 
 
 def newest_socket() -> Path | None:
