@@ -164,7 +164,7 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
         if monitor or monitor_record is not None:
             from harness.monitor.feed import attach_monitor
 
-            attach = attach_monitor(record=monitor_record, split=cmd is None, quiet=quiet)
+            attach = attach_monitor(record=monitor_record, quiet=quiet)
         code = console_boot(config, interactive=cmd is None, quiet=quiet, gdb=gdb_port,
                             attach=attach)
     finally:

@@ -118,31 +118,33 @@ def _wait_pane(target: str, want: str, timeout: float = 120.0) -> str:
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
 def test_terminal_view_under_tmux(tmp_path: Path) -> None:
-    """Left pane: `harness run --monitor` with aibench; right pane: `harness top` attached
-    to it live (the newest socket of this user); then a replay stepped with keys."""
+    """`harness run --monitor` with aibench inside tmux opens `harness top` in a split
+    pane beside it (the view, live); then the run's record stepped through with keys."""
     _skip()
     sess = f"htop{time.monotonic_ns() % 10**9}"
     rec = tmp_path / "seen.jsonl"
-    py = sys.executable
-    env = "XDG_RUNTIME_DIR=" + str(tmp_path)  # a private socket dir: no other machine
-    _tmux("new-session", "-d", "-s", sess, "-x", "200", "-y", "60", "-c", str(ROOT),
-          f"env {env} {py} -m harness run --model smol --monitor -c "
-          f"'sleep 3; {AIBENCH}; sleep 2'")
+    env = "XDG_RUNTIME_DIR=" + str(tmp_path)  # a private socket dir
+    _tmux("new-session", "-d", "-s", sess, "-x", "220", "-y", "70", "-c", str(ROOT),
+          f"env {env} {sys.executable} -m harness run --model smol --monitor-record {rec} "
+          f"-c 'sleep 2; {AIBENCH}; sleep 2'")
     try:
         _tmux("set-option", "-t", sess, "remain-on-exit", "on")
-        time.sleep(1.5)  # the machine announces its socket
-        _tmux("split-window", "-h", "-t", sess, "-c", str(ROOT),
-              f"env {env} {py} -m harness top --record {rec}")
-        _tmux("set-option", "-t", sess, "remain-on-exit", "on")
+        t0 = time.monotonic()
+        while "1" not in _tmux("list-panes", "-t", sess, "-F", "#{pane_index}").split():
+            assert time.monotonic() - t0 < 60, "harness run --monitor opened no split pane"
+            time.sleep(0.2)
         right = f"{sess}:0.1"
         live = _wait_pane(right, "REQUEST SLOTS")
         for panel in PANELS:
             assert panel in live, live
-        _wait_pane(right, "the machine stopped", 240)
+        assert "harness top  run-" in live  # attached to the run's socket
+        end = _wait_pane(right, "the machine stopped", 240)
+        assert "WORKERS (8)" in end and end.count("queue empty") >= 8, end
         snaps = read_record(rec)
-        assert any(s["stats"]["slots"][0] == 0 for s in snaps), "the view never showed full slots"
+        assert any(s["stats"]["slots"][0] == 0 for s in snaps), "no frame with full slots"
         # the same record, stepped through in a pane
-        _tmux("new-window", "-t", sess, "-c", str(ROOT), f"{py} -m harness top --replay {rec}")
+        _tmux("new-window", "-t", sess, "-c", str(ROOT),
+              f"{sys.executable} -m harness top --replay {rec}")
         _wait_pane(f"{sess}:1", f"frame 1/{len(snaps)}")
         _tmux("send-keys", "-t", f"{sess}:1", "n")
         _wait_pane(f"{sess}:1", f"frame 2/{len(snaps)}")

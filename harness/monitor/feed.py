@@ -17,6 +17,7 @@ import queue
 import socket
 import stat
 import threading
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -52,6 +53,7 @@ class Monitor:
         self.reader = reader or ServiceReader(machine_guest(machine), ai_device(machine))
         self.counters = Counters()
         self.snapshots = 0
+        self.snap_s = 0.0   # emulation-thread time spent taking snapshots
         self.error = ""
         self._out: queue.Queue[str | None] = queue.Queue()
         self._stop = threading.Event()
@@ -79,6 +81,7 @@ class Monitor:
     # ------------------------------------------------------------ emulation thread
     def snap(self) -> None:
         """Take one snapshot (runs on the emulation thread, between run slices)."""
+        t0 = time.perf_counter()
         try:
             s = self.counters.feed(self.reader.take())
         except Exception as exc:  # a monitor must never stop the machine
@@ -86,6 +89,7 @@ class Monitor:
             return
         self.snapshots += 1
         self._out.put(json.dumps(s, separators=(",", ":")))
+        self.snap_s += time.perf_counter() - t0
 
     # ------------------------------------------------------------ host threads
     def _loop(self) -> None:
@@ -148,10 +152,10 @@ class Monitor:
             self._record = None
 
 
-def attach_monitor(*, record: Path | None, split: bool, quiet: bool):
+def attach_monitor(*, record: Path | None, quiet: bool):
     """For harness run --monitor: a `console_boot` attach hook that starts a Monitor on
-    each boot (announcing its socket; inside tmux with an interactive shell, opening
-    `harness top` in a split pane) and returns its closer."""
+    each boot (announcing its socket; inside tmux, opening `harness top` on it in a
+    split pane beside the console) and returns its closer."""
     import shutil
     import subprocess
     import sys
@@ -165,7 +169,7 @@ def attach_monitor(*, record: Path | None, split: bool, quiet: bool):
         mon = Monitor(machine, record=record, append=boots[0] > 1)
         if not quiet:
             click.echo(f"[harness] monitor: harness top {mon.path}", err=True)
-        if split and boots[0] == 1 and os.environ.get("TMUX") and shutil.which("tmux"):
+        if boots[0] == 1 and os.environ.get("TMUX") and shutil.which("tmux"):
             cmd = f"{sys.executable} -m harness top {mon.path}"
             subprocess.run(["tmux", "split-window", "-h", "-d", "-c", os.getcwd(), cmd],
                            check=False)

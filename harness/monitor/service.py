@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Callable
 from typing import Any
 
 from harness import cheader
@@ -193,3 +194,21 @@ class ServiceReader:
         return {"chains": len(dev.jobs), "running": running, "queued": queued,
                 "requests": dev.requests,
                 "tokens": sum(j.written for j in dev.jobs.values())}
+
+
+def channel_words(g: Guest) -> Callable[[int], str]:
+    """For the hang report (harness/hang.py): a wait channel in words with its waker for
+    the AI service ("submit: all 8 slots taken (woken by ...)"), the kernel symbol
+    otherwise (also for a kernel whose AI service cannot be read)."""
+    symbolize = g.programs.kernel.elf.symbolize
+    try:
+        reader = ServiceReader(g)
+        slots = reader.take()["slots"]
+    except (GuestError, AssertionError, KeyError):
+        return lambda chan: symbolize(chan) or f"{chan:#x}"
+
+    def words(chan: int) -> str:
+        c = name_channel(chan, reader.layout, slots, symbolize)
+        return c.why if c.where == "kernel" else f"{c.text} (woken by {c.waker})"
+
+    return words
