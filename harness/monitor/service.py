@@ -157,9 +157,12 @@ class ServiceReader:
         mine = next((s for s in slots if s["state"] == "RUNNING" and s["worker"] == pid), None)
         rid = mine["id"] if mine else 0
         if chan is not None and chan.where == "worker":
-            doing = chan.why if chan.why == "queue empty" else \
-                f"running request {rid}: waiting for the device" if "device computing" in \
-                chan.why else f"request {rid}: {chan.why}"
+            if chan.why == "queue empty":
+                doing = "queue empty"
+            elif chan.request:  # asleep on its slot's chain
+                doing = f"running request {chan.request}: waiting for the device"
+            else:               # every chain busy
+                doing = f"running request {rid}: {chan.why}"
         elif p is None:
             doing = "gone"
         elif mine:
