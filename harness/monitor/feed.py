@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from harness.guest import GuestError
 from harness.monitor.counters import Counters
 from harness.monitor.service import ServiceReader
 
@@ -166,7 +167,11 @@ def attach_monitor(*, record: Path | None, quiet: bool):
 
     def attach(machine: Any):
         boots[0] += 1
-        mon = Monitor(machine, record=record, append=boots[0] > 1)
+        try:
+            mon = Monitor(machine, record=record, append=boots[0] > 1)
+        except (GuestError, OSError) as exc:  # the run goes on unwatched
+            click.echo(f"[harness] monitor: not started ({exc})", err=True)
+            return lambda: None
         if not quiet:
             click.echo(f"[harness] monitor: harness top {mon.path}", err=True)
         if boots[0] == 1 and os.environ.get("TMUX") and shutil.which("tmux"):
