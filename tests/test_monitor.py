@@ -154,3 +154,22 @@ def test_terminal_view_under_tmux(tmp_path: Path) -> None:
         _tmux("send-keys", "-t", f"{sess}:1", "q")
     finally:
         subprocess.run(["tmux", "kill-session", "-t", sess], capture_output=True, check=False)
+
+
+def test_counters_count_episodes_not_snapshots() -> None:
+    """A submitter asleep on full slots across three snapshots is one blocked submit; its
+    leaving that channel is one wake-up; requests/s follows the kernel's completed."""
+    from harness.monitor.counters import Counters
+
+    def snap(t: float, done: int, asleep: list[tuple[int, str, str]]) -> dict:
+        return {"t": t, "stats": {"completed": done, "slots": [0, 0, 8, 0, 0]},
+                "slots": [], "sleepers": [{"pid": p, "where": w, "why": y}
+                                          for p, w, y in asleep]}
+
+    c = Counters()
+    full = (21, "submit", "all 8 slots taken")
+    for i in range(3):
+        c.feed(snap(i * 0.5, 0, [full]))
+    last = c.feed(snap(1.5, 4, [(21, "ai_wait", "request 9 not done")]))["counters"]
+    assert last["blocked_submits"] == 1 and last["wakeups"] == 1
+    assert last["requests_per_s"] == 8.0 and last["full_snapshots"] == 4
