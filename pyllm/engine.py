@@ -41,7 +41,7 @@ import numpy as np
 
 from pyllm.errors import EngineClosedError, PyllmError
 from pyllm.models.base import Model, ModelInfo, ModelState
-from pyllm.prefix_cache import DEFAULT_BLOCK, DEFAULT_BUDGET, PrefixCache
+from pyllm.prefix_cache import DEFAULT_BLOCK, PrefixCache, default_budget
 from pyllm.sampling import Sampler, SamplingParams
 
 
@@ -173,17 +173,20 @@ class Engine:
     """Serves one model to any number of threads; see the module docstring."""
 
     def __init__(self, model: Model, *, max_batch: int = 8, prefill_chunk: int = 256,
-                 switch_interval: float | None = 0.0005, kv_cache: int = DEFAULT_BUDGET,
+                 switch_interval: float | None = 0.0005, kv_cache: int | None = None,
                  cache_block: int = DEFAULT_BLOCK) -> None:
-        """`kv_cache`: bytes the prefix cache may hold (0 = off); `cache_block`: its tokens
-        per block. `switch_interval`: lower Python's GIL switch interval to this many seconds
-        (if it is higher), because each return from the kernels into Python may wait that long while
+        """`kv_cache`: bytes the prefix cache may hold (0 = off; None = PYLLM_KV_CACHE from
+        the environment, else 256 MiB); `cache_block`: its tokens per block.
+        `switch_interval`: lower Python's GIL switch interval to this many seconds (if it is
+        higher), because each return from the kernels into Python may wait that long while
         another thread (the emulator) runs Python code; None leaves it alone."""
         if switch_interval is not None and sys.getswitchinterval() > switch_interval:
             sys.setswitchinterval(switch_interval)
         self.model = model
         self.max_batch = max_batch  # sequences decoded together at most
         self.prefill_chunk = prefill_chunk  # prompt tokens fed per step at most
+        if kv_cache is None:
+            kv_cache = default_budget()
         self.cache = PrefixCache(kv_cache, cache_block, recurrent=model.recurrent)
         if kv_cache and prefill_chunk >= cache_block:  # chunks end on block boundaries
             self.prefill_chunk = prefill_chunk // cache_block * cache_block

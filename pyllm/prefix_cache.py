@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +43,16 @@ def parse_size(text: str) -> int:
     if m is None:
         raise ValueError(f"bad size '{text}': give bytes or a number with k, M or G (256M)")
     return int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2).lower()]
+
+
+def default_budget() -> int:
+    """The budget of a new engine: PYLLM_KV_CACHE (a size, `harness run --kv-cache` sets
+    it), else DEFAULT_BUDGET."""
+    env = os.environ.get("PYLLM_KV_CACHE", "").strip()
+    try:
+        return parse_size(env) if env else DEFAULT_BUDGET
+    except ValueError as exc:
+        raise ValueError(f"PYLLM_KV_CACHE: {exc}") from None
 
 
 def block_key(parent: bytes, ids: np.ndarray) -> bytes:
