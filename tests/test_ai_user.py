@@ -276,13 +276,15 @@ def test_aitest_course_checks() -> None:
 
 
 @pytest.mark.parametrize("model", [SMOL, QWEN_TINY], ids=["smol", "qwen"])
-def test_cacheprobe_warm_run_reuses_the_prompt(model: str) -> None:
+def test_cacheprobe_warm_run_reuses_the_prompt(model: str, tmp_path: Path) -> None:
     """A prompt of 200 ids, twice: the warm run takes its prefix from the device's prefix
-    cache (the course's counters line says so, and llmrun --timing), with the same result."""
+    cache (the course's counters line says so, llmrun --timing and the trace), with the same
+    result."""
     write = "; ".join("echo " + " ".join(str(10 + 25 * k + i) for i in range(25)) + " >> p.txt"
                       for k in range(8))  # 200 ids, in pieces (exec takes 32 arguments)
     r = ai_guest(f"{write}; aitest --cacheprobe --predict 4 --prompt-file p.txt; echo rc=$?; "
-                 "llmrun --timing --predict 2 --prompt-file p.txt", model)
+                 "llmrun --timing --predict 2 --prompt-file p.txt", model, 300.0,
+                 "--trace", str(tmp_path / "t.json"))
     out = r.output
     assert "[aitest] cacheprobe: PASS" in out and "rc=0" in out
     m = re.search(r"prefix_cache: valid=1 prefix_len=(\d+) hits=1 misses=1 restores=(\d+) "
@@ -293,6 +295,9 @@ def test_cacheprobe_warm_run_reuses_the_prompt(model: str) -> None:
     print(f"[cacheprobe {Path(model).name}] cold {cold} us, warm {warm} us")  # not asserted
     assert re.search(r"Prefix cache: 192 of 200 prompt tokens\n", out), out
     assert re.search(r"timing: .* cached=192\n", out)
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    firsts = [e["args"]["cached_prompt_tokens"] for e in events if e["name"] == "first"]
+    assert firsts == [0, 192, 192]  # cold, warm, llmrun
 
 
 def test_aitest_our_checks() -> None:
