@@ -117,8 +117,9 @@ class LoadedModel:
     spec: str     # what was asked for ("smol", a path, ...)
 
     @classmethod
-    def load(cls, spec: str, **opts: object) -> LoadedModel:
-        """Load `spec` (pyllm.registry name or path) and start its engine; raises PyllmError."""
+    def load(cls, spec: str, kv_cache: int | None = None, **opts: object) -> LoadedModel:
+        """Load `spec` (pyllm.registry name or path) and start its engine (`kv_cache`: its
+        prefix cache's bytes, None = the default, 0 = off); raises PyllmError."""
         from pyllm import registry
         from pyllm.engine import Engine
 
@@ -130,7 +131,7 @@ class LoadedModel:
         from pyllm.sampling import Sampler, SamplingParams
 
         Sampler(SamplingParams(seed=0))
-        return cls(model, Engine(model), load_us, spec)
+        return cls(model, Engine(model, kv_cache=kv_cache), load_us, spec)
 
     def close(self) -> None:
         self.engine.close()
