@@ -29,7 +29,8 @@ def render(s: dict, title: str = "") -> list[str]:
     out = [f"harness top  {title}  t={s['t']:.1f}s".rstrip(), ""]
     full = "  ALL TAKEN" if free == 0 else ""
     out.append(f"REQUEST SLOTS ({s['nslot'] - free}/{s['nslot']} in use){full}")
-    out.append("  slot  id    state    owner              tokens      age")
+    # age counts from the ai_submit call (t_submit), so it includes a wait for a slot
+    out.append("  slot  id    state    owner              tokens      age (since ai_submit)")
     for sl in s["slots"]:
         if sl["state"] == "FREE":
             out.append(f"  {sl['slot']:<4}  -     free")
