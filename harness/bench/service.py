@@ -92,7 +92,7 @@ def run(model: str, reps: int, pairs: int, tokens: int, busy: bool, kernel: Path
     from pyllm.errors import PyllmError
 
     try:
-        lm = LoadedModel.load(model)
+        lm = LoadedModel.load(model, kv_cache=0)  # TTFT of a prefill, not of a hit
     except PyllmError as e:
         raise BenchError(str(e)) from None
     info = lm.model.info
