@@ -295,7 +295,7 @@ def test_cacheprobe_warm_run_reuses_the_prompt(model: str, tmp_path: Path) -> No
     cold, warm = map(int, re.search(r"cold us: (\d+) warm us: (\d+)", out).groups())
     print(f"[cacheprobe {Path(model).name}] cold {cold} us, warm {warm} us")  # not asserted
     assert re.search(r"Prefix cache: 192 of 200 prompt tokens\n", out), out
-    assert re.search(r"timing: .* cached=192\n", out)
+    assert re.search(r"timing: .* cached=192 repack_us=\d+\n", out)
     events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
     firsts = [e["args"]["cached_prompt_tokens"] for e in events if e["name"] == "first"]
     assert firsts == [0, 192, 192]  # cold, warm, llmrun
