@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from harness.cli import cpus_option
 from harness.console import Console
 from harness.elf import ElfLoadError
 from harness.machine import Exit, Machine, MachineConfig, RunResult
@@ -73,6 +74,7 @@ def _file(what: str, path: Path, hint: str) -> Path:
               show_default=True,
               help="Guest time source: host = real time (idle guest costs no CPU); "
                    "icount = instruction count (reproducible runs, for tests).")
+@cpus_option
 @click.option("-q", "--quiet", is_flag=True, help="No banner or summary on stderr.")
 @click.option("--model", "-m", metavar="MODEL",
               help="Plug in the AI device serving this model: smol, qwen, or a path to a "
@@ -111,7 +113,7 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
         persist: bool, clock: str, quiet: bool, model: str | None, prompt: str | None,
         max_new_tokens: int, demo: bool, trace: Path | None, gdb_port: int | None,
         hang_timeout: float | None = None, ai_fault: str | None = None,
-        fs_check: bool = True) -> None:
+        fs_check: bool = True, cpus: int = 1) -> None:
     """Boot the kernel and attach the terminal to its console.
 
     \b
@@ -157,7 +159,8 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
                             clock=clock, timeout=timeout, trace=trace, then_shell=demo,
                             quiet=quiet))
     config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd=cmd or "",
-                           persist=persist, timeout=timeout, hang_timeout=hang_timeout)
+                           persist=persist, timeout=timeout, hang_timeout=hang_timeout,
+                           cpus=cpus)
     created: list = []
     if model is not None:
         _add_ai_device(config, model, created, quiet, plan)
