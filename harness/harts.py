@@ -14,6 +14,17 @@ store of another value by another hart between the two breaks the reservation. T
 kernel's spin loops execute `pause` (Zihintpause), which the machine hooks: a hart
 spinning on a lock another hart holds gives up the rest of its slice at once.
 
+Stores cut by a stop. A stop from the waker thread (end of slice, deadline, event) lands
+either at the start of a translated block or right after a load or store, with the PC
+left on that instruction, which Unicorn runs again on resume (harness/mmio.py). With one
+hart repeating a RAM store is harmless; with several it is not: the other harts run in
+between, and the repeated store would write a stale value over theirs (a lock released
+twice frees another hart's lock). So after such a stop `complete_store` looks at the
+instruction: a store whose bytes are already in memory is completed (PC past it) before
+any other hart runs; that is exact whether or not it had executed. An AMO cannot be told
+apart so (kernel code is written to survive a repeated one: spinlock.c, ipi.c); with
+`--clock icount` no run is stopped from outside, so nothing is ever repeated.
+
 Instruction fetch: each instance keeps its own translated code, and Unicorn notices only
 its own instance's stores into code. `fence.i` in kernel text is hooked and drops this
 hart's translations of user memory, which gives the harts exactly the coherence RISC-V
@@ -25,11 +36,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from unicorn import Uc
+from unicorn import UC_PROT_WRITE, Uc
 
-from harness.hart import Hart
-from harness.mmio import MmioBus
-from harness.traps import Traps
+from harness.hart import REG_PC, Hart
+from harness.mmio import MmioBus, mmio_form
+from harness.physmem import PhysMem
+from harness.traps import Traps, mem_operand
 
 FENCE_I = 0x0000_100F
 PAUSE = 0x0100_000F  # fence w, 0 (Zihintpause)
@@ -52,10 +64,32 @@ class Cpu:
     paused_once: bool = False
     fence_i: int = 0        # fence.i executed (translations of user memory dropped)
     yields: int = 0         # slices given up in a spin loop (pause)
+    stores_completed: int = 0  # stores cut by a stop, completed (complete_store)
 
     def can_run(self) -> bool:
         """Started and not waiting in wfi for an interrupt that has not come."""
         return self.started and (not self.idle or bool(self.hart.pending_enabled()))
+
+
+def complete_store(c: Cpu, ram: PhysMem) -> int:
+    """After a stop from outside: if the PC is on a RAM store whose bytes are already in
+    memory, move past it (see the module docstring). Returns the PC to resume at."""
+    h = c.hart
+    got = h.fetch(c.pc)
+    op = mem_operand(*got) if got else None
+    form = mmio_form(*got) if got else None
+    if got is None or op is None or form is None or not form[0]:
+        return c.pc
+    rs1, disp, width = op
+    pa = h.translate((h.x(rs1) + disp) & 0xFFFF_FFFF_FFFF_FFFF, UC_PROT_WRITE)
+    if pa is None or not ram.contains(pa, width):
+        return c.pc
+    if int.from_bytes(ram.read(pa, width), "little") != h.x(form[1]) & ((1 << 8 * width) - 1):
+        return c.pc
+    c.stores_completed += 1
+    c.pc += got[1]
+    h.set(REG_PC, c.pc)
+    return c.pc
 
 
 def scan_words(data: bytes, word: int) -> list[int]:

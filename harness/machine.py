@@ -73,7 +73,7 @@ from harness.hart import (
     STIP,
     Hart,
 )
-from harness.harts import FENCE_I, PAUSE, Cpu, scan_words
+from harness.harts import FENCE_I, PAUSE, Cpu, complete_store, scan_words
 from harness.mmio import MmioBus
 from harness.physmem import PhysMem
 from harness.traps import Traps
@@ -83,7 +83,8 @@ ML = cheader.load("memlayout.h")
 UNTIL = 2**64 - 2  # never 0: VA 0 is user text (reference, gotcha 13)
 WFI = (0x1050_0073).to_bytes(4, "little")
 ICOUNT_SLICE = 200_000  # instructions per counted slice in --clock icount mode
-ICOUNT_SLICE_SMP = 20_000  # the same while another hart could run
+ICOUNT_SLICE_SMP = 20_011  # the same while another hart could run (prime: slice ends
+#                            do not alias with the length of a guest loop)
 QUANTUM_NS = 1_000_000  # a hart's slice (host clock) while another hart could run
 CONSOLE_TAIL = 1 << 16  # bytes of console output kept for fault reports
 
@@ -631,7 +632,10 @@ class Machine:
         if self.result is not None or self._pause is not None:
             return  # a pause stops before an instruction: no MMIO access to replay
         if stopped:
-            c.pc = c.bus.after_stop(c.pc)
+            pc = c.pc
+            c.pc = c.bus.after_stop(pc)
+            if c.pc == pc and len(self.cpus) > 1:
+                c.pc = complete_store(c, self.ram)
         elif c.hart.vread(c.pc - 4, 4, UC_PROT_EXEC) == WFI:
             c.idle = True
 
