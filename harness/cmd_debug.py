@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from harness.cli import cpus_option
 from harness.cmd_run import DEFAULT_FS, DEFAULT_KERNEL, ROOT, _file, _size
 
 DEFAULT_USER = ROOT / "build" / "user"
@@ -45,9 +46,10 @@ DEFAULT_USER = ROOT / "build" / "user"
               show_default=True,
               help="Guest time: host (real time) or icount (instruction count: the same "
                    "run every time, and time stands still at the prompt).")
+@cpus_option
 def debug(cmd: str | None, ex: tuple[str, ...], script: Path | None, batch: bool,
           gdb_port: int | None, model: str | None, ram: int, kernel: Path, fs: Path,
-          user_dir: Path, clock: str) -> None:
+          user_dir: Path, clock: str, cpus: int = 1) -> None:
     """Debug the kernel and user programs: a gdb-like prompt on the stopped machine.
 
     \b
@@ -75,7 +77,8 @@ def debug(cmd: str | None, ex: tuple[str, ...], script: Path | None, batch: bool
     from harness.elf import ElfLoadError
     from harness.machine import Machine, MachineConfig
 
-    config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd=cmd or "")
+    config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd=cmd or "",
+                           cpus=cpus)
     if model is not None:
         _check_model(model)
         _add_ai_device(config, model, [], quiet=False)

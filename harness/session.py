@@ -132,8 +132,9 @@ class AiSession:
     def __init__(self, model: str | LoadedModel | None = "smol", *,
                  kernel: Path = DEFAULT_KERNEL, fs: Path = DEFAULT_FS, ram_size: int = 128 << 20,
                  clock: str = "host", preload: bool = True,
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None, cpus: int = 1) -> None:
         self.kernel, self.fs, self.ram_size, self.clock = kernel, fs, ram_size, clock
+        self.cpus = cpus
         self.log = log
         self.spec = model if isinstance(model, str) else None
         self.lm: LoadedModel | None = model if isinstance(model, LoadedModel) else None
@@ -166,7 +167,7 @@ class AiSession:
             flags = bootinfo.F_AIDEV
         return MachineConfig(kernel=self.kernel, fs=self.fs, ram_size=self.ram_size,
                              clock=self.clock, cmd=cmd, timeout=timeout, output=output,
-                             flags=flags, extra_devices=extra)
+                             flags=flags, extra_devices=extra, cpus=self.cpus)
 
     def run(self, cmd: str, *, timeout: float | None = 300.0,
             echo: Callable[[bytes], None] | None = None,

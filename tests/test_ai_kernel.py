@@ -21,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+import guest
 import pytest
 from machine_stubs import Captured
 
@@ -112,7 +113,7 @@ class Boot(Captured):
         extra = [device_entry(model, created=self.created)] if device else []
         self.machine = Machine(MachineConfig(
             kernel=KERNEL, fs=fs, cmd=cmd, timeout=timeout, output=self._sink,
-            flags=bootinfo.F_AIDEV if device else 0, extra_devices=extra))
+            flags=bootinfo.F_AIDEV if device else 0, extra_devices=extra, cpus=guest.CPUS))
 
     @property
     def text(self) -> str:
