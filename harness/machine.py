@@ -180,6 +180,8 @@ class Machine:
                                  MmioBus(uc, hart)))
         self._run_uc = self.cpus[0].uc
         self._others = False  # at the start of this run, another hart could run
+        self._in_run = False  # emu_start is running (on this thread)
+        self._kicked = False  # _kick stopped this run
         self.waker = Waker(lambda: self._run_uc.emu_stop())
         self.stats = Stats()
         self.result: RunResult | None = None
@@ -421,12 +423,14 @@ class Machine:
             self._kick()
 
     def _kick(self) -> None:
-        """Another hart can run now: with the host clock, end the running slice soon
-        (a posted no-op, so a stop at this very MMIO store is completed, not repeated;
-        harness/mmio.py). With the instruction clock the slice ends on its own count,
-        which keeps runs reproducible."""
-        if not isinstance(self.clock, IcountClock):
-            self.post(_nothing)
+        """Another hart can run now (called from the running hart's MMIO store): with the
+        host clock, end the slice right after this store. The stop makes Unicorn leave
+        the PC on the store, so it is marked like a waker stop and the bus completes the
+        store instead of repeating it (harness/mmio.py). With the instruction clock the
+        slice ends on its own count, which keeps runs reproducible."""
+        if not isinstance(self.clock, IcountClock) and self._in_run:
+            self._kicked = True
+            self._run_uc.emu_stop()
 
     def _on_deadline(self) -> None:
         self.waker.set_deadline(self._deadline_ns())
@@ -602,6 +606,7 @@ class Machine:
         c.start_pc, c.paused_once = c.pc, False
         err: BaseException | None = None
         t0 = time.perf_counter()
+        self._in_run, self._kicked = True, False
         try:
             c.uc.emu_start(c.pc, UNTIL, 0, count)
         except UcError as e:
@@ -609,7 +614,8 @@ class Machine:
         except MachineFault as e:
             err = e
         finally:
-            stopped = self.waker.end_run()
+            self._in_run = False
+            stopped = self.waker.end_run() or self._kicked
             self.stats.run_s += time.perf_counter() - t0
             self.stats.runs += 1
             if icount:
@@ -691,10 +697,6 @@ def describe_uc_error(m: Machine, err: UcError, pc: int) -> str:
     if err.errno == UC_ERR_INSN_INVALID:
         return f"invalid instruction at {pc:#x}"
     return f"Unicorn stopped: {err} at pc {pc:#x}"
-
-
-def _nothing() -> None:
-    """A posted event that only ends the running slice."""
 
 
 def _stdout_sink(data: bytes) -> None:

@@ -9,7 +9,12 @@
 //                        interrupts included
 //   sysbench fork [N]    N fork + exit + wait: microseconds per process
 //   sysbench pipe [N]    N KiB through a pipe to a child: KiB per second
-//   sysbench             all four with their default N
+//   sysbench pingpong [N] N one-byte round trips parent -> child -> parent
+//                        over two pipes: microseconds per round trip (two
+//                        sleeps and two wake-ups; on one hart two context
+//                        switches, on several a wake-up of another hart by
+//                        IPI each way)
+//   sysbench             all five with their default N
 //
 // Each mode prints one line "MODE: key=value ..." (times from time_us(),
 // fixed-point decimals: the kernel and user code use no floating point).
@@ -133,6 +138,42 @@ bench_pipe(uint64 kib)
   printf("\n");
 }
 
+static void
+bench_pingpong(uint64 n)
+{
+  int to[2], from[2], pid;
+  char c = 'x';
+  uint64 t0, us;
+
+  if(pipe(to) < 0 || pipe(from) < 0 || (pid = fork()) < 0){
+    fprintf(2, "sysbench: pipe/fork failed\n");
+    exit(1);
+  }
+  if(pid == 0){
+    close(to[1]);
+    close(from[0]);
+    while(read(to[0], &c, 1) == 1)
+      write(from[1], &c, 1);
+    exit(0);
+  }
+  close(to[0]);
+  close(from[1]);
+  t0 = time_us();
+  for(uint64 i = 0; i < n; i++){
+    if(write(to[1], &c, 1) != 1 || read(from[0], &c, 1) != 1){
+      fprintf(2, "sysbench: pingpong broke\n");
+      exit(1);
+    }
+  }
+  us = time_us() - t0;
+  close(to[1]);
+  close(from[0]);
+  wait(0);
+  printf("pingpong: n=%lu us=%lu per_round_trip_us=", n, us);
+  putfix(us, n, 1);
+  printf("\n");
+}
+
 struct mode {
   char *name;
   void (*run)(uint64);
@@ -144,6 +185,7 @@ static struct mode modes[] = {
   { "cpu", bench_cpu, 25000000 },
   { "fork", bench_fork, 100 },
   { "pipe", bench_pipe, 1024 },
+  { "pingpong", bench_pingpong, 2000 },
 };
 #define NMODE (sizeof(modes) / sizeof(modes[0]))
 
@@ -171,6 +213,6 @@ main(int argc, char *argv[])
       return 0;
     }
   }
-  fprintf(2, "usage: sysbench [getpid|cpu|fork|pipe [N]]\n");
+  fprintf(2, "usage: sysbench [getpid|cpu|fork|pipe|pingpong [N]]\n");
   return 2;
 }
