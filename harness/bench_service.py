@@ -36,6 +36,7 @@ from typing import Any
 
 import click
 
+from harness.cli import cpus_option
 from harness.cmd_run import DEFAULT_FS, DEFAULT_KERNEL, _file
 
 PROMPTS = ("The capital of France is",
@@ -100,8 +101,9 @@ class Report:
               show_default="build/fs.img")
 @click.option("--json", "as_json", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write every measurement to this JSON file.")
+@cpus_option
 def service(model: str, reps: int, pairs: int, tokens: int, no_busy: bool, kernel: Path,
-            fs: Path, as_json: Path | None) -> None:
+            fs: Path, as_json: Path | None, cpus: int = 1) -> None:
     """TTFT and TPOT through the guest vs the engine alone (medians, differences, ratios).
 
     \b
@@ -132,7 +134,7 @@ def service(model: str, reps: int, pairs: int, tokens: int, no_busy: bool, kerne
     say(f"bench service: {info.label}, {tokens} tokens, prompts of "
         f"{'/'.join(str(len(p)) for p in prompts)} tokens, {reps} rounds x {pairs} pairs")
     params = GenParams(max_new_tokens=tokens, stop_ids=())
-    session = AiSession(lm, kernel=kernel, fs=fs)
+    session = AiSession(lm, kernel=kernel, fs=fs, cpus=cpus)
     try:
         _paired_round(session, lm, [prompts[0]], params, busy=False)  # warm-up (page cache)
         for r in range(reps):

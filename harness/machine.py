@@ -85,7 +85,7 @@ WFI = (0x1050_0073).to_bytes(4, "little")
 ICOUNT_SLICE = 200_000  # instructions per counted slice in --clock icount mode
 ICOUNT_SLICE_SMP = 20_011  # the same while another hart could run (prime: slice ends
 #                            do not alias with the length of a guest loop)
-QUANTUM_NS = 1_000_000  # a hart's slice (host clock) while another hart could run
+QUANTUM_NS = 4_000_000  # a hart's slice (host clock) while another hart could run
 CONSOLE_TAIL = 1 << 16  # bytes of console output kept for fault reports
 
 # The memory map: (name, base name in memlayout.h, device class, PLIC source name or None).
@@ -152,6 +152,8 @@ class Stats:
     sleep_s: float = 0.0
     run_s: float = 0.0
     ipis: int = 0
+    ipi_wakes: int = 0        # IPIs that woke a hart idle in wfi
+    ipi_wake_s: float = 0.0   # from the SSWI store to the woken hart's next run
 
 
 class Machine:
@@ -420,6 +422,8 @@ class Machine:
         self.stats.ipis += 1
         c.hart.set_mip(SSIP, True)
         if c.idle and h != self.cur:
+            if not c.ipi_at:
+                c.ipi_at = time.perf_counter()
             self._kick()
 
     def _kick(self) -> None:
@@ -606,6 +610,10 @@ class Machine:
         c.start_pc, c.paused_once = c.pc, False
         err: BaseException | None = None
         t0 = time.perf_counter()
+        if c.ipi_at:
+            self.stats.ipi_wakes += 1
+            self.stats.ipi_wake_s += t0 - c.ipi_at
+            c.ipi_at = 0.0
         self._in_run, self._kicked = True, False
         try:
             c.uc.emu_start(c.pc, UNTIL, 0, count)

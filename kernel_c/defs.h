@@ -97,6 +97,7 @@ void            mainhart(uint64 hartid);
 void            ipi_send(int hart, uint why);
 void            ipi_intr(void);
 void            ipi_wake_idle(void);
+void            ipi_flush(void);
 void            fence_i_all(void);
 
 // pipe.c

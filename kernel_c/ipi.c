@@ -50,23 +50,35 @@ ipi_intr(void)
   // IPI_WAKE needs nothing more: the hart is out of wfi
 }
 
-// Work appeared (a process became RUNNABLE): wake one idle hart, if any.
-// Pairs with the scheduler, which sets c->idle before its last scan.
+// Work appeared (a process became RUNNABLE): wake one idle hart, if any,
+// once this hart holds no spinlock (pop_off calls ipi_flush). Callers
+// usually hold the lock the woken process needs first (a pipe's, the
+// sleep channel's); woken at once, it would only spin on it.
 void
 ipi_wake_idle(void)
 {
-  int i, me;
-
-  __sync_synchronize();
   push_off();
-  me = cpuid();
+  mycpu()->wakeidle = 1;
+  pop_off();
+}
+
+// Send the IPI ipi_wake_idle() asked for. Interrupts are off. Pairs with
+// the scheduler, which sets c->idle before its last scan: the RUNNABLE
+// store came before this, so either that scan sees it or we see c->idle.
+void
+ipi_flush(void)
+{
+  struct cpu *c = mycpu();
+  int i, me = cpuid();
+
+  c->wakeidle = 0;
+  __sync_synchronize();
   for(i = 0; i < bootinfo.ncpu; i++){
     if(i != me && cpus[i].started && cpus[i].idle){
       ipi_send(i, IPI_WAKE);
       break;
     }
   }
-  pop_off();
 }
 
 // fence.i here and on every other running hart (after exec wrote new text).

@@ -26,6 +26,7 @@ struct cpu {
   int intena;                 // were interrupts enabled before push_off()?
   volatile int idle;          // in the scheduler's wfi: an IPI wakes it (ipi.c)
   volatile uint ipi;          // IPI_* requests for this hart (ipi.c)
+  int wakeidle;               // wake an idle hart once no lock is held (ipi.c)
   int started;                // running its scheduler
 };
 

@@ -110,6 +110,8 @@ pop_off(void)
   if(c->noff < 1)
     panic("pop_off: unbalanced");
   c->noff -= 1;
+  if(c->noff == 0 && c->wakeidle)
+    ipi_flush();   // a deferred wake-up of an idle hart (ipi.c)
   if(c->noff == 0 && c->intena)
     intr_on();
 }
