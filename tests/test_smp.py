@@ -102,3 +102,31 @@ def test_icount_kernel_runs_repeat_exactly(cpus: int) -> None:
     outs = {run_guest(cmd, 180.0, "--cpus", str(cpus), "--clock", "icount").output
             for _ in range(2)}
     assert len(outs) == 1, outs
+
+
+@pytest.mark.parametrize("cpus", [2, 8])
+def test_usertests_on_more_harts(cpus: int) -> None:
+    # 1 and 4 harts: tests/test_userland.py (conftest.py runs it with both)
+    r = run_guest("usertests -q", 900.0, "--cpus", str(cpus))
+    assert re.search(r"^ALL TESTS PASSED \(\d+ tests\)$", r.output, re.M), r.output[-3000:]
+    assert r.status == 0
+
+
+def test_debugger_shows_and_selects_harts() -> None:
+    import subprocess
+    import sys
+
+    from guest import ROOT
+
+    r = subprocess.run([sys.executable, "-m", "harness", "debug", "--cpus", "4", "-c",
+                        "sleep 1; sleep 1", "--ex", "break sys_sleep", "--ex", "continue",
+                        "--ex", "info cpus", "--ex", "cpu 0", "--ex", "cpu", "--ex", "continue",
+                        "--batch"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = r.stdout
+    hits = re.findall(r"Breakpoint 1, sys_sleep \(\) at kernel_c/sysproc\.c:\d+  "
+                      r"\[hart (\d), S-mode, pid \d+ \(sleep\)\]", out)
+    assert len(hits) == 2, out  # both sleeps stop, on whichever hart runs them
+    rows = re.findall(r"^([* ])\s+(\d)\s+(running|wfi|parked)\s", out, re.M)
+    assert [int(h) for _, h, _ in rows[:4]] == [0, 1, 2, 3], out
+    assert [h for mark, h, _ in rows[:4] if mark == "*"] == [hits[0]], out
+    assert "[Switching to hart 0]" in out and "\nhart 0\n" in out

@@ -9,6 +9,7 @@ identity-mapped (vmlayout.h), so the globals are read at their physical addresse
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.debug import DebugError
@@ -40,7 +41,8 @@ class Proc:
 
 
 class ProcTable:
-    """Reads `proc[]` and `cpus[0].proc` through the kernel's debug info."""
+    """Reads `proc[]` and `cpus[hart].proc` through the kernel's debug info (`hart()`: the
+    hart in question, the debugger's selected one)."""
 
     def __init__(self, kernel: Program, phys: Phys) -> None:
         self.kernel, self.phys = kernel, phys
@@ -52,6 +54,8 @@ class ProcTable:
         self.base, self.count = procs.addr, procs.type.count or 0
         self.ptype: CType = procs.type.target  # type: ignore[assignment]
         self.cpus = cpus.addr
+        self.cpu_size = cpus.type.target.size if cpus.type.target is not None else 0
+        self.hart: Callable[[], int] = lambda: 0
         self.size = self.ptype.size
         self.fields = {}
         for name in FIELDS:
@@ -92,13 +96,15 @@ class ProcTable:
     def all(self) -> list[Proc]:
         return [p for p in (self.read(i) for i in range(self.count)) if p is not None]
 
-    def current_addr(self) -> int:
-        """cpus[0].proc: the struct proc on the CPU, 0 if none (scheduler, boot)."""
-        v = self.phys.u64(self.cpus)
+    def current_addr(self, hart: int | None = None) -> int:
+        """cpus[hart].proc: the struct proc on that hart (default: hart()), 0 if none
+        (scheduler, boot)."""
+        h = self.hart() if hart is None else hart
+        v = self.phys.u64(self.cpus + h * (self.cpu_size or 0))
         return v or 0
 
-    def current(self) -> Proc | None:
-        addr = self.current_addr()
+    def current(self, hart: int | None = None) -> Proc | None:
+        addr = self.current_addr(hart)
         if not addr or not self.base <= addr < self.base + self.count * self.size:
             return None
         return self.read((addr - self.base) // self.size)

@@ -28,7 +28,8 @@ from harness.debug.breakpoints import Breakpoint, BreakpointTable, Hit, Watchpoi
 from harness.debug.procs import Proc, ProcTable
 from harness.debug.programs import Location, Program, Programs
 from harness.debug.vmem import AddressSpace, Phys, satp_root
-from harness.hart import PRIV_NAMES, PRIV_U, REG_PC, SSTATUS_SIE
+from harness.hart import PRIV_NAMES, PRIV_U, REG_PC, SSTATUS_SIE, Hart
+from harness.harts import Cpu
 from harness.machine import ML, Exit, Machine, RunResult
 from harness.traps import mem_operand
 
@@ -59,11 +60,11 @@ class Target:
 
     def __init__(self, machine: Machine, programs: Programs) -> None:
         self.m = machine
-        self.hart = machine.hart
         self.programs = programs
         self.phys = Phys(machine)
         try:
             self.procs: ProcTable | None = ProcTable(programs.kernel, self.phys)
+            self.procs.hart = lambda: machine.cur
         except DebugError:
             self.procs = None  # a kernel without debug info (or a bare-metal stub)
         self.bps = BreakpointTable(self)
@@ -195,19 +196,24 @@ class Target:
         target.write(addr, data)
 
     # ---------------------------------------------------------------- running
-    def _interrupt_first(self) -> bool:
-        """Will the next run take an interrupt before executing the instruction at pc?"""
-        if self.m.idle:
+    def _interrupt_first(self, c: Cpu | None = None) -> bool:
+        """Will hart c's (default: the selected one's) next run take an interrupt before
+        executing the instruction at its pc?"""
+        c = c or self.m.cpu
+        if c.idle if len(self.m.cpus) > 1 else self.m.idle:
             return True
-        if not self.hart.pending_enabled():
+        h = c.hart
+        if not h.pending_enabled():
             return False
-        return self.priv == PRIV_U or bool(self.hart.csr(R.UC_RISCV_REG_SSTATUS) & SSTATUS_SIE)
+        return h.priv == PRIV_U or bool(h.csr(R.UC_RISCV_REG_SSTATUS) & SSTATUS_SIE)
 
     def resume(self) -> Stop:
-        """Continue until a breakpoint, a watchpoint, a pause request or the end."""
+        """Continue until a breakpoint, a watchpoint, a pause request or the end (on any
+        hart: the one that stops becomes the selected one)."""
         self.check_alive()
-        if not self._interrupt_first():
-            self.bps.arm_skip(self.pc)
+        for c in self.m.cpus:
+            if c.started and not self._interrupt_first(c):
+                self.bps.arm_skip(c.hart.get(REG_PC), c.id)
         try:
             res = self.m.run()
         finally:
@@ -224,7 +230,7 @@ class Target:
             saved = self.hart.csr(R.UC_RISCV_REG_MIE)
             self.hart.set_csr(R.UC_RISCV_REG_MIE, 0)
         if mask or not self._interrupt_first():
-            self.bps.arm_skip(self.pc)
+            self.bps.arm_skip(self.pc, self.m.cur)
         try:
             res = self.m.step()
         finally:
@@ -291,11 +297,23 @@ class Target:
         hit.pc = pc
 
     # ---------------------------------------------------------------- descriptions
+    @property
+    def hart(self) -> Hart:
+        """The selected hart (the one that stopped, or `cpu N`)."""
+        return self.m.hart
+
+    def select_hart(self, n: int) -> None:
+        if not 0 <= n < len(self.m.cpus):
+            raise DebugError(f"no hart {n} (the machine has {len(self.m.cpus)})")
+        self.m.cur = n
+        self.m._pc = self.m.hart.get(REG_PC)
+
     def context(self) -> str:
-        """"S-mode, pid 3 (sh)" for stop lines."""
+        """"S-mode, pid 3 (sh)" (with "hart N, " on a multi-hart machine) for stop lines."""
         mode = PRIV_NAMES.get(self.priv, str(self.priv))
         p = self.current_proc()
-        return f"{mode}-mode, pid {p.pid} ({p.name})" if p else f"{mode}-mode, no process"
+        where = f"hart {self.m.cur}, " if len(self.m.cpus) > 1 else ""
+        return where + (f"{mode}-mode, pid {p.pid} ({p.name})" if p else f"{mode}-mode, no process")
 
 
 def describe_end(r: RunResult) -> str:
