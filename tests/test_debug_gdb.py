@@ -322,3 +322,52 @@ def test_framing_and_acks_over_a_socket(programs: Programs) -> None:
         assert c.gdb_sock.recv(64) == frame(b"OK")
     finally:
         c.close()
+
+
+@pytest.mark.skipif(GDB is None, reason="needs gdb-multiarch")
+def test_gdb_multiarch_sees_harts_as_threads() -> None:
+    harness = subprocess.Popen(
+        [sys.executable, "-m", "harness", "debug", "--gdb", "0", "--clock", "icount",
+         "--cpus", "4", "-c", "sleep 1"], cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert harness.stderr is not None
+        m = re.search(r"GDB stub listening on 127\.0\.0\.1:(\d+)", harness.stderr.readline())
+        assert m
+        steps = [
+            ("connect", f"target remote :{m.group(1)}"),
+            ("brk", "break sys_sleep"),
+            ("cont", "continue"),
+            ("threads", "info threads"),
+            ("t2", "thread 2"),
+            ("pc2", "print $pc"),
+            ("si2", "stepi"),
+            ("del", "delete"),
+            ("end", "continue"),
+        ]
+        args = [GDB, "-batch", "-nx", "-ex", "set confirm off", "-ex", f"file {KERNEL}"]
+        for name, cmd in steps:
+            args += ["-ex", f"echo @@{name}\\n", "-ex", cmd]
+        gdb = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=180)
+        out, err = harness.communicate(timeout=120)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+    s = _sections(gdb.stdout)
+    assert gdb.returncode == 0, gdb.stdout + gdb.stderr
+    hit = re.search(r"Thread (\d)(?: \"[^\"]*\")? hit Breakpoint 1, sys_sleep", s["cont"])
+    assert hit, s["cont"]
+    rows = re.findall(r"^[* ] +(\d) +Thread \d \(hart (\d) \((running|wfi|parked)\)\)",
+                      s["threads"], re.M)
+    assert [r[0] for r in rows] == ["1", "2", "3", "4"], s["threads"]
+    assert [r[1] for r in rows] == ["0", "1", "2", "3"]
+    current = re.search(r"^\* +(\d)", s["threads"], re.M)
+    assert current and current.group(1) == hit.group(1)
+    assert "Switching to thread 2" in s["t2"], s["t2"]
+    pc2 = re.search(r"0x[0-9a-f]+ <(\w+)", s["pc2"])
+    assert pc2, s["pc2"]
+    if hit.group(1) != "2":
+        assert pc2.group(1) != "sys_sleep", s["pc2"]  # hart 1's own registers
+        assert re.search(r"0x[0-9a-f]+", s["si2"]), s["si2"]  # stepped hart 1 alone
+    assert s["end"] == "[Inferior 1 (Remote target) exited normally]", s["end"]
+    assert harness.returncode == 0, err
