@@ -130,3 +130,19 @@ def test_debugger_shows_and_selects_harts() -> None:
     assert [int(h) for _, h, _ in rows[:4]] == [0, 1, 2, 3], out
     assert [h for mark, h, _ in rows[:4] if mark == "*"] == [hits[0]], out
     assert "[Switching to hart 0]" in out and "\nhart 0\n" in out
+
+
+@needs_cc
+def test_fault_report_lists_every_hart(smp: Path) -> None:
+    from harness.report import format_report
+
+    r = Run(smp, cmd="fault", cpus=4, clock="icount")
+    res = r.run()
+    assert res.exit == Exit.FAULT and "context 0" in res.message, res
+    rep = format_report(r.machine, res)
+    assert rep.splitlines()[1].startswith("hart 0 in S-mode"), rep
+    assert "harts (4; * = the one above):" in rep
+    rows = re.findall(r"^  ([* ])(\d)  (running|wfi)\s+S-mode  0x[0-9a-f]+  (\S+)", rep, re.M)
+    assert [(m, h, s) for m, h, s, _ in rows] == [
+        ("*", "0", "running"), (" ", "1", "wfi"), (" ", "2", "wfi"), (" ", "3", "wfi")], rep
+    assert all(w.startswith("hart_main") for *_, w in rows[1:]), rep

@@ -15,6 +15,8 @@
 //   "icache-nofence R"  the same without any fence.i: prints what the harts
 //                    ran (the machine keeps their stale translations).
 //   "ipi"            hart 0 wakes each parked-in-wfi hart with an IPI.
+//   "fault"          the harts park in wfi, then hart 0 reads a register the
+//                    machine does not have (the fault report lists every hart).
 #include "stub.h"
 #include "bootinfo.h"
 
@@ -31,7 +33,7 @@ volatile uint64 counter;       // under the lock
 volatile uint acounter;        // amoadd
 volatile int ipis[MAXCPU];
 
-enum { LOCKS, NOLOCK, ICACHE, ICACHE_NOFENCE, IPI };
+enum { LOCKS, NOLOCK, ICACHE, ICACHE_NOFENCE, IPI, FAULT };
 
 void hart_entry(void);
 asm(".globl hart_entry\n"
@@ -159,7 +161,7 @@ hart_main(uint64 hartid)
   if(mode == LOCKS || mode == NOLOCK){
     ready[hartid] = 1;
     increments(hartid);
-  } else if(mode == IPI){
+  } else if(mode == IPI || mode == FAULT){
     ready[hartid] = 1;
     while(ipis[hartid] == 0){
       asm volatile("wfi");   // interrupts off in sstatus: wfi still wakes
@@ -216,6 +218,8 @@ main(uint64 hartid, struct bootinfo *b)
     mode = NOLOCK;
   else if(s[0] == 'i' && s[1] == 'p')
     mode = IPI;
+  else if(s[0] == 'f')
+    mode = FAULT;
   else if(s[0] == 'i')
     mode = s[6] == '-' ? ICACHE_NOFENCE : ICACHE;
   else
@@ -227,7 +231,7 @@ main(uint64 hartid, struct bootinfo *b)
     s = skipword(s + 1);
     if(!parse(s, &count))
       return 3;
-  } else if(mode != IPI && !parse(s, &count))
+  } else if(mode != IPI && mode != FAULT && !parse(s, &count))
     return 3;
 
   if(mode == ICACHE || mode == ICACHE_NOFENCE)
@@ -254,6 +258,8 @@ main(uint64 hartid, struct bootinfo *b)
     putc('\n');
     return counter == (uint64)n * count && acounter == (uint)n * count ? 0 : 1;
   }
+  if(mode == FAULT)
+    return R32(PLIC + 0x2000);   // context 0: M-mode, not wired
   if(mode == IPI){
     for(h = 1; h < n; h++)
       R32(SSWI + 4 * h) = 1;
