@@ -184,6 +184,7 @@ class Machine:
         self._others = False  # at the start of this run, another hart could run
         self._in_run = False  # emu_start is running (on this thread)
         self._kicked = False  # _kick stopped this run
+        self._slice_end: int | None = None  # host ns at which this hart's slice ends
         self.waker = Waker(lambda: self._run_uc.emu_stop())
         self.stats = Stats()
         self.result: RunResult | None = None
@@ -495,6 +496,8 @@ class Machine:
             cands.append(self._timeout_at)
         if self.hang is not None:
             cands.append(self.hang.next_check)
+        if self._slice_end is not None:
+            cands.append(self._slice_end)
         return min(cands) if cands else None
 
     def run(self) -> RunResult:
@@ -599,10 +602,9 @@ class Machine:
             deadline = self._timeout_at
         else:
             count = 0
+            # the slice's end stays a deadline when the guest moves a timer meanwhile
+            self._slice_end = time.monotonic_ns() + QUANTUM_NS if others else None
             deadline = self._deadline_ns()
-            if others:
-                end = time.monotonic_ns() + QUANTUM_NS
-                deadline = end if deadline is None else min(deadline, end)
         self._run_uc = c.uc
         if not self.waker.begin_run(deadline):
             return
@@ -623,6 +625,7 @@ class Machine:
             err = e
         finally:
             self._in_run = False
+            self._slice_end = None
             stopped = self.waker.end_run() or self._kicked
             self.stats.run_s += time.perf_counter() - t0
             self.stats.runs += 1
