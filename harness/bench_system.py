@@ -40,6 +40,7 @@ from unicorn import riscv_const as R
 
 from harness.cmd_run import DEFAULT_FS, DEFAULT_KERNEL, _file
 from harness.elf import ElfImage
+from harness.launch import Launch, launch
 from harness.machine import Exit, Machine, MachineConfig
 
 LOOPS = 50_000_000       # sysbench cpu iterations (8 instructions each)
@@ -128,7 +129,7 @@ def raw_mips(spin: ElfImage, loops: int) -> float:
 
 def floor_trap_us(floor: ElfImage) -> float:
     """µs per ecall round trip on the machine without a kernel."""
-    m = Machine(MachineConfig(kernel=floor.path, output=lambda b: None))
+    m = Launch(MachineConfig(kernel=floor.path)).machine
     try:
         t = time.perf_counter()
         res = m.run()
@@ -143,20 +144,13 @@ def floor_trap_us(floor: ElfImage) -> float:
 def guest(kernel: Path, fs: Path, cmd: str, timeout: float = 300, cpus: int = 1,
           stats: list[Machine] | None = None) -> str:
     """Run commands in the guest; its console output (the machine goes to `stats`)."""
-    out = bytearray()
-    m = Machine(MachineConfig(kernel=kernel, fs=fs, cmd=cmd, timeout=timeout, output=out.extend,
-                              cpus=cpus))
-    try:
-        res = m.run()
-    finally:
-        m.close()
-    if stats is not None:
-        stats.append(m)
-    text = out.decode(errors="replace")
-    if res.exit != Exit.POWEROFF or res.status:
+    res = launch(MachineConfig(kernel=kernel, fs=fs, cmd=cmd, timeout=timeout, cpus=cpus))
+    if stats is not None and res.machine is not None:
+        stats.append(res.machine)
+    if not res.ok:
         raise click.ClickException(f"'{cmd}' failed in the guest ({res.exit.value} "
-                                   f"{res.status} {res.message}):\n{text[-500:]}")
-    return text
+                                   f"{res.status} {res.message}):\n{res.output[-500:]}")
+    return res.output
 
 
 def busy_mips(kernel: Path, fs: Path, cpus: int) -> list[float]:
@@ -194,7 +188,7 @@ def interactive(kernel: Path, fs: Path, at_prompt: Callable[[Machine, float], No
             ready.set()
 
     t0 = time.perf_counter()
-    m = Machine(MachineConfig(kernel=kernel, fs=fs, timeout=600, output=hook, cpus=cpus))
+    m = Launch(MachineConfig(kernel=kernel, fs=fs, timeout=600, cpus=cpus), echo=hook).machine
     worker = threading.Thread(target=m.run, name="bench-guest", daemon=True)
     worker.start()
     try:

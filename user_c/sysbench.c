@@ -9,18 +9,22 @@
 //                        interrupts included
 //   sysbench fork [N]    N fork + exit + wait: microseconds per process
 //   sysbench pipe [N]    N KiB through a pipe to a child: KiB per second
+//   sysbench fs [N]      N times: create a file, write 4 KiB, close,
+//                        delete it: file operations per second (each is
+//                        one or two log commits; `harness bench fs`)
 //   sysbench pingpong [N] N one-byte round trips parent -> child -> parent
 //                        over two pipes: microseconds per round trip (two
 //                        sleeps and two wake-ups; on one hart two context
 //                        switches, on several a wake-up of another hart by
 //                        IPI each way)
-//   sysbench             all five with their default N
+//   sysbench             the first four with their default N
 //
 // Each mode prints one line "MODE: key=value ..." (times from time_us(),
 // fixed-point decimals: the kernel and user code use no floating point).
 
 #include "types.h"
 #include "user.h"
+#include "fcntl.h"
 
 #define LOOP_INSNS 8   // instructions per iteration of spin()'s loop
 
@@ -139,6 +143,26 @@ bench_pipe(uint64 kib)
 }
 
 static void
+bench_fs(uint64 n)
+{
+  int fd;
+  uint64 t0 = time_us();
+
+  for(uint64 i = 0; i < n; i++){
+    if((fd = open("/fsbench.tmp", O_CREATE | O_WRONLY)) < 0 ||
+       write(fd, buf, sizeof(buf)) != sizeof(buf) || close(fd) < 0 ||
+       unlink("/fsbench.tmp") < 0){
+      fprintf(2, "sysbench: fs: create/write/delete failed\n");
+      exit(1);
+    }
+  }
+  uint64 us = time_us() - t0;
+  printf("fs: n=%lu us=%lu files_per_s=", n, us);
+  putfix(n * 1000000, us, 1);
+  printf("\n");
+}
+
+static void
 bench_pingpong(uint64 n)
 {
   int to[2], from[2], pid;
@@ -178,14 +202,16 @@ struct mode {
   char *name;
   void (*run)(uint64);
   uint64 n;            // default N
+  int all;             // run by a plain `sysbench`
 };
 
 static struct mode modes[] = {
-  { "getpid", bench_getpid, 20000 },
-  { "cpu", bench_cpu, 25000000 },
-  { "fork", bench_fork, 100 },
-  { "pipe", bench_pipe, 1024 },
-  { "pingpong", bench_pingpong, 2000 },
+  { "getpid", bench_getpid, 20000, 1 },
+  { "cpu", bench_cpu, 25000000, 1 },
+  { "fork", bench_fork, 100, 1 },
+  { "pipe", bench_pipe, 1024, 1 },
+  { "fs", bench_fs, 200, 0 },
+  { "pingpong", bench_pingpong, 2000, 0 },
 };
 #define NMODE (sizeof(modes) / sizeof(modes[0]))
 
@@ -197,7 +223,8 @@ main(int argc, char *argv[])
 
   if(argc == 1){
     for(int i = 0; i < NMODE; i++)
-      modes[i].run(modes[i].n);
+      if(modes[i].all)
+        modes[i].run(modes[i].n);
     return 0;
   }
   if(argc == 3){
@@ -213,6 +240,6 @@ main(int argc, char *argv[])
       return 0;
     }
   }
-  fprintf(2, "usage: sysbench [getpid|cpu|fork|pipe|pingpong [N]]\n");
+  fprintf(2, "usage: sysbench [getpid|cpu|fork|pipe|fs|pingpong [N]]\n");
   return 2;
 }

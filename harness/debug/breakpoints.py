@@ -22,16 +22,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from unicorn import UC_HOOK_CODE, UC_HOOK_MEM_WRITE, Uc
 
 from harness.debug import DebugError
-from harness.debug.programs import Location, Program
+from harness.guest.memory import Phys
+from harness.guest.procs import ProcTable
+from harness.guest.programs import Location, Program
 from harness.hart import PRIV_U
-
-if TYPE_CHECKING:
-    from harness.debug.target import Target
+from harness.machine import Machine
 
 MAX_WATCH = 4096
 
@@ -93,11 +92,12 @@ class Hit:
 
 
 class BreakpointTable:
-    """All breakpoints and watchpoints of one target, and their hooks."""
+    """All breakpoints and watchpoints of one machine, and their hooks (`procs`: the
+    kernel's process table, which says what program runs; None without debug info)."""
 
-    def __init__(self, target: Target) -> None:
-        self.t = target
-        self.ucs: list[Uc] = [c.uc for c in target.m.cpus]  # a point fires on any hart
+    def __init__(self, machine: Machine, phys: Phys, procs: ProcTable | None) -> None:
+        self.m, self.phys, self.procs = machine, phys, procs
+        self.ucs: list[Uc] = [c.uc for c in machine.cpus]  # a point fires on any hart
         self.points: dict[int, Breakpoint | Watchpoint] = {}
         self.internal: list[Breakpoint] = []  # next/finish/until helpers
         self._next = 1
@@ -197,13 +197,13 @@ class BreakpointTable:
         that program; None: anything)?"""
         if program is None:
             return True
-        user = self.t.hart.priv == PRIV_U
+        user = self.m.hart.priv == PRIV_U
         if not program.user:
             return not user
-        return user and self.t.procs is not None and self.t.procs.current_name() == program.name
+        return user and self.procs is not None and self.procs.current_name() == program.name
 
     def _on_code(self, uc: Uc, addr: int, size: int, data: tuple[Breakpoint, Location]) -> None:
-        skip = self._skip.get(self.t.m.cur)
+        skip = self._skip.get(self.m.cur)
         if skip is not None and skip[1] and addr == skip[0]:
             skip[1] -= 1
             return
@@ -220,16 +220,16 @@ class BreakpointTable:
             except DebugError as e:
                 error = f"Error in testing condition for breakpoint {bp.number}: {e}"
         bp.hits += 1
-        self.hit = Hit(bp, addr, error=error, hart=self.t.m.cur)
-        self.t.m.pause(f"breakpoint {bp.number}")
+        self.hit = Hit(bp, addr, error=error, hart=self.m.cur)
+        self.m.pause(f"breakpoint {bp.number}")
 
     def _on_write(self, uc: Uc, access: int, addr: int, size: int, value: int,
                   wp: Watchpoint) -> None:
         if (not wp.enabled or self.hit is not None or addr + size <= wp.pa
                 or addr >= wp.pa + wp.size):
             return  # (any mode: the physical bytes belong to the watched variable)
-        hart = self.t.hart
-        phys = self.t.phys
+        hart = self.m.hart
+        phys = self.phys
         old = phys.read(wp.pa, wp.size)
         store_old = phys.read(addr, size)
         if old is None or store_old is None:
@@ -248,5 +248,5 @@ class BreakpointTable:
             except DebugError:
                 pass
         wp.hits += 1
-        self.hit = Hit(wp, hart.pc, old, bytes(new), addr, size, store_old, hart=self.t.m.cur)
-        self.t.m.pause(f"watchpoint {wp.number}")
+        self.hit = Hit(wp, hart.pc, old, bytes(new), addr, size, store_old, hart=self.m.cur)
+        self.m.pause(f"watchpoint {wp.number}")

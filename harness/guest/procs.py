@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness.debug import DebugError
-from harness.debug.dwarf import CType, scalar
-from harness.debug.programs import Program
-from harness.debug.vmem import Phys
+from harness.guest import GuestError
+from harness.guest.dwarf import CType, scalar
+from harness.guest.memory import Phys
+from harness.guest.programs import Program
 
 FIELDS = ("state", "pid", "parent", "killed", "xstate", "chan", "kstack", "sz", "pagetable",
           "trapframe", "name")
@@ -49,19 +49,20 @@ class ProcTable:
         d = kernel.dwarf
         procs, cpus = d.variable("proc"), d.variable("cpus")
         if procs is None or cpus is None or procs.type.kind != "array":
-            raise DebugError(f"{kernel.path}: no debug info for proc[] and cpus[] "
+            raise GuestError(f"{kernel.path}: no debug info for proc[] and cpus[] "
                              "(the kernel must be built with -g)")
         self.base, self.count = procs.addr, procs.type.count or 0
         self.ptype: CType = procs.type.target  # type: ignore[assignment]
         self.cpus = cpus.addr
-        self.cpu_size = cpus.type.target.size if cpus.type.target is not None else 0
-        self.hart: Callable[[], int] = lambda: 0
+        cpu_type = cpus.type.target if cpus.type.kind == "array" else None
+        self.cpu_size = cpu_type.size if cpu_type is not None else 0
+        self.hart: Callable[[], int] = lambda: 0  # the debugger's selected hart
         self.size = self.ptype.size
         self.fields = {}
         for name in FIELDS:
             f = self.ptype.field(name)
             if f is None:
-                raise DebugError(f"struct proc has no field '{name}' in {kernel.path}")
+                raise GuestError(f"struct proc has no field '{name}' in {kernel.path}")
             self.fields[name] = f
         state = self.fields["state"].type
         self.states = {v: n.lower() for v, n in state.enumerators.items()}
@@ -96,11 +97,11 @@ class ProcTable:
     def all(self) -> list[Proc]:
         return [p for p in (self.read(i) for i in range(self.count)) if p is not None]
 
-    def current_addr(self, hart: int | None = None) -> int:
-        """cpus[hart].proc: the struct proc on that hart (default: hart()), 0 if none
+    def current_addr(self, cpu: int | None = None) -> int:
+        """cpus[cpu].proc: the struct proc on that hart (default: hart()), 0 if none
         (scheduler, boot)."""
-        h = self.hart() if hart is None else hart
-        v = self.phys.u64(self.cpus + h * (self.cpu_size or 0))
+        h = self.hart() if cpu is None else cpu
+        v = self.phys.u64(self.cpus + h * self.cpu_size)
         return v or 0
 
     def current(self, hart: int | None = None) -> Proc | None:
