@@ -89,8 +89,9 @@ def test_kernel_boots_every_hart_and_ps_shows_them() -> None:
 
 def test_processes_spread_over_harts() -> None:
     # three CPU-bound children: ps must see them on more than one hart
-    r = run_guest("sysbench cpu 30000000 & sysbench cpu 30000000 & "
-                  "sysbench cpu 30000000 & sleep 0.3; ps", 180.0, "--cpus", "4")
+    # (long enough to outlast both ps runs; the machine powers off when sh exits)
+    r = run_guest("sysbench cpu 300000000 & sysbench cpu 300000000 & "
+                  "sysbench cpu 300000000 & sleep 0.3; ps; sleep 0.3; ps", 180.0, "--cpus", "4")
     harts = {m.group(1) for m in re.finditer(r"^\s*\d+\s+\d+\s+\w+\s+(\d)\s+\d+K sysbench",
                                              r.output, re.M)}
     assert len(harts) >= 2, r.output
