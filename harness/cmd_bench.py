@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from harness.cli import LazyGroup
+from harness.cli import LazyGroup, cpus_option
 from harness.cmd_run import _file
 from harness.launch import DEFAULT_FS, DEFAULT_KERNEL
 
@@ -157,6 +157,16 @@ def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: l
         raise click.ClickException(str(exc)) from None
 
 
+def _cpus_list(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
+    try:
+        out = [int(v) for v in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"'{value}' is not a list of hart counts like 1,2,4") from None
+    if not out or any(not 1 <= n <= 8 for n in out):
+        raise click.BadParameter("hart counts are 1..8")
+    return out
+
+
 def _guest_files(kernel: Path, fs: Path) -> None:
     _file("kernel", kernel, "build it with `make build`")
     _file("disk image", fs, "build it with `make build`")
@@ -171,6 +181,8 @@ def _guest_options(command: Any) -> Any:
 
 
 @bench.command()
+@click.option("--cpus", "cpus", default="1", show_default=True, callback=_cpus_list,
+              metavar="N[,N...]", help="Hart counts to measure, e.g. 1,2,4.")
 @click.option("--reps", type=click.IntRange(1, 50), default=5, show_default=True,
               help="Interleaved repetitions of every measurement (medians are reported).")
 @click.option("--idle-seconds", type=click.FloatRange(0.5, 600), default=5.0,
@@ -178,9 +190,10 @@ def _guest_options(command: Any) -> Any:
 @_guest_options
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the figures to this JSON file.")
-def system(reps: int, idle_seconds: float, kernel: Path, fs: Path,
+def system(cpus: list[int], reps: int, idle_seconds: float, kernel: Path, fs: Path,
            json_path: Path | None) -> None:
-    """Boot time, syscall round trip, guest MIPS and idle host CPU of the machine."""
+    """Boot time, guest MIPS, syscall round trip, context switch, IPI wake-up and idle host
+    CPU of the machine, for each hart count of --cpus."""
     import json
     import sys
 
@@ -189,7 +202,7 @@ def system(reps: int, idle_seconds: float, kernel: Path, fs: Path,
 
     _guest_files(kernel, fs)
     try:
-        data = bench_system.run(reps, idle_seconds, kernel, fs, lambda it: click.progressbar(
+        data = bench_system.run(cpus, reps, idle_seconds, kernel, fs, lambda it: click.progressbar(
             it, label="measuring", file=sys.stderr))
     except BenchError as exc:
         raise click.ClickException(str(exc)) from None
@@ -212,8 +225,9 @@ def system(reps: int, idle_seconds: float, kernel: Path, fs: Path,
 @_guest_options
 @click.option("--json", "as_json", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write every measurement to this JSON file.")
+@cpus_option
 def service(model: str, reps: int, pairs: int, tokens: int, no_busy: bool, kernel: Path,
-            fs: Path, as_json: Path | None) -> None:
+            fs: Path, as_json: Path | None, cpus: int = 1) -> None:
     """TTFT and TPOT through the guest vs the engine alone (medians, differences, ratios).
 
     \b
@@ -230,7 +244,7 @@ def service(model: str, reps: int, pairs: int, tokens: int, no_busy: bool, kerne
     _guest_files(kernel, fs)
     try:
         rep = bench_service.run(model, reps, pairs, tokens, not no_busy, kernel, fs,
-                                lambda msg: click.echo(msg, err=True))
+                                lambda msg: click.echo(msg, err=True), cpus=cpus)
     except BenchError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(bench_service.format_report(rep))

@@ -21,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+import guest
 import pytest
 from machine_stubs import Captured
 
@@ -108,7 +109,7 @@ class Boot(Captured):
         from harness.machine import MachineConfig
 
         self.created: list = []
-        config = MachineConfig(kernel=KERNEL, fs=fs, cmd=cmd, timeout=timeout)
+        config = MachineConfig(kernel=KERNEL, fs=fs, cmd=cmd, timeout=timeout, cpus=guest.CPUS)
         if device:
             add_ai_device(config, model, created=self.created)  # type: ignore[arg-type]
         super().__init__(config)

@@ -360,7 +360,7 @@ def test_aibench_usage_errors() -> None:
 def _ps(out: str) -> list[tuple[int, int, str]]:
     """(pid, ppid, name) rows of every ps table in out."""
     return [(int(m.group(1)), int(m.group(2)), m.group(3)) for m in
-            re.finditer(r"^\s*(\d+)\s+(\d+)\s+\S+\s+\d+K (\S+)", out, re.M)]
+            re.finditer(r"^\s*(\d+)\s+(\d+)\s+\S+\s+[\d-]\s+\d+K (\S+)", out, re.M)]
 
 
 def test_init_starts_ai_daemon_with_workers() -> None:

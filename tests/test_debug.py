@@ -232,7 +232,7 @@ def test_stepi_nexti_and_masked_interrupts(session) -> None:
     # the timer expires while we sit at the prompt (STIP pending): stepping must still
     # execute the next user instruction, not enter the trap vector
     clint = s.machine.clint
-    clint.mtimecmp = s.machine.clock.mtime()
+    clint.cmp[s.machine.cur] = s.machine.clock.mtime()  # the stopped hart's deadline
     clint.tick()
     assert h.pending_enabled() & STIP
     out = s("stepi")

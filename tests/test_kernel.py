@@ -22,6 +22,7 @@ import threading
 import time
 from pathlib import Path
 
+import guest
 import pytest
 from machine_stubs import Captured
 
@@ -78,7 +79,7 @@ class Boot(Captured):
         from harness.machine import MachineConfig
 
         super().__init__(MachineConfig(kernel=KERNEL, fs=fs, cmd=cmd, timeout=timeout,
-                                       ram_size=ram_size))
+                                       ram_size=ram_size, cpus=guest.CPUS))
 
 
 def run_cmd(image: Path, cmd: str, timeout: float = 300.0) -> tuple[str, int]:
@@ -99,14 +100,17 @@ def test_boot_banner(image: Path) -> None:
     out, status = run_cmd(image, "echo ok")
     assert status == 0
     lines = out.splitlines()
-    i = lines.index("nexai kernel: rv64imac, Sv39, S-mode, 1 hart")
+    n = guest.CPUS
+    harts = f"{n} hart" + ("s" if n > 1 else "")
+    i = lines.index(f"nexai kernel: rv64imac, Sv39, S-mode, {harts}")
     assert re.fullmatch(r"ram   128 MiB at 0x80000000, kernel \d+ KiB, \d+ pages free",
                         lines[i + 1]), lines[i + 1]
     assert re.fullmatch(r"dev   uart16550 0x10000000 irq 10, virtio-blk 0x10001000 irq 1 "
                         r"\(8192 KiB\), timer 10000000 Hz, plic 0xc000000", lines[i + 2])
-    m = re.fullmatch(r"boot  (\d+) ms to /init", lines[i + 3])
+    assert lines[i + 3] == f"cpu   {harts} running"
+    m = re.fullmatch(r"boot  (\d+) ms to /init", lines[i + 4])
     assert m and int(m.group(1)) < 10_000
-    assert "ok" in lines[i + 4:]
+    assert "ok" in lines[i + 5:]
 
 
 @pytest.mark.parametrize("mib", [32, 512])
@@ -199,7 +203,7 @@ def test_console_line_editing_and_ctrl_keys(image: Path) -> None:
         m.send_input(b"\x03")                         # ^C: kills sleep, not sh
         b.wait_for("^C\n")
         m.send_input(b"echo after\n")
-        b.wait_for("after\n")
+        b.wait_for("\nafter\n")                      # the output, not the echo
         m.send_input(b"halt\n")
 
     b = Boot(image, "", timeout=60)
@@ -210,8 +214,8 @@ def test_console_line_editing_and_ctrl_keys(image: Path) -> None:
     out = b.text
     assert "\nabc\n" in out and "\nkept\n" in out and "\nafter\n" in out
     assert "\njunk\n" not in out                              # the erased line never ran
-    assert re.search(r"^\d+ sleep sleep sz=\d+$", out, re.M)   # ^P row for sleep
-    assert re.search(r"^1 sleep init sz=\d+$", out, re.M)
+    assert re.search(r"^\d+ sleep sleep sz=\d+ hart=\d$", out, re.M)   # ^P row for sleep
+    assert re.search(r"^1 sleep init sz=\d+ hart=\d$", out, re.M)
 
 
 def test_idle_machine_stops_its_timer(image: Path) -> None:

@@ -113,7 +113,7 @@ def test_uart_registers() -> None:
 
 def test_plic_claim_complete_level_semantics() -> None:
     seip: list[bool] = []
-    p = Plic("plic", _Ctx(), seip=seip.append)
+    p = Plic("plic", _Ctx(), seip=lambda h, level: seip.append(level))
     p.write(10 * 4, 4, 1)        # priority of source 10
     p.write(SENABLE, 4, 1 << 10)
     p.set_line(10, True)

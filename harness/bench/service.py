@@ -83,7 +83,7 @@ class Report:
 
 
 def run(model: str, reps: int, pairs: int, tokens: int, busy: bool, kernel: Path, fs: Path,
-        say: Callable[[str], None]) -> Report:
+        say: Callable[[str], None], cpus: int = 1) -> Report:
     """`reps` rounds of paired requests (the module docstring says how); `busy` adds the
     busy-guest boot to each round."""
     from harness.devices.virtio_ai import LoadedModel
@@ -103,7 +103,7 @@ def run(model: str, reps: int, pairs: int, tokens: int, busy: bool, kernel: Path
     say(f"bench service: {info.label}, {tokens} tokens, prompts of "
         f"{'/'.join(str(len(p)) for p in prompts)} tokens, {reps} rounds x {pairs} pairs")
     params = GenParams(max_new_tokens=tokens, stop_ids=())
-    session = AiSession(lm, kernel=kernel, fs=fs)
+    session = AiSession(lm, kernel=kernel, fs=fs, cpus=cpus)
     try:
         _paired_round(session, lm, [prompts[0]], params, busy=False)  # warm-up (page cache)
         for r in range(reps):
