@@ -94,7 +94,7 @@ struct ai_info {
   uint64 n_params;
   uint64 weight_bytes;
   uint64 load_us;       // Model Loading Time measured by the device
-  char name[32];        // model name, e.g. "SmolLM2-135M-Instruct"
+  char name[32];        // model's display name (its metadata), e.g. "Qwen3.5-0.8B"
   char arch[16];        // "llama" or "qwen3_5"
   int workers;          // ai_daemon workers registered now
   int reserved;

@@ -48,7 +48,7 @@ struct virtio_ai_config {
   uint64 n_params;
   uint64 weight_bytes;
   uint64 load_us;           // weights file -> ready, measured by the device
-  char name[32];
+  char name[32];            // the model's display name, from its own metadata
   char arch[16];
 };
 

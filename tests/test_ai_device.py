@@ -245,6 +245,32 @@ def test_config_describes_the_model(rig: Rig, tiny: ai.LoadedModel) -> None:
         rig.dev.read(REG["CONFIG"] + ai.CFG.size, 4)
 
 
+def test_config_name_is_the_models_own_name(tmp_path: Path) -> None:
+    """The name the guest prints comes from the checkpoint's config.json; without one there,
+    from the folder's whole name (not Path.stem, which cut "qwen3.5-0.8b-synthetic" at the
+    dot)."""
+    import json
+    import shutil
+
+    folder = tmp_path / "qwen3.5-0.8b-synthetic"
+    shutil.copytree(TINY, folder)
+    lm = ai.LoadedModel.load(str(folder))
+    assert lm.config_fields()["name"] == b"qwen3.5-0.8b-synthetic"
+    lm.close()
+    conf = json.loads((folder / "config.json").read_text())
+    conf["_name_or_path"] = "Qwen/Qwen3.5-0.8B"
+    (folder / "config.json").write_text(json.dumps(conf))
+    lm = ai.LoadedModel.load(str(folder))
+    assert lm.model.info.title == "Qwen3.5-0.8B" and lm.config_fields()["name"] == b"Qwen3.5-0.8B"
+    lm.close()
+
+
+def test_config_name_fits_and_can_be_quoted() -> None:
+    assert ai.guest_name('a "quoted"\tname') == b"a _quoted__name"
+    long = ai.guest_name("\u00e9" * 20)  # 2 bytes each: cut at a character, not inside one
+    assert len(long) == 30 and long.decode() == "\u00e9" * 15
+
+
 def test_boot_load_goes_loading_ready_with_a_config_interrupt() -> None:
     r = Rig(str(TINY))
     assert r.cfg()["state"] == ai.DEV_STATE["LOADING"]
@@ -565,7 +591,10 @@ def test_smol_requests_equal_the_engine(smol: ai.LoadedModel) -> None:
     r = Rig(smol)
     r.handshake()
     c = r.cfg()
-    assert c["name"].rstrip(b"\0").startswith(b"SmolLM2-135M") and c["vocab_size"] == 49152
+    from pyllm.loaders.gguf import open_gguf
+
+    gguf_name = open_gguf(smol.model.info.path).metadata["general.name"]
+    assert c["name"].rstrip(b"\0") == gguf_name.encode() and c["vocab_size"] == 49152
     assert (c["n_layers"], c["dim"], c["eos_token"]) == (30, 576, 2)
     tok = smol.model.tokenizer
     prompts = [tok.encode(t) for t in ("The capital of France is", "Once upon a time",
@@ -646,6 +675,6 @@ def test_bare_metal_guest_with_smol(smol: ai.LoadedModel, tmp_path: Path) -> Non
     text, _ = _stub_run(smol, prompt, 12, tmp_path)  # a model loaded before boot: READY at once
     ids = " ".join(map(str, engine_ids(smol, prompt, 12)))
     lines = text.splitlines()
-    assert lines[0].startswith("ready SmolLM2-135M-Instruct") and "load_us>0" in lines[0]
+    assert lines[0].startswith(f"ready {smol.model.info.title} load_us>0"), lines[0]
     assert lines[1] == lines[3].replace("wfi", "poll") == f"poll status 0 n 12 ids {ids} times ok"
     assert lines[4:] == ["irq wake", "efault ok"]

@@ -54,6 +54,14 @@ def generate(model: str, prompt: tuple[int, ...], n: int) -> list[int]:
     return ids
 
 
+@functools.cache
+def smol_name() -> str:
+    """SmolLM2's display name: its GGUF general.name, what the AI device reports."""
+    from pyllm.loaders.gguf import open_gguf
+
+    return open_gguf(ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf").metadata["general.name"]
+
+
 def ids_line(ids: list[int]) -> str:
     return " ".join(map(str, ids))
 
@@ -97,9 +105,9 @@ def test_llmrun_smol_rejects_qwen_and_asset_dir_note() -> None:
     lines = r.output.splitlines()
     assert lines[0] == "llmrun_qwen: expected Qwen3.5 assets, got SmolLM"
     assert lines[1:4] == ["rc=1", ref, "rc=0"]
-    assert re.fullmatch(r"\[llmrun\] --asset-dir /AI/QWEN ignored: the AI device serves "
-                        r"SmolLM2-135M-Instruct\S* \(SmolLM\); the model is chosen on the "
-                        r"host \(harness run --model \.\.\.\)", lines[4]), lines[4]
+    assert lines[4] == (f"[llmrun] --asset-dir /AI/QWEN ignored: the AI device serves "
+                        f"{smol_name()} (SmolLM); the model is chosen on the host (harness run "
+                        "--model ...)")
     assert lines[5:] == [ref, "rc=0"]
 
 
@@ -191,7 +199,7 @@ def test_llmrun_stdin_service() -> None:
 TIMING = re.compile(
     r"Model Loading Time: (\d+) us\nTTFT: (\d+) us\nTPOT: (\d+ us|n/a \(1 token\))\n"
     r"E2E: (\d+) us\n"
-    r"timing: model=(\S+) synthetic=([01]) load_us=(\d+) ttft_us=(\d+) tpot_us=(-?\d+) "
+    r'timing: model="([^"]*)" synthetic=([01]) load_us=(\d+) ttft_us=(\d+) tpot_us=(-?\d+) '
     r"e2e_us=(\d+) prompt=(\d+) generated=(\d+) submit=(\d+) dispatch=(\d+) accept=(\d+) "
     r"first=(\d+) done=(\d+) waited=(\d+)\n")
 
@@ -206,7 +214,7 @@ def test_llmrun_timing_format() -> None:
     for m, (nprompt, ngen) in zip(runs, [(5, 8), (3, 1)], strict=True):
         g = m.groups()
         load, ttft, e2e = int(g[0]), int(g[1]), int(g[3])
-        assert g[4].startswith("SmolLM2-135M-Instruct") and g[5] == "0"
+        assert g[4] == smol_name() and g[5] == "0"
         assert (int(g[6]), int(g[7]), int(g[9])) == (load, ttft, e2e)
         assert (int(g[10]), int(g[11])) == (nprompt, ngen)
         submit, dispatch, accept, first, done, waited = map(int, g[12:18])
@@ -294,11 +302,11 @@ def test_aibench_8_clients_all_correct_no_leaks() -> None:
     r = ai_guest("aibench -c 8 -n 4 -p 8 -g 8; echo rc=$?")
     out = r.output
     assert out.endswith("aibench: PASS\nrc=0\n"), out
-    head = re.search(r"aibench: model=(\S+) synthetic=0 clients=8 requests=4 prompt=8 predict=8\n"
-                     r"reference: ([\d ]+)\n", out)
+    head = re.search(r'aibench: model="([^"]*)" synthetic=0 clients=8 requests=4 prompt=8 '
+                     r"predict=8\nreference: ([\d ]+)\n", out)
     assert head, out
     prompt = (1, 42, 314, 2718, 7, 99, 1234, 2048)
-    assert head.group(2) == ids_line(generate(SMOL, prompt, 8))
+    assert head.group(1) == smol_name() and head.group(2) == ids_line(generate(SMOL, prompt, 8))
     reqs = re.findall(r"^req client=(\d+) i=(\d+) reqid=(\d+) ok=(\d) err=(\d+) gen=(\d+) "
                       r"queue_us=(\d+) ttft_us=(\d+) tpot_us=(-?\d+) e2e_us=(\d+) submit=(\d+)$",
                       out, re.M)
@@ -441,17 +449,19 @@ def test_aitest_bad_course_asset_files(tmp_path: Path) -> None:
 
 
 def test_synthetic_weights_are_labelled(tmp_path: Path) -> None:
-    synth = tmp_path / "tiny_synth"
+    # a folder name with dots (as qwen3.5-0.8b-synthetic) is shown whole
+    synth = tmp_path / "qwen3.5-0.8b-tiny"
     shutil.copytree(QWEN_TINY, synth)
     (synth / "SYNTHETIC").write_text("random weights (test)\n")
     r = ai_guest("llmrun --timing --predict 3 1 2 3; aibench -c 2 -n 1 -g 2 -q", str(synth))
-    assert re.search(r"^timing: model=tiny_synth synthetic=1 ", r.output, re.M), r.output
-    assert ("note: synthetic weights (tiny_synth): the ids are not meaningful, the timings are "
-            "real\n") in r.output
-    assert re.search(r"^aibench: model=tiny_synth synthetic=1 ", r.output, re.M)
+    assert re.search(r'^timing: model="qwen3.5-0.8b-tiny" synthetic=1 ', r.output, re.M), r.output
+    assert ("note: synthetic weights (qwen3.5-0.8b-tiny): the ids are not meaningful, the "
+            "timings are real\n") in r.output
+    assert re.search(r'^aibench: model="qwen3.5-0.8b-tiny" synthetic=1 ', r.output, re.M)
     assert r.output.endswith("aibench: PASS\n")
     boot = r.raw.stdout
-    assert "ready on the AI device, loaded in" in boot and "; synthetic weights" in boot
+    assert re.search(r"^\[ai_daemon\] model qwen3.5-0.8b-tiny \(qwen3_5, .* ready on the AI "
+                     r"device, loaded in \d+ us; synthetic weights$", boot, re.M), boot
 
 
 def test_without_ai_device_every_program_says_so() -> None:

@@ -23,7 +23,7 @@
 //   TPOT: <us> us                      (t_done - t_first) / (generated - 1),
 //                                      or "TPOT: n/a (1 token)"
 //   E2E: <us> us                       time_us() after ai_wait - t_submit
-//   timing: model=NAME synthetic=0|1 load_us=.. ttft_us=.. tpot_us=..|-1
+//   timing: model="NAME" synthetic=0|1 load_us=.. ttft_us=.. tpot_us=..|-1
 //     e2e_us=.. prompt=N generated=N submit=.. dispatch=.. accept=.. first=..
 //     done=.. waited=..                 (one line; the last six are the
 //                                      raw guest timestamps in us since boot)
@@ -164,7 +164,7 @@ print_timing(struct ai_status *st, uint64 waited, int nprompt)
   else
     printf("TPOT: n/a (1 token)\n");
   printf("E2E: %lu us\n", e2e);
-  printf("timing: model=%s synthetic=%d load_us=%lu ttft_us=%lu tpot_us=%ld "
+  printf("timing: model=\"%s\" synthetic=%d load_us=%lu ttft_us=%lu tpot_us=%ld "
          "e2e_us=%lu prompt=%d generated=%d submit=%lu dispatch=%lu "
          "accept=%lu first=%lu done=%lu waited=%lu\n",
          info.name, (info.flags & AI_CFG_SYNTHETIC) != 0, info.load_us, ttft,

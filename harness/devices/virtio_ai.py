@@ -51,7 +51,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness import cheader
@@ -136,8 +135,6 @@ class LoadedModel:
         """The model's part of struct virtio_ai_config."""
         info = self.model.info
         extra = info.extra
-        path = Path(info.path)
-        name = path.stem if path.suffix else path.name
         return {
             "flags": A["AI_CFG_SYNTHETIC"] if info.synthetic else 0,
             "vocab_size": info.vocab_size,
@@ -149,9 +146,17 @@ class LoadedModel:
             "n_params": info.n_params,
             "weight_bytes": info.weight_bytes,
             "load_us": self.load_us,
-            "name": name.encode()[:31],
+            "name": guest_name(info.title),
             "arch": info.arch.encode()[:15],
         }
+
+
+def guest_name(title: str) -> bytes:
+    """The config's `name` (char[32], NUL-terminated): the model's title in at most 31 bytes,
+    cut at a character boundary. The guest prints it inside quotes (`model="..."`), so a quote
+    or a control character in it becomes '_'."""
+    clean = "".join("_" if c == '"' or not c.isprintable() else c for c in title)
+    return clean.encode()[:31].decode(errors="ignore").encode()
 
 
 @dataclass

@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 class ModelInfo:
     """Facts about a loaded model (all plain values, so `as_dict()` is JSON-ready)."""
 
-    name: str  # short name ("smol", "qwen") or the file stem for a path
+    name: str  # short name ("smol", "qwen") or the file stem for a path: what --model takes
+    title: str  # the model's own name, from its metadata (pyllm/naming.py): for display
     arch: str  # architecture id: "llama", "qwen3_5"
     vocab_size: int  # rows of the embedding / LM head
     max_context: int  # positions the model was trained for (cap for prompt + generation)

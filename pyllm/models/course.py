@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from pyllm import naming
 from pyllm.errors import ModelNotFoundError, PyllmError, UnsupportedArchitectureError
 from pyllm.loaders import TensorRef
 from pyllm.loaders.course import (
@@ -46,6 +47,7 @@ from pyllm.loaders.course import (
     LAYER_LINEAR,
     CourseAssets,
     find_source,
+    kind_name,
     open_course,
     parse_cfg,
 )
@@ -154,6 +156,13 @@ def _n_params(a: CourseAssets) -> int:
     return n
 
 
+def _folder(a: CourseAssets) -> str:
+    """The assets' folder name ("SMOL"), or the zip's file name for a zip's top level."""
+    if a.source is not None and a.source.root_name:
+        return a.source.root_name
+    return Path(a.where.split(":", 1)[0]).name
+
+
 def _info(a: CourseAssets, *, name: str, arch: str, synthetic: bool, backend: str,
           n_threads: int, weight_bytes: int, bos: int | None, eos: tuple[int, ...],
           extra: dict[str, Any]) -> ModelInfo:
@@ -162,7 +171,8 @@ def _info(a: CourseAssets, *, name: str, arch: str, synthetic: bool, backend: st
     c = a.cfg
     n_lin = a.kinds.count(LAYER_LINEAR)
     return ModelInfo(
-        name=name, arch=arch, vocab_size=c.vocab_size, max_context=c.runtime_seq_len,
+        name=name, title=naming.from_course(kind_name(c.model_kind), _folder(a), a.where),
+        arch=arch, vocab_size=c.vocab_size, max_context=c.runtime_seq_len,
         n_params=_n_params(a), weight_bytes=int(weight_bytes), load_seconds=0.0,
         synthetic=synthetic, path=a.where, weight_format="qmat (course int8, per-row scale)",
         backend=(kernels.backend_name() if backend == "c" else

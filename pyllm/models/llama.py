@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from pyllm import naming
 from pyllm.errors import (
     ContextOverflowError,
     FormatError,
@@ -329,8 +330,8 @@ class LlamaModel(Model):
         eos = meta.get("tokenizer.ggml.eos_token_id")
         bos = meta.get("tokenizer.ggml.bos_token_id")
         self.info = ModelInfo(
-            name=name, arch="llama", vocab_size=cfg.vocab_size, max_context=cfg.max_context,
-            n_params=n_params, weight_bytes=int(weight_bytes), load_seconds=0.0,
+            name=name, title=naming.from_gguf(meta, ck.path), arch="llama",
+            vocab_size=cfg.vocab_size, max_context=cfg.max_context, n_params=n_params, weight_bytes=int(weight_bytes), load_seconds=0.0,
             synthetic=synthetic, path=ck.path, weight_format=_weight_format(ck),
             backend=backend_name, n_threads=n_threads if backend == "c" else blas_threads(),
             bos_id=int(bos) if bos is not None else None,
@@ -339,7 +340,6 @@ class LlamaModel(Model):
                    "n_heads": cfg.n_heads, "n_kv_heads": cfg.n_kv_heads,
                    "head_dim": cfg.head_dim, "rope_theta": cfg.rope_theta,
                    "kv_bytes_per_token": 2 * cfg.n_layers * cfg.kv_dim * 4,
-                   "gguf_name": str(meta.get("general.name", "")),
                    "repack_cache": cache_status})
         self.build_seconds = time.perf_counter() - t0
 

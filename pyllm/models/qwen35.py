@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pyllm import naming
 from pyllm.errors import FormatError, UnsupportedArchitectureError
 from pyllm.models.base import Model, ModelInfo, ModelState
 
@@ -677,7 +678,8 @@ def from_hf(path: Path, *, name: str = "qwen", synthetic: bool = False, backend:
     t2 = time.perf_counter()
     n_params = sum(int(np.prod(s)) for s in tensor_table(cfg).values())
     info = ModelInfo(
-        name=name, arch="qwen3_5", vocab_size=cfg.vocab_size, max_context=cfg.max_position,
+        name=name, title=naming.from_hf(ckpt.metadata, path), arch="qwen3_5",
+        vocab_size=cfg.vocab_size, max_context=cfg.max_position,
         n_params=n_params, weight_bytes=ops.weight_bytes, load_seconds=t2 - t0,
         synthetic=synthetic, path=str(path), weight_format=ops.weight_format,
         backend=ops.backend, n_threads=ops.n_threads, bos_id=None, eos_ids=cfg.eos_ids,
