@@ -140,7 +140,8 @@ def test_model_info() -> None:
     assert i.n_params == 134_515_008 and not i.synthetic and i.weight_format == "Q4_1"
     assert 90e6 < i.weight_bytes < 110e6 if i.backend.startswith("c") else True
     assert i.eos_ids == (2,) and i.load_seconds > 0
-    assert i.as_dict()["extra"]["n_layers"] == 30
+    d = i.as_dict()
+    assert (d["n_layers"], d["model_width"], d["ffn_width"]) == (30, 576, 1536)
     assert i.title == "Smollm2 135M 8k Lc100K Mix1 Ep2"  # the file's GGUF general.name
 
 

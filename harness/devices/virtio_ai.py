@@ -134,14 +134,13 @@ class LoadedModel:
     def config_fields(self) -> dict[str, int | bytes]:
         """The model's part of struct virtio_ai_config."""
         info = self.model.info
-        extra = info.extra
         return {
             "flags": A["AI_CFG_SYNTHETIC"] if info.synthetic else 0,
             "vocab_size": info.vocab_size,
             "max_context": info.max_context,
             "eos_token": info.eos_ids[0] if info.eos_ids else 0xFFFF_FFFF,
-            "n_layers": int(extra.get("n_layers", extra.get("layers", 0))),
-            "dim": int(extra.get("dim", extra.get("hidden", 0))),
+            "n_layers": info.n_layers,
+            "dim": info.model_width,
             "max_inflight": self.engine.max_batch,
             "n_params": info.n_params,
             "weight_bytes": info.weight_bytes,

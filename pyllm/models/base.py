@@ -50,6 +50,9 @@ class ModelInfo:
     arch: str  # architecture id: "llama", "qwen3_5"
     vocab_size: int  # rows of the embedding / LM head
     max_context: int  # positions the model was trained for (cap for prompt + generation)
+    n_layers: int  # decoder layers
+    model_width: int  # d_model, the residual stream (HF hidden_size, GGUF embedding_length)
+    ffn_width: int  # the MLP's inner width (HF intermediate_size, GGUF feed_forward_length)
     n_params: int  # parameters, counting tied embeddings once
     weight_bytes: int  # bytes of weights the hot path reads per decode step
     load_seconds: float  # file -> ready to run (parse + map + repack), excluding the tokenizer

@@ -331,13 +331,13 @@ class LlamaModel(Model):
         bos = meta.get("tokenizer.ggml.bos_token_id")
         self.info = ModelInfo(
             name=name, title=naming.from_gguf(meta, ck.path), arch="llama",
-            vocab_size=cfg.vocab_size, max_context=cfg.max_context, n_params=n_params, weight_bytes=int(weight_bytes), load_seconds=0.0,
+            vocab_size=cfg.vocab_size, max_context=cfg.max_context, n_layers=cfg.n_layers,
+            model_width=cfg.dim, ffn_width=cfg.hidden, n_params=n_params, weight_bytes=int(weight_bytes), load_seconds=0.0,
             synthetic=synthetic, path=ck.path, weight_format=_weight_format(ck),
             backend=backend_name, n_threads=n_threads if backend == "c" else blas_threads(),
             bos_id=int(bos) if bos is not None else None,
             eos_ids=(int(eos),) if eos is not None else (),
-            extra={"dim": cfg.dim, "hidden": cfg.hidden, "n_layers": cfg.n_layers,
-                   "n_heads": cfg.n_heads, "n_kv_heads": cfg.n_kv_heads,
+            extra={"n_heads": cfg.n_heads, "n_kv_heads": cfg.n_kv_heads,
                    "head_dim": cfg.head_dim, "rope_theta": cfg.rope_theta,
                    "kv_bytes_per_token": 2 * cfg.n_layers * cfg.kv_dim * 4,
                    "repack_cache": cache_status})
