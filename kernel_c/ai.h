@@ -22,6 +22,10 @@
 #define AI_RUNNING      2
 #define AI_DONE         3
 #define AI_FAILED       4
+// their names, for messages (ai_statename)
+#define AI_STATE_NAMES  { [AI_FREE] "free", [AI_QUEUED] "queued", \
+                          [AI_RUNNING] "running", [AI_DONE] "done", \
+                          [AI_FAILED] "failed" }
 
 // error codes: ai_status.err, and the reason of the caller's last failed AI
 // system call, which every AI call records and ai_lasterr() returns (all AI

@@ -232,6 +232,18 @@ def test_llmrun_timing_format() -> None:
 # ------------------------------------------------------------------ aitest
 
 
+def ai_state_names() -> dict[int, str]:
+    """kernel_c/ai.h's AI_STATE_NAMES by state number (the header is the one source)."""
+    from harness import cheader
+
+    h = cheader.load("ai.h")
+    body = re.search(r"#define AI_STATE_NAMES\s*\{(.*?)\}", h.path.read_text(), re.S)
+    assert body, "ai.h defines AI_STATE_NAMES"
+    names = {h[f"AI_{k}"]: v for k, v in re.findall(r'\[AI_(\w+)\]\s*"(\w+)"', body.group(1))}
+    assert sorted(names) == list(range(5)), names
+    return names
+
+
 def test_aitest_course_checks() -> None:
     r = ai_guest("aitest; echo rc=$?; "
                  "aitest --badwait; echo rc=$?; "
@@ -253,11 +265,13 @@ def test_aitest_course_checks() -> None:
         "[aitest] token_count: 1\n[aitest] predict_count: 1\n" \
         f"[aitest] result: {one}\n[aitest] bytes: {len(one)}\n"
     m = re.fullmatch(r"0\n\[aitest\] reqid: (\d+)\n"
-                     r"\[aitest\] query: reqid=(\d+) state=([123]) err=0 result_len=(\d+)\n"
+                     r"\[aitest\] query: reqid=(\d+) state=([123]) err=0 result_len=(\d+) "
+                     r"state_name=(\w+)\n"
                      r"\[aitest\] query: PASS\n\[aitest\] fork-unauth: PASS\n"
                      r"\[aitest\] doublewait: PASS\n(.*)", blocks[2], re.S)
     assert m and m.group(1) == m.group(2), blocks[2]
-    assert m.group(5) == (f"[aitest] tokens: 1 2 3\n[aitest] token_count: 3\n"
+    assert m.group(5) == ai_state_names()[int(m.group(3))]  # the course's fields, then the name
+    assert m.group(6) == (f"[aitest] tokens: 1 2 3\n[aitest] token_count: 3\n"
                           f"[aitest] predict_count: 4\n[aitest] result: {four}\n"
                           f"[aitest] bytes: {len(four)}\n")
     batch = blocks[3]
