@@ -104,12 +104,14 @@ struct ai_info {
   int reserved;
 };
 
-// service counters (ai_stats), for leak checks and the benchmarks
+// service counters (ai_stats), for leak checks and the benchmarks, and who
+// the workers are (a second ai_daemon names the one already running)
 struct ai_stats {
   int slots[5];         // slots in each state, indexed by AI_FREE .. AI_FAILED
   int queued;           // requests in the circular queue
   int workers;          // registered workers
   int orphans;          // running requests whose owner has exited
+  int worker_pid[AI_MAX_WORKERS]; // who the registered workers are (0: none)
   uint64 submitted;     // totals since boot
   uint64 completed;
   uint64 failed;

@@ -372,6 +372,23 @@ def test_init_starts_ai_daemon_with_workers() -> None:
     assert "ai_daemon" not in plain.stdout and plain.returncode == 0
 
 
+def test_a_second_ai_daemon_names_the_one_running() -> None:
+    """One line with the running daemon's pid (the kernel's ai_stats tells who the
+    registered workers are), not a failed registration per worker; nothing changes."""
+    r = ai_guest("ai_daemon; echo rc=$?; ai_daemon -w 1; echo rc=$?; ps; "
+                 "llmrun --predict 3 1 2 3")
+    daemon = re.search(r"^\[init\] ai_daemon ready \(pid=(\d+)\)$", r.raw.stdout, re.M)
+    assert daemon, r.raw.stdout
+    refusal = (f"ai_daemon: already running (pid {daemon.group(1)}, 8 workers registered); "
+               "not starting another\nrc=1\n")
+    assert r.output.startswith(refusal * 2), r.output
+    assert "ai_worker_register" not in r.output
+    rows = _ps(r.output)
+    assert [pid for pid, _, name in rows if name == "ai_daemon"] == [int(daemon.group(1))]
+    assert sum(name == "ai_worker" for _, _, name in rows) == 8
+    assert r.output.endswith(ids_line(generate(SMOL, (1, 2, 3), 3)) + "\n"), r.output
+
+
 def test_worker_killed_while_running_is_replaced() -> None:
     r = ai_guest("aitest --killworker --predict 3 1 2 3; echo rc=$?; "
                  "llmrun --predict 3 1 2 3; aitest --stats --predict 2 4; echo rc=$?")
