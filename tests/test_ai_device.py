@@ -633,15 +633,14 @@ def test_emulator_style_load_does_not_starve_the_engine(smol: ai.LoadedModel) ->
 
 # ---------------------------------------------------------------- real guest code
 
-def _stub_run(model: ai.LoadedModel | str, prompt: list[int], npredict: int,
-              tmp_path: Path) -> tuple[str, list[ai.VirtioAi]]:
-    from machine_stubs import CC, Run, build
+def _stub_run(model: ai.LoadedModel | str, prompt: list[int],
+              npredict: int) -> tuple[str, list[ai.VirtioAi]]:
+    from machine_stubs import Run
+    from made import stub
 
     from harness import bootinfo
 
-    if CC is None:
-        pytest.skip("needs riscv64-unknown-elf-gcc")
-    elf = build("aidev", tmp_path)
+    elf = stub("aidev")
     devs: list[ai.VirtioAi] = []
     r = Run(elf, cmd=" ".join(map(str, [npredict, *prompt])), flags=bootinfo.F_AIDEV,
             extra_devices=[ai.device_entry(model, created=devs)], timeout=60.0)
@@ -650,9 +649,9 @@ def _stub_run(model: ai.LoadedModel | str, prompt: list[int], npredict: int,
     return r.text, devs
 
 
-def test_bare_metal_guest_drives_the_device(tiny: ai.LoadedModel, tmp_path: Path) -> None:
+def test_bare_metal_guest_drives_the_device(tiny: ai.LoadedModel) -> None:
     prompt = [17, 300, 42, 7]
-    text, devs = _stub_run(str(TINY), prompt, 200, tmp_path)  # loads at boot, on a host thread
+    text, devs = _stub_run(str(TINY), prompt, 200)  # loads at boot, on a host thread
     ids = " ".join(map(str, engine_ids(tiny, prompt, 200)))
     lines = text.splitlines()
     assert lines[0] in ("ready tiny_text load_us>0 config irq",
@@ -670,9 +669,9 @@ def test_bare_metal_guest_drives_the_device(tiny: ai.LoadedModel, tmp_path: Path
                          ("submit", "kernel")]
 
 
-def test_bare_metal_guest_with_smol(smol: ai.LoadedModel, tmp_path: Path) -> None:
+def test_bare_metal_guest_with_smol(smol: ai.LoadedModel) -> None:
     prompt = smol.model.tokenizer.encode("The capital of France is")
-    text, _ = _stub_run(smol, prompt, 12, tmp_path)  # a model loaded before boot: READY at once
+    text, _ = _stub_run(smol, prompt, 12)  # a model loaded before boot: READY at once
     ids = " ".join(map(str, engine_ids(smol, prompt, 12)))
     lines = text.splitlines()
     assert lines[0].startswith(f"ready {smol.model.info.title} load_us>0"), lines[0]
