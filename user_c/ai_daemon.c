@@ -225,9 +225,9 @@ wait_model(void)
 }
 
 // Exits, in one line, if another ai_daemon is running: the kernel's
-// registered workers (ai_stats) whose parent is alive and not init belong
-// to it. Also when the worker table has no room for ours (other processes
-// may register): the workers would fail one by one.
+// registered workers (ai_stats) whose parent is a live ai_daemon belong to
+// it. Also when the worker table has no room for ours (any process may
+// register): the workers would fail one by one.
 static void
 refuse_second_daemon(void)
 {
@@ -244,11 +244,11 @@ refuse_second_daemon(void)
       continue;
     others++;
     for(int i = 0; i < n; i++){
-      if(rows[i].pid != st.worker_pid[w] || rows[i].ppid == 1 ||
-         rows[i].ppid == me)
+      if(rows[i].pid != st.worker_pid[w] || rows[i].ppid == me)
         continue;
       for(int j = 0; j < n; j++)
-        if(rows[j].pid == rows[i].ppid && rows[j].state != PS_ZOMBIE)
+        if(rows[j].pid == rows[i].ppid && rows[j].state != PS_ZOMBIE &&
+           strcmp(rows[j].name, NAME) == 0)
           daemon = rows[j].pid;
     }
   }
