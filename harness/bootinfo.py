@@ -12,6 +12,7 @@ LAYOUT = H.struct("bootinfo")
 CMD_MAX = H["BOOTINFO_CMD_MAX"]
 F_ICOUNT = H["BOOT_F_ICOUNT"]
 F_AIDEV = H["BOOT_F_AIDEV"]
+F_NOLOG = H["BOOT_F_NOLOG"]
 
 
 def pack(*, ram_base: int, ram_size: int, timebase_hz: int, boot_mtime: int,

@@ -18,6 +18,8 @@ COMMANDS: dict[str, str] = {
     "bench": "harness.cmd_bench:bench",
     "fuzz": "harness.reliability:fuzz",
     "stress": "harness.reliability:stress",
+    "crashtest": "harness.crashtest:crashtest",
+    "imagefuzz": "harness.imagefuzz:imagefuzz",
     "models": "pyllm.cli:models",
     "generate": "pyllm.cli:generate",
     "tokens": "pyllm.cli:tokens",

@@ -16,6 +16,7 @@ BENCH_COMMANDS: dict[str, str] = {
     "engine": "pyllm.bench:engine",
     "system": "harness.bench_system:system",
     "service": "harness.bench_service:service",
+    "fs": "harness.bench_fs:fs",
 }
 
 

@@ -177,8 +177,10 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
     sys.exit(code)
 
 
-# fsck findings that only lose space (a crash between two writes of an operation, with
-# --persist, leaves these); anything else could mislead the kernel, which trusts its disk
+# fsck findings that only lose space (a file unlinked while still open when the machine
+# stopped, with --persist, leaves these; the log keeps every system call all or nothing);
+# anything else is refused before booting (with --no-fs-check the kernel checks what it
+# reads, but cannot repair it)
 _HARMLESS_FS = re.compile(r"marked in the bitmap but not used|allocated but unreachable")
 
 

@@ -5,12 +5,18 @@ layout, superblock, magic, file types, the console's major number) is read from 
 kernel's headers (kernel_c/fs.h, stat.h, device.h) through harness.cheader; none is
 retyped here. The disk layout, in BSIZE blocks:
 
-    [ boot | super | inode blocks | free bit map | data blocks ]
+    [ boot | super | log | inode blocks | free bit map | data blocks ]
+
+The log (kernel_c/log.c) is a struct logheader and LOGBLOCKS blocks. A header with
+n > 0 is a committed transaction the kernel installs at its next mount; `FsImage`
+reads an image as it will be after that (`log_header()` says what was pending, and
+`--check` reports it).
 
 Command line:
 
     python -m harness.fsimage OUT.img [--size-blocks N] [--ninodes N] NAME=HOSTPATH ...
-    python -m harness.fsimage --check IMG      (consistency check, like fsck)
+    python -m harness.fsimage --check IMG      (consistency check, like fsck; a committed
+                                                log is replayed first, and reported)
     python -m harness.fsimage --ls IMG         (list every file)
 
 NAME may contain '/' (parent directories are created). A /console device node is
@@ -61,7 +67,10 @@ class FsLayout:
     t_file: int
     t_device: int
     console_major: int  # device.h CONSOLE
+    logsize: int        # blocks of the log, header included (LOGSIZE)
+    logblocks: int      # data blocks a transaction may hold (LOGBLOCKS)
     superblock: cheader.StructLayout
+    logheader: cheader.StructLayout
     dinode: cheader.StructLayout
     dirent: cheader.StructLayout
 
@@ -85,8 +94,9 @@ class FsLayout:
             ndirect=fs["NDIRECT"], nindirect=fs["NINDIRECT"], maxfile=fs["MAXFILE"],
             dirsiz=fs["DIRSIZ"], ipb=ipb, bpb=fs["BPB"],
             t_dir=st["T_DIR"], t_file=st["T_FILE"], t_device=st["T_DEVICE"],
-            console_major=dev["CONSOLE"],
-            superblock=fs.struct("superblock"), dinode=dinode, dirent=fs.struct("dirent"),
+            console_major=dev["CONSOLE"], logsize=fs["LOGSIZE"], logblocks=fs["LOGBLOCKS"],
+            superblock=fs.struct("superblock"), logheader=fs.struct("logheader"),
+            dinode=dinode, dirent=fs.struct("dirent"),
         )
         if layout.naddrs != layout.ndirect + 2:
             raise FsError("fs.h: dinode.addrs must hold NDIRECT + 2 block numbers")
@@ -101,6 +111,8 @@ class Geometry:
 
     size: int            # blocks in the image
     ninodes: int
+    nlog: int            # log blocks, header included
+    logstart: int
     ninodeblocks: int
     nbitmap: int
     inodestart: int
@@ -119,13 +131,15 @@ class Geometry:
             raise FsError("--ninodes must be at most 65535 (dirent.inum is 16 bits)")
         ninodeblocks = ninodes // layout.ipb + 1
         nbitmap = size // layout.bpb + 1
-        inodestart = 2
+        logstart = 2
+        inodestart = logstart + layout.logsize
         bmapstart = inodestart + ninodeblocks
         datastart = bmapstart + nbitmap
         if size <= datastart + 1:
             raise FsError(f"an image of {size} blocks has no room for data "
                           f"({datastart} metadata blocks)")
-        return cls(size, ninodes, ninodeblocks, nbitmap, inodestart, bmapstart, datastart)
+        return cls(size, ninodes, layout.logsize, logstart, ninodeblocks, nbitmap,
+                   inodestart, bmapstart, datastart)
 
 
 # ----------------------------------------------------------------------------- building
@@ -318,7 +332,8 @@ class FsBuilder:
 
         put(1, lay.superblock.pack(
             magic=lay.fsmagic, size=geo.size, nblocks=geo.nblocks, ninodes=geo.ninodes,
-            inodestart=geo.inodestart, bmapstart=geo.bmapstart))
+            nlog=geo.nlog, logstart=geo.logstart, inodestart=geo.inodestart,
+            bmapstart=geo.bmapstart))
         return bytes(img)
 
     def write(self, out: str | Path) -> None:
@@ -392,13 +407,16 @@ class Stat:
 
 
 class FsImage:
-    """A read-only view of an image file (or bytes)."""
+    """A read-only view of an image file (or bytes), as the kernel will see it after its
+    mount-time log recovery: a committed transaction in the log is applied in memory
+    (`pending` holds its home block numbers, [] if the log was empty)."""
 
     def __init__(self, image: str | Path | bytes, layout: FsLayout | None = None) -> None:
         self.layout = lay = layout or FsLayout.load()
-        self.data = image if isinstance(image, bytes) else Path(image).read_bytes()
-        if len(self.data) < 2 * lay.bsize:
+        raw = image if isinstance(image, bytes) else Path(image).read_bytes()
+        if len(raw) < 2 * lay.bsize:
             raise FsError("image too small to hold a superblock")
+        self.data = raw
         sb = lay.superblock.unpack(self.block(1))
         if sb["magic"] != lay.fsmagic:
             raise FsError(f"bad superblock magic {sb['magic']:#x} (want {lay.fsmagic:#x})")
@@ -406,6 +424,26 @@ class FsImage:
         if sb["size"] * lay.bsize > len(self.data):
             raise FsError(f"superblock says {sb['size']} blocks but the file holds "
                           f"{len(self.data) // lay.bsize}")
+        if sb["nlog"] != lay.logsize or sb["inodestart"] != sb["logstart"] + sb["nlog"]:
+            raise FsError(f"superblock: a log of {sb['nlog']} blocks at {sb['logstart']} "
+                          f"(this kernel's is {lay.logsize} blocks, before the inodes)")
+        self.pending = self.log_header()
+        if self.pending:
+            self.data = replay_log(raw, lay, sb, self.pending)
+
+    def log_header(self) -> list[int]:
+        """Home block numbers of the committed transaction in the log ([] if none).
+        Raises FsError for a header the kernel would refuse (as kernel_c/log.c does)."""
+        lay, sb = self.layout, self.sb
+        head = lay.logheader.unpack(self.block(sb["logstart"]))
+        n = head["n"]
+        if n > lay.logblocks:
+            raise FsError(f"log header says {n} blocks, the log holds {lay.logblocks}")
+        blocks = list(struct.unpack(f"<{lay.logblocks}I", head["block"]))[:n]
+        for b in blocks:
+            if not sb["inodestart"] <= b < sb["size"]:
+                raise FsError(f"log header names block {b}, outside the file system")
+        return blocks
 
     def block(self, bno: int) -> bytes:
         bs = self.layout.bsize
@@ -573,6 +611,20 @@ class FsImage:
         return used, inodes
 
 
+def replay_log(image: bytes, layout: FsLayout, sb: Mapping[str, int],
+               blocks: list[int]) -> bytes:
+    """`image` with the logged blocks copied home and the header cleared, as the kernel's
+    recovery (kernel_c/log.c, install_trans) leaves it."""
+    bs = layout.bsize
+    out = bytearray(image)
+    for i, home in enumerate(blocks):
+        src = (sb["logstart"] + 1 + i) * bs
+        out[home * bs:(home + 1) * bs] = image[src:src + bs]
+    head = sb["logstart"] * bs
+    out[head:head + 4] = bytes(4)      # n = 0
+    return bytes(out)
+
+
 # ----------------------------------------------------------------------------- CLI
 
 
@@ -609,6 +661,10 @@ def main(argv: list[str] | None = None) -> int:
                     kind = {img.layout.t_dir: "d", img.layout.t_device: "c"}.get(st.type, "-")
                     print(f"{kind} {st.inum:5d} {st.nlink:3d} {st.size:9d} {path}")
             if args.check:
+                if img.pending:
+                    print(f"{args.image}: the log holds a committed transaction of "
+                          f"{len(img.pending)} blocks; checked as the kernel will install "
+                          "it at mount")
                 problems = img.check()
                 for p in problems:
                     print(f"{args.image}: {p}", file=sys.stderr)

@@ -115,6 +115,7 @@ class MachineConfig:
     output: Callable[[bytes], None] | None = None  # console output sink (default: stdout)
     flags: int = 0                 # extra BOOT_F_* bits
     disk_data: bytearray | None = None  # disk contents to use instead of reading `fs`
+    disk_journal: list | None = None  # record the disk's writes and flushes here
     hang_timeout: float | None = None  # seconds without guest progress -> Exit.HANG
     # optional devices: (name, base name in memlayout.h, factory(name, ctx), PLIC source name)
     extra_devices: list[tuple[str, str, DeviceFactory, str | None]] = field(default_factory=list)
@@ -199,7 +200,7 @@ class Machine:
             return {"tx": self._tx}
         if cls is VirtioBlk:
             return {"image": self.config.fs, "persist": self.config.persist,
-                    "data": self.config.disk_data}
+                    "data": self.config.disk_data, "journal": self.config.disk_journal}
         return {}
 
     def _load_kernel(self) -> None:

@@ -103,7 +103,7 @@ def check_model(spec: str) -> str:
 
     name, path = registry.resolve(spec)
     fmt, arch = registry.detect(path)
-    build = registry._builder(fmt, arch, path)  # an unsupported architecture fails here
+    build = registry.builder(fmt, arch, path)  # an unsupported architecture fails here
     if (fmt, arch) == ("gguf", "qwen35"):
         build(path)  # refuses every such file at once, reading nothing (pyllm/models/qwen35.py)
     _check_structure(fmt, path)

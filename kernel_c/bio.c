@@ -4,8 +4,10 @@
 // copy, and each buffer has a sleep lock so only one process uses it at a
 // time. Interface:
 //   bread(dev, blockno)  a locked buffer holding that block
-//   bwrite(b)            write it to disk now (there is no log)
+//   bwrite(b)            write it to disk now (file-system code calls
+//                        log_write() instead: log.c)
 //   brelse(b)            unlock it; it stays cached
+//   bpin/bunpin(b)       keep b cached while the log holds its only copy
 // Recycling picks the least recently released buffer with no references.
 
 #include "types.h"
@@ -115,5 +117,22 @@ brelse(struct buf *b)
     bcache.head.next->prev = b;
     bcache.head.next = b;
   }
+  release(&bcache.lock);
+}
+
+// One more reference, so b is not recycled before the log installs it.
+void
+bpin(struct buf *b)
+{
+  acquire(&bcache.lock);
+  b->refcnt++;
+  release(&bcache.lock);
+}
+
+void
+bunpin(struct buf *b)
+{
+  acquire(&bcache.lock);
+  b->refcnt--;
   release(&bcache.lock);
 }

@@ -13,6 +13,8 @@
 // flags
 #define BOOT_F_ICOUNT     0x1          // mtime follows instruction count
 #define BOOT_F_AIDEV      0x2          // the AI device at VIRTIO1 is present
+#define BOOT_F_NOLOG      0x8          // no file-system log: writes go straight
+                                       // to disk (harness bench fs --no-log)
 
 struct bootinfo {
   uint32 magic;         // BOOTINFO_MAGIC

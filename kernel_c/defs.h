@@ -39,6 +39,8 @@ void            binit(void);
 struct buf*     bread(uint, uint);
 void            brelse(struct buf*);
 void            bwrite(struct buf*);
+void            bpin(struct buf*);
+void            bunpin(struct buf*);
 
 // console.c
 void            consoleinit(void);
@@ -58,7 +60,7 @@ int             filestat(struct file*, uint64 addr);
 int             filewrite(struct file*, uint64, int n);
 
 // fs.c
-void            fsinit(int);
+int             fsinit(int);
 int             dirlink(struct inode*, char*, uint);
 struct inode*   dirlookup(struct inode*, char*, uint*);
 struct inode*   ialloc(uint, short);
@@ -75,6 +77,12 @@ struct inode*   nameiparent(char*, char*);
 int             readi(struct inode*, int, uint64, uint, uint);
 void            stati(struct inode*, struct stat*);
 int             writei(struct inode*, int, uint64, uint, uint);
+
+// log.c
+int             initlog(int, struct superblock*);
+void            log_write(struct buf*);
+void            begin_op(void);
+void            end_op(void);
 
 // path.c
 int             namecmp(const char*, const char*);
@@ -207,6 +215,7 @@ int             uartgetc(void);
 void            virtio_disk_init(void);
 void            virtio_disk_rw(struct buf *, int);
 uint64          virtio_disk_blocks(void);
+void            virtio_disk_flush(void);
 
 // virtio_ai.c
 void            virtio_ai_init(void);

@@ -141,8 +141,11 @@ kexec(char *path, char **argv)
   pagetable_t pagetable = 0, oldpagetable;
   struct proc *p = myproc();
 
-  if((ip = namei(path)) == 0)
+  begin_op();
+  if((ip = namei(path)) == 0){
+    end_op();
     return -1;
+  }
   ilock(ip);
 
   if(ip->type != T_FILE)
@@ -167,6 +170,7 @@ kexec(char *path, char **argv)
       goto bad;
   }
   iunlockput(ip);
+  end_op();
   ip = 0;
 
   // a guard page, then the stack
@@ -205,7 +209,9 @@ kexec(char *path, char **argv)
 bad:
   if(pagetable)
     proc_freepagetable(pagetable, sz);
-  if(ip)
+  if(ip){
     iunlockput(ip);
+    end_op();
+  }
   return -1;
 }

@@ -76,8 +76,11 @@ fileclose(struct file *f)
 
   if(ff.type == FD_PIPE)
     pipeclose(ff.pipe, ff.writable);
-  else if(ff.type == FD_INODE || ff.type == FD_DEVICE)
+  else if(ff.type == FD_INODE || ff.type == FD_DEVICE){
+    begin_op();         // the last reference to an unlinked file frees it
     iput(ff.ip);
+    end_op();
+  }
 }
 
 // Copy f's metadata to user address addr (a struct stat).
@@ -125,12 +128,19 @@ fileread(struct file *f, uint64 addr, int n)
   return r;
 }
 
-// Write n bytes from user address addr. Returns n, or -1 if not all of
-// it could be written.
+// Bytes of one write() per log operation: a chunk touches at most
+// WRITECHUNK/BSIZE + 1 data blocks, 3 indirect blocks (the single, and the
+// double with one of its middle ones), 2 bitmap blocks and the inode, all
+// of which must fit in MAXOPBLOCKS.
+#define WRITECHUNK ((MAXOPBLOCKS - 1 - 3 - 2 - 1) * BSIZE)
+
+// Write n bytes from user address addr, in log operations of at most
+// WRITECHUNK bytes each (a crash may keep a prefix of a long write).
+// Returns n, or -1 if not all of it could be written.
 int
 filewrite(struct file *f, uint64 addr, int n)
 {
-  int r;
+  int r, i, n1;
 
   if(f->writable == 0)
     return -1;
@@ -142,11 +152,18 @@ filewrite(struct file *f, uint64 addr, int n)
       return -1;
     return devsw[f->major].write(1, addr, n);
   } else if(f->type == FD_INODE){
-    ilock(f->ip);
-    if((r = writei(f->ip, 1, addr, f->off, n)) > 0)
-      f->off += r;
-    iunlock(f->ip);
-    return r == n ? n : -1;
+    for(i = 0; i < n; i += r){
+      n1 = n - i < WRITECHUNK ? n - i : WRITECHUNK;
+      begin_op();
+      ilock(f->ip);
+      if((r = writei(f->ip, 1, addr + i, f->off, n1)) > 0)
+        f->off += r;
+      iunlock(f->ip);
+      end_op();
+      if(r != n1)
+        return -1;      // the disk is full, or addr is bad
+    }
+    return n;
   }
   panic("filewrite: bad type %d", f->type);
 }

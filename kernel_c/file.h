@@ -22,6 +22,7 @@ struct inode {
   int ref;              // reference count
   struct sleeplock lock; // protects everything below
   int valid;            // has been read from disk?
+  int corrupt;          // read from disk and impossible (fs.c badinode)
 
   short type;           // copy of struct dinode
   short major;

@@ -6,8 +6,15 @@
 //   directories  dirlookup/dirlink: files of struct dirent
 //   path names   namei/nameiparent: "/usr/bin/x" resolved from / or cwd
 // The disk format is in fs.h (the image builder harness/fsimage.py reads
-// it from there). There is no log: every change goes to disk through
-// bwrite() at once.
+// it from there). Changes go through the log (log.c): a system call
+// brackets its work with begin_op()/end_op() and every changed block is
+// handed to log_write(), never bwrite().
+//
+// The disk is not trusted: the superblock is checked at mount, and an
+// inode, block number or directory entry that cannot be right (a type,
+// size or block outside what the superblock allows) makes the system call
+// that meets it fail, never the kernel panic. Such an inode is marked
+// corrupt in memory and never written back.
 //
 // In-memory inodes (itable) are reference counted: iget() finds or makes
 // one, iput() drops a reference and frees the file when both the last
@@ -30,6 +37,7 @@
 #define min(a, b) ((a) < (b) ? (a) : (b))
 
 struct superblock sb;   // one disk, one file system
+static uint datastart;  // first data block: every block below is metadata
 
 static void
 readsb(int dev, struct superblock *sb)
@@ -41,15 +49,58 @@ readsb(int dev, struct superblock *sb)
   brelse(bp);
 }
 
-// Read the superblock. A disk without our file system cannot boot.
-void
+// Why superblock s cannot describe a file system on this disk, or 0. The
+// regions must follow each other as the image builder lays them out.
+static char*
+badsb(struct superblock *s)
+{
+  if(s->magic != FSMAGIC)
+    return "no file system on disk (bad magic)";
+  if(s->size > virtio_disk_blocks() || s->size < 8)
+    return "file system size does not fit the disk";
+  if(s->ninodes < 2 || s->ninodes > 65535)
+    return "bad inode count";
+  if(s->logstart != 2 || s->nlog != LOGSIZE)
+    return "bad log position or size";
+  if(s->inodestart != s->logstart + s->nlog ||
+     s->bmapstart != s->inodestart + s->ninodes / IPB + 1)
+    return "regions out of place";
+  if((uint64)s->bmapstart + s->size / BPB + 1 >= s->size ||
+     s->nblocks != s->size - (s->bmapstart + s->size / BPB + 1))
+    return "bad data block count";
+  return 0;
+}
+
+// Read and check the superblock, then recover the log. Returns 0, or -1
+// with a message if the disk holds no usable file system (the caller
+// refuses to go on; nothing has been written).
+int
 fsinit(int dev)
 {
+  char *why;
+
+  if(virtio_disk_blocks() < 2){
+    printf("fsinit: refusing the disk: too small for a superblock\n");
+    return -1;
+  }
   readsb(dev, &sb);
-  if(sb.magic != FSMAGIC)
-    panic("fsinit: no file system on disk (magic %x)", sb.magic);
-  if(sb.size > virtio_disk_blocks())
-    panic("fsinit: file system (%d blocks) larger than the disk", sb.size);
+  if((why = badsb(&sb)) != 0){
+    printf("fsinit: refusing the disk: %s\n", why);
+    return -1;
+  }
+  datastart = sb.bmapstart + sb.size / BPB + 1;
+  if(initlog(dev, &sb) < 0){
+    printf("fsinit: refusing the disk: corrupt log header\n");
+    return -1;
+  }
+  return 0;
+}
+
+// Is bno a block a file may own (a data block inside the file system)?
+static int
+datablock(uint bno)
+{
+  return bno >= datastart && bno < sb.size;
 }
 
 // ---------------------------------------------------------------- blocks
@@ -61,7 +112,7 @@ bzero(int dev, int bno)
 
   bp = bread(dev, bno);
   memset(bp->data, 0, BSIZE);
-  bwrite(bp);
+  log_write(bp);
   brelse(bp);
 }
 
@@ -76,9 +127,10 @@ balloc(uint dev)
     bp = bread(dev, BBLOCK(b, sb));
     for(bi = 0; bi < BPB && b + bi < sb.size; bi++){
       m = 1 << (bi % 8);
-      if((bp->data[bi/8] & m) == 0){
+      // a metadata block free in a damaged bitmap is still not ours
+      if((bp->data[bi/8] & m) == 0 && datablock(b + bi)){
         bp->data[bi/8] |= m;
-        bwrite(bp);
+        log_write(bp);
         brelse(bp);
         bzero(dev, b + bi);
         return b + bi;
@@ -96,13 +148,19 @@ bfree(int dev, uint b)
   struct buf *bp;
   int bi, m;
 
+  if(!datablock(b))
+    return;             // bmap() never hands these out
   bp = bread(dev, BBLOCK(b, sb));
   bi = b % BPB;
   m = 1 << (bi % 8);
-  if((bp->data[bi/8] & m) == 0)
-    panic("bfree: block %d already free", b);
+  if((bp->data[bi/8] & m) == 0){
+    // two files claim the block on a damaged disk; leave the bitmap be
+    printf("bfree: block %d already free\n", b);
+    brelse(bp);
+    return;
+  }
   bp->data[bi/8] &= ~m;
-  bwrite(bp);
+  log_write(bp);
   brelse(bp);
 }
 
@@ -140,7 +198,11 @@ ialloc(uint dev, short type)
     if(dip->type == 0){
       memset(dip, 0, sizeof(*dip));
       dip->type = type;
-      bwrite(bp);
+      // one link, which the caller adds in this same transaction: so that
+      // ilock() can tell it from an unlinked inode a damaged directory
+      // still names
+      dip->nlink = 1;
+      log_write(bp);   // marks it allocated on the disk
       brelse(bp);
       return iget(dev, inum);
     }
@@ -150,12 +212,16 @@ ialloc(uint dev, short type)
   return 0;
 }
 
-// Write a modified in-memory inode to disk. Caller holds ip->lock.
+// Write a modified in-memory inode to disk (through the log). Caller
+// holds ip->lock. A corrupt inode is never written back.
 void
 iupdate(struct inode *ip)
 {
   struct buf *bp;
   struct dinode *dip;
+
+  if(ip->corrupt)
+    return;
 
   bp = bread(ip->dev, IBLOCK(ip->inum, sb));
   dip = (struct dinode*)bp->data + ip->inum%IPB;
@@ -165,7 +231,7 @@ iupdate(struct inode *ip)
   dip->nlink = ip->nlink;
   dip->size = ip->size;
   memmove(dip->addrs, ip->addrs, sizeof(ip->addrs));
-  bwrite(bp);
+  log_write(bp);
   brelse(bp);
 }
 
@@ -209,12 +275,33 @@ idup(struct inode *ip)
   return ip;
 }
 
-// Lock ip, reading it from disk if needed.
+// Why the inode just read from disk cannot be right, or 0.
+static char*
+badinode(struct inode *ip)
+{
+  int i;
+
+  if(ip->type != T_DIR && ip->type != T_FILE && ip->type != T_DEVICE)
+    return "bad type";
+  if(ip->nlink < 1)
+    return "no links but reachable";
+  if(ip->size > (uint64)MAXFILE * BSIZE)
+    return "size too large";
+  for(i = 0; i < NDIRECT + 2; i++)
+    if(ip->addrs[i] != 0 && !datablock(ip->addrs[i]))
+      return "block number outside the data blocks";
+  return 0;
+}
+
+// Lock ip, reading it from disk if needed. An inode that cannot be right
+// is marked corrupt: it gets type 0, which every system call refuses
+// before using it (callers check the type; readi/writei refuse it too).
 void
 ilock(struct inode *ip)
 {
   struct buf *bp;
   struct dinode *dip;
+  char *why;
 
   if(ip == 0 || ip->ref < 1)
     panic("ilock: bad inode");
@@ -231,8 +318,15 @@ ilock(struct inode *ip)
     memmove(ip->addrs, dip->addrs, sizeof(ip->addrs));
     brelse(bp);
     ip->valid = 1;
-    if(ip->type == 0)
-      panic("ilock: inode %d has no type", ip->inum);
+    ip->corrupt = 0;
+    if((why = badinode(ip)) != 0){
+      printf("ilock: inode %d is corrupt (%s)\n", ip->inum, why);
+      ip->corrupt = 1;
+      ip->type = 0;      // no T_DIR/T_FILE/T_DEVICE: refused
+      ip->size = 0;
+      ip->nlink = 1;    // never freed by iput either
+      memset(ip->addrs, 0, sizeof(ip->addrs));
+    }
   }
 }
 
@@ -245,12 +339,13 @@ iunlock(struct inode *ip)
 }
 
 // Drop a reference. If it was the last one and the inode has no links,
-// free the inode and its blocks on disk.
+// free the inode and its blocks on disk. Caller is inside a transaction
+// (begin_op), since that may write.
 void
 iput(struct inode *ip)
 {
   acquire(&itable.lock);
-  if(ip->ref == 1 && ip->valid && ip->nlink == 0){
+  if(ip->ref == 1 && ip->valid && ip->nlink == 0 && !ip->corrupt){
     // nobody else can reach ip, so its lock is free and taking it while
     // holding itable.lock cannot deadlock
     acquiresleep(&ip->lock);
@@ -276,9 +371,11 @@ iunlockput(struct inode *ip)
 }
 
 // The n'th block slot of an indirect block bn: its block number,
-// allocated (and recorded) on first use. Returns 0 when the disk is full.
+// allocated (and recorded) on first use if alloc. Returns 0 when the disk
+// is full, the slot is empty and !alloc, or it holds a number no file may
+// own (a damaged disk).
 static uint
-indirect(struct inode *ip, uint bn, uint n)
+indirect(struct inode *ip, uint bn, uint n, int alloc)
 {
   struct buf *bp;
   uint *a, addr;
@@ -286,19 +383,23 @@ indirect(struct inode *ip, uint bn, uint n)
   bp = bread(ip->dev, bn);
   a = (uint*)bp->data;
   if((addr = a[n]) == 0){
-    if((addr = balloc(ip->dev)) != 0){
+    if(alloc && (addr = balloc(ip->dev)) != 0){
       a[n] = addr;
-      bwrite(bp);
+      log_write(bp);
     }
+  } else if(!datablock(addr)){
+    printf("bmap: inode %d: block number %d outside the disk\n", ip->inum, addr);
+    addr = 0;
   }
   brelse(bp);
   return addr;
 }
 
-// The disk block holding block bn of file ip, allocated on first use.
-// Returns 0 when the disk is full.
+// The disk block holding block bn of file ip, allocated on first use if
+// alloc (writei; readi does not write, and a hole only a damaged disk
+// has reads as the end of the file). Returns 0 when the disk is full.
 static uint
-bmap(struct inode *ip, uint bn)
+bmap(struct inode *ip, uint bn, int alloc)
 {
   uint *slot;
 
@@ -311,22 +412,22 @@ bmap(struct inode *ip, uint bn)
     slot = &ip->addrs[NDIRECT + 1];
     bn -= NDIRECT + NINDIRECT;
   } else {
-    panic("bmap: block %d out of range", bn);
+    return 0;           // readi/writei stay below MAXFILE blocks
   }
 
   // the direct slot, or the (doubly) indirect block
   // (writei() writes the changed ip->addrs to disk)
-  if(*slot == 0 && (*slot = balloc(ip->dev)) == 0)
+  if(*slot == 0 && (!alloc || (*slot = balloc(ip->dev)) == 0))
     return 0;
   if(slot < &ip->addrs[NDIRECT])
     return *slot;
   if(slot == &ip->addrs[NDIRECT])
-    return indirect(ip, *slot, bn);
+    return indirect(ip, *slot, bn, alloc);
   // doubly indirect: first level picks a singly indirect block
-  uint mid = indirect(ip, *slot, bn / NINDIRECT);
+  uint mid = indirect(ip, *slot, bn / NINDIRECT, alloc);
   if(mid == 0)
     return 0;
-  return indirect(ip, mid, bn % NINDIRECT);
+  return indirect(ip, mid, bn % NINDIRECT, alloc);
 }
 
 // Free every block of an indirect block numbered bn; levels = 1 for a
@@ -341,7 +442,7 @@ freeindirect(struct inode *ip, uint bn, int levels)
   bp = bread(ip->dev, bn);
   a = (uint*)bp->data;
   for(j = 0; j < NINDIRECT; j++){
-    if(a[j] == 0)
+    if(a[j] == 0 || !datablock(a[j]))
       continue;
     if(levels > 1)
       freeindirect(ip, a[j], levels - 1);
@@ -396,13 +497,13 @@ readi(struct inode *ip, int user_dst, uint64 dst, uint off, uint n)
   uint tot, m, addr;
   struct buf *bp;
 
-  if(off > ip->size || off + n < off)
-    return 0;
+  if(ip->corrupt || off > ip->size || off + n < off)
+    return ip->corrupt ? -1 : 0;
   if(off + n > ip->size)
     n = ip->size - off;
 
   for(tot = 0; tot < n; tot += m, off += m, dst += m){
-    if((addr = bmap(ip, off/BSIZE)) == 0)
+    if((addr = bmap(ip, off/BSIZE, 0)) == 0)
       break;
     bp = bread(ip->dev, addr);
     m = min(n - tot, BSIZE - off%BSIZE);
@@ -425,13 +526,13 @@ writei(struct inode *ip, int user_src, uint64 src, uint off, uint n)
   uint tot, m, addr;
   struct buf *bp;
 
-  if(off > ip->size || off + n < off)
+  if(ip->corrupt || off > ip->size || off + n < off)
     return -1;
   if((uint64)off + n > (uint64)MAXFILE*BSIZE)
     return -1;
 
   for(tot = 0; tot < n; tot += m, off += m, src += m){
-    if((addr = bmap(ip, off/BSIZE)) == 0)
+    if((addr = bmap(ip, off/BSIZE, 1)) == 0)
       break;
     bp = bread(ip->dev, addr);
     m = min(n - tot, BSIZE - off%BSIZE);
@@ -441,7 +542,7 @@ writei(struct inode *ip, int user_src, uint64 src, uint off, uint n)
         return -1;
       break;
     }
-    bwrite(bp);
+    log_write(bp);
     brelse(bp);
   }
 
@@ -455,7 +556,8 @@ writei(struct inode *ip, int user_src, uint64 src, uint off, uint n)
 // ---------------------------------------------------------------- directories
 
 // Look name up in directory dp; set *poff to the entry's offset if poff.
-// Returns the inode unlocked and referenced, or 0.
+// Returns the inode unlocked and referenced, or 0. An entry naming an
+// inode number the disk does not have is never followed.
 struct inode*
 dirlookup(struct inode *dp, char *name, uint *poff)
 {
@@ -463,12 +565,12 @@ dirlookup(struct inode *dp, char *name, uint *poff)
   struct dirent de;
 
   if(dp->type != T_DIR)
-    panic("dirlookup: not a directory");
+    return 0;
 
-  for(off = 0; off < dp->size; off += sizeof(de)){
+  for(off = 0; off + sizeof(de) <= dp->size; off += sizeof(de)){
     if(readi(dp, 0, (uint64)&de, off, sizeof(de)) != sizeof(de))
-      panic("dirlookup: read");
-    if(de.inum == 0)
+      return 0;         // a hole the disk could not give us
+    if(de.inum == 0 || de.inum >= sb.ninodes)
       continue;
     if(namecmp(name, de.name) == 0){
       if(poff)
@@ -495,9 +597,9 @@ dirlink(struct inode *dp, char *name, uint inum)
   }
 
   // a free slot, or the end
-  for(off = 0; off < dp->size; off += sizeof(de)){
+  for(off = 0; off + sizeof(de) <= dp->size; off += sizeof(de)){
     if(readi(dp, 0, (uint64)&de, off, sizeof(de)) != sizeof(de))
-      panic("dirlink: read");
+      return -1;
     if(de.inum == 0)
       break;
   }

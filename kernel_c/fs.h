@@ -5,10 +5,12 @@
 // the types in types.h, so the parser can read them.
 //
 // Disk layout, in BSIZE blocks:
-//   [ boot block | super block | inode blocks | free bit map | data blocks ]
-// Block 0 is unused; block 1 holds struct superblock. There is no log: every
-// change is written through to disk at once (a crash can leave the image
-// inconsistent; the harness never crashes the guest mid-write on purpose).
+//   [ boot block | super block | log | inode blocks | free bit map | data blocks ]
+// Block 0 is unused; block 1 holds struct superblock. The log (log.c) is
+// sb.nlog blocks at sb.logstart: a struct logheader, then LOGBLOCKS blocks
+// of logged data. A committed transaction (header n > 0) is copied to its
+// home blocks at mount, so every system call's changes reach the disk all
+// or nothing.
 
 #define ROOTINO     1           // root directory inode number
 #define BSIZE       1024        // block size in bytes
@@ -26,13 +28,29 @@
 // a directory is a file of struct dirent; inum 0 marks a free entry
 #define DIRSIZ      14
 
+// the log: one system call writes at most MAXOPBLOCKS distinct blocks,
+// and a transaction holds the blocks of up to LOGBLOCKS / MAXOPBLOCKS of them
+#define MAXOPBLOCKS 10
+#define LOGBLOCKS   (MAXOPBLOCKS * 3)
+#define LOGSIZE     (LOGBLOCKS + 1)   // the header block, then the data
+
 struct superblock {
   uint magic;           // FSMAGIC
   uint size;            // size of the image in blocks
   uint nblocks;         // number of data blocks
   uint ninodes;         // number of inodes
+  uint nlog;            // number of log blocks (LOGSIZE)
+  uint logstart;        // block number of the log header
   uint inodestart;      // block number of the first inode block
   uint bmapstart;       // block number of the first free-map block
+};
+
+// block sb.logstart: n = 0, or a committed transaction of n blocks whose
+// contents are in blocks logstart+1 .. logstart+n, each to be copied to
+// block[i]
+struct logheader {
+  uint n;
+  uint block[LOGBLOCKS];
 };
 
 struct dinode {

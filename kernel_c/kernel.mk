@@ -27,6 +27,7 @@ KERNEL_OBJS := $(addprefix $(KBUILD)/, \
   syscall.o \
   sysproc.o \
   sysfile.o \
+  log.o \
   exec.o \
   file.o \
   pipe.o \

@@ -97,10 +97,11 @@ start_init(void)
   char *argv[4];
   int argc;
 
-  fsinit(ROOTDEV);
+  // a disk we cannot use is refused, not a panic: power off with status 1
+  // after fsinit's message
+  if(fsinit(ROOTDEV) < 0)
+    poweroff(POWER_PASS, 1);
   p->cwd = namei("/");
-  if(p->cwd == 0)
-    panic("start_init: no root directory");
   banner();
 
   argv[0] = "init";
@@ -111,7 +112,9 @@ start_init(void)
   } else {
     argv[1] = 0;
   }
-  if((argc = kexec("/init", argv)) < 0)
-    panic("start_init: cannot exec /init");
+  if((argc = kexec("/init", argv)) < 0){
+    printf("start_init: cannot exec /init: the disk has no usable /init\n");
+    poweroff(POWER_PASS, 1);
+  }
   p->trapframe->a0 = argc;
 }

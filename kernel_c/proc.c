@@ -337,8 +337,11 @@ exit(int status)
       p->ofile[fd] = 0;
     }
   }
-  if(p->cwd)
+  if(p->cwd){
+    begin_op();
     iput(p->cwd);
+    end_op();
+  }
   p->cwd = 0;
 
   acquire(&wait_lock);

@@ -1,5 +1,7 @@
 // sysfile.c: file-system system calls. They check their arguments and
-// call into file.c and fs.c.
+// call into file.c and fs.c. Each one that may write the disk runs as one
+// log operation, begin_op() .. end_op() (log.c), so it reaches the disk
+// all or nothing.
 
 #include "types.h"
 #include "riscv.h"
@@ -130,12 +132,16 @@ sys_link(void)
 
   if(argstr(0, old, MAXPATH) < 0 || argstr(1, new, MAXPATH) < 0)
     return -1;
-  if((ip = namei(old)) == 0)
+  begin_op();
+  if((ip = namei(old)) == 0){
+    end_op();
     return -1;
+  }
 
   ilock(ip);
-  if(ip->type == T_DIR){
+  if(ip->type != T_FILE && ip->type != T_DEVICE){
     iunlockput(ip);
+    end_op();
     return -1;
   }
   ip->nlink++;
@@ -151,6 +157,7 @@ sys_link(void)
   }
   iunlockput(dp);
   iput(ip);
+  end_op();
   return 0;
 
 bad:
@@ -158,10 +165,12 @@ bad:
   ip->nlink--;
   iupdate(ip);
   iunlockput(ip);
+  end_op();
   return -1;
 }
 
-// Is directory dp empty except for "." and ".."?
+// Is directory dp empty except for "." and ".."? (A directory the disk
+// cannot read counts as full.)
 static int
 isdirempty(struct inode *dp)
 {
@@ -170,7 +179,7 @@ isdirempty(struct inode *dp)
 
   for(off = 2*sizeof(de); off < dp->size; off += sizeof(de)){
     if(readi(dp, 0, (uint64)&de, off, sizeof(de)) != sizeof(de))
-      panic("isdirempty: readi");
+      return 0;
     if(de.inum != 0)
       return 0;
   }
@@ -188,8 +197,11 @@ sys_unlink(void)
 
   if(argstr(0, path, MAXPATH) < 0)
     return -1;
-  if((dp = nameiparent(path, name)) == 0)
+  begin_op();
+  if((dp = nameiparent(path, name)) == 0){
+    end_op();
     return -1;
+  }
 
   ilock(dp);
 
@@ -198,18 +210,24 @@ sys_unlink(void)
     goto bad;
   if((ip = dirlookup(dp, name, &off)) == 0)
     goto bad;
+  if(ip == dp){
+    // an entry naming its own directory (a damaged disk): locking it
+    // again would deadlock
+    iput(ip);
+    goto bad;
+  }
   ilock(ip);
 
-  if(ip->nlink < 1)
-    panic("unlink: inode %d has nlink %d", ip->inum, ip->nlink);
-  if(ip->type == T_DIR && !isdirempty(ip)){
+  if(ip->nlink < 1 || (ip->type == T_DIR && !isdirempty(ip))){
     iunlockput(ip);
     goto bad;
   }
 
   memset(&de, 0, sizeof(de));
-  if(writei(dp, 0, (uint64)&de, off, sizeof(de)) != sizeof(de))
-    panic("unlink: writei");
+  if(writei(dp, 0, (uint64)&de, off, sizeof(de)) != sizeof(de)){
+    iunlockput(ip);
+    goto bad;
+  }
   if(ip->type == T_DIR){
     dp->nlink--;        // the child's ".." is gone
     iupdate(dp);
@@ -219,10 +237,12 @@ sys_unlink(void)
   ip->nlink--;
   iupdate(ip);
   iunlockput(ip);
+  end_op();
   return 0;
 
 bad:
   iunlockput(dp);
+  end_op();
   return -1;
 }
 
@@ -297,15 +317,21 @@ sys_open(void)
   if(acc == 3 || (omode & ~(3 | O_CREATE | O_TRUNC)) != 0)
     return -1;
 
+  begin_op();
   if(omode & O_CREATE){
-    if((ip = create(path, T_FILE, 0, 0)) == 0)
+    if((ip = create(path, T_FILE, 0, 0)) == 0){
+      end_op();
       return -1;
+    }
   } else {
-    if((ip = namei(path)) == 0)
+    if((ip = namei(path)) == 0){
+      end_op();
       return -1;
+    }
     ilock(ip);
-    if(ip->type == T_DIR && acc != O_RDONLY){
-      iunlockput(ip);
+    if(ip->type == 0 || (ip->type == T_DIR && acc != O_RDONLY)){
+      iunlockput(ip);   // type 0: a corrupt inode (fs.c ilock)
+      end_op();
       return -1;
     }
   }
@@ -313,13 +339,15 @@ sys_open(void)
   if(ip->type == T_DEVICE && (ip->major < 0 || ip->major >= NDEV ||
                               devsw[ip->major].read == 0)){
     iunlockput(ip);
+    end_op();
     return -1;
   }
 
   if((f = filealloc()) == 0 || (fd = fdalloc(f)) < 0){
     if(f)
-      fileclose(f);
+      fileclose(f);     // a fresh file: no inode, no log operation
     iunlockput(ip);
+    end_op();
     return -1;
   }
 
@@ -338,6 +366,7 @@ sys_open(void)
     itrunc(ip);
 
   iunlock(ip);
+  end_op();
   return fd;
 }
 
@@ -347,9 +376,15 @@ sys_mkdir(void)
   char path[MAXPATH];
   struct inode *ip;
 
-  if(argstr(0, path, MAXPATH) < 0 || (ip = create(path, T_DIR, 0, 0)) == 0)
+  if(argstr(0, path, MAXPATH) < 0)
     return -1;
+  begin_op();
+  if((ip = create(path, T_DIR, 0, 0)) == 0){
+    end_op();
+    return -1;
+  }
   iunlockput(ip);
+  end_op();
   return 0;
 }
 
@@ -365,15 +400,21 @@ sys_mknod(void)
   argint(2, &minor);
   if(major < 0 || major >= NDEV || minor < 0 || minor > 0x7fff)
     return -1;
-  if(argstr(0, path, MAXPATH) < 0 ||
-     (ip = create(path, T_DEVICE, major, minor)) == 0)
+  if(argstr(0, path, MAXPATH) < 0)
     return -1;
+  begin_op();
+  if((ip = create(path, T_DEVICE, major, minor)) == 0){
+    end_op();
+    return -1;
+  }
   if(ip->type != T_DEVICE){
     // an existing plain file of that name
     iunlockput(ip);
+    end_op();
     return -1;
   }
   iunlockput(ip);
+  end_op();
   return 0;
 }
 
@@ -384,15 +425,22 @@ sys_chdir(void)
   struct inode *ip;
   struct proc *p = myproc();
 
-  if(argstr(0, path, MAXPATH) < 0 || (ip = namei(path)) == 0)
+  if(argstr(0, path, MAXPATH) < 0)
     return -1;
+  begin_op();
+  if((ip = namei(path)) == 0){
+    end_op();
+    return -1;
+  }
   ilock(ip);
   if(ip->type != T_DIR){
     iunlockput(ip);
+    end_op();
     return -1;
   }
   iunlock(ip);
   iput(p->cwd);
+  end_op();
   p->cwd = ip;
   return 0;
 }

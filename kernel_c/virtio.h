@@ -47,9 +47,11 @@
 #define VIRTIO_INT_USED_RING            1
 #define VIRTIO_INT_CONFIG               2
 
-// feature bits the block driver refuses (all others are left off too)
+// feature bits: the block driver needs VIRTIO_BLK_F_FLUSH (the log orders
+// its writes with flushes) and refuses the others (all others are left off)
 #define VIRTIO_BLK_F_RO                 5
 #define VIRTIO_BLK_F_SCSI               7
+#define VIRTIO_BLK_F_FLUSH              9
 #define VIRTIO_BLK_F_CONFIG_WCE         11
 #define VIRTIO_BLK_F_MQ                 12
 #define VIRTIO_F_ANY_LAYOUT             27
@@ -99,12 +101,13 @@ struct virtq_used {
 // (device writes)
 #define VIRTIO_BLK_T_IN                 0 // read the disk
 #define VIRTIO_BLK_T_OUT                1 // write the disk
+#define VIRTIO_BLK_T_FLUSH              4 // every write completed before is on the disk
 #define VIRTIO_BLK_S_OK                 0
 #define VIRTIO_BLK_S_IOERR              1
 #define VIRTIO_BLK_S_UNSUPP             2
 
 struct virtio_blk_req {
-  uint32 type;                  // VIRTIO_BLK_T_IN or _OUT
+  uint32 type;                  // VIRTIO_BLK_T_IN, _OUT or _FLUSH
   uint32 reserved;
   uint64 sector;                // 512-byte sector number
 };

@@ -3,8 +3,14 @@
 //
 // One virtqueue of VIRTIO_NUM descriptors; each request is a chain of
 // three: the request header (device reads), the BSIZE data buffer (device
-// reads or writes), and a status byte (device writes). The caller sleeps
-// until the completion interrupt (VIRTIO0_IRQ) marks its buffer done.
+// reads or writes), and a status byte (device writes); a flush is a chain
+// of two, with no data. The caller sleeps until the completion interrupt
+// (VIRTIO0_IRQ) marks its request done.
+//
+// A write is complete when the device says so, but it is on the disk only
+// after a later flush completes: between two flushes the disk may keep the
+// writes in any order, or lose any of them if the power goes. The log
+// (log.c) calls virtio_disk_flush() wherever its writes must be ordered.
 
 #include "types.h"
 #include "riscv.h"
@@ -29,8 +35,9 @@ static struct disk {
 
   // per head descriptor of an in-flight chain
   struct {
-    struct buf *b;
+    struct buf *b;              // 0 for a flush
     char status;                // device writes VIRTIO_BLK_S_*
+    char done;                  // a flush has completed
   } info[VIRTIO_NUM];
   struct virtio_blk_req ops[VIRTIO_NUM]; // the request headers
 
@@ -68,15 +75,17 @@ virtio_disk_init(void)
   status |= VIRTIO_STATUS_DRIVER;
   *R(VIRTIO_MMIO_STATUS) = status;
 
-  // feature bits 0..31: we need none of the optional ones (multi-queue,
-  // event index, indirect descriptors, ...), and a read-only disk cannot
-  // hold our file system
+  // feature bits 0..31: we need flushes and none of the optional ones
+  // (multi-queue, event index, indirect descriptors, ...), and a
+  // read-only disk cannot hold our file system
   *R(VIRTIO_MMIO_DEVICE_FEATURES_SEL) = 0;
   features = *R(VIRTIO_MMIO_DEVICE_FEATURES);
   if(features & (1 << VIRTIO_BLK_F_RO))
     fail("the disk is read-only");
+  if(!(features & (1 << VIRTIO_BLK_F_FLUSH)))
+    fail("the disk cannot flush its writes");
   *R(VIRTIO_MMIO_DRIVER_FEATURES_SEL) = 0;
-  *R(VIRTIO_MMIO_DRIVER_FEATURES) = 0;
+  *R(VIRTIO_MMIO_DRIVER_FEATURES) = 1 << VIRTIO_BLK_F_FLUSH;
   // bits 32..63: a modern device needs VIRTIO_F_VERSION_1 accepted
   *R(VIRTIO_MMIO_DEVICE_FEATURES_SEL) = 1;
   features = *R(VIRTIO_MMIO_DEVICE_FEATURES) & (1 << (VIRTIO_F_VERSION_1 - 32));
@@ -177,13 +186,13 @@ free_chain(int i)
   }
 }
 
-// Three free descriptors, or -1 (none taken) if there are not enough.
+// n free descriptors, or -1 (none taken) if there are not enough.
 static int
-alloc3_desc(int *idx)
+allocn_desc(int *idx, int n)
 {
   int i, j;
 
-  for(i = 0; i < 3; i++){
+  for(i = 0; i < n; i++){
     idx[i] = alloc_desc();
     if(idx[i] < 0){
       for(j = 0; j < i; j++)
@@ -192,6 +201,18 @@ alloc3_desc(int *idx)
     }
   }
   return 0;
+}
+
+// Offer the chain at head to the device. Caller holds vdisk_lock.
+static void
+offer(int head)
+{
+  // the device must see the descriptors before the index
+  disk.avail->ring[disk.avail->idx % VIRTIO_NUM] = head;
+  __sync_synchronize();
+  disk.avail->idx += 1;
+  __sync_synchronize();
+  *R(VIRTIO_MMIO_QUEUE_NOTIFY) = 0;
 }
 
 // Read (write = 0) or write block b->blockno through buffer b, sleeping
@@ -207,7 +228,7 @@ virtio_disk_rw(struct buf *b, int write)
     panic("virtio_disk_rw: block %d beyond the disk", b->blockno);
 
   acquire(&disk.vdisk_lock);
-  while(alloc3_desc(idx) != 0)
+  while(allocn_desc(idx, 3) != 0)
     sleep(&disk.free[0], &disk.vdisk_lock);
 
   req = &disk.ops[idx[0]];
@@ -234,17 +255,48 @@ virtio_disk_rw(struct buf *b, int write)
   b->disk = 1;
   disk.info[idx[0]].b = b;
 
-  // offer the chain; the device must see the descriptors before the index
-  disk.avail->ring[disk.avail->idx % VIRTIO_NUM] = idx[0];
-  __sync_synchronize();
-  disk.avail->idx += 1;
-  __sync_synchronize();
-  *R(VIRTIO_MMIO_QUEUE_NOTIFY) = 0;
-
+  offer(idx[0]);
   while(b->disk == 1)
     sleep(b, &disk.vdisk_lock);
 
   disk.info[idx[0]].b = 0;
+  free_chain(idx[0]);
+  release(&disk.vdisk_lock);
+}
+
+// Wait until every write completed so far is on the disk (a barrier).
+void
+virtio_disk_flush(void)
+{
+  struct virtio_blk_req *req;
+  int idx[2];
+
+  acquire(&disk.vdisk_lock);
+  while(allocn_desc(idx, 2) != 0)
+    sleep(&disk.free[0], &disk.vdisk_lock);
+
+  req = &disk.ops[idx[0]];
+  req->type = VIRTIO_BLK_T_FLUSH;
+  req->reserved = 0;
+  req->sector = 0;
+
+  disk.desc[idx[0]].addr = (uint64)req;
+  disk.desc[idx[0]].len = sizeof(*req);
+  disk.desc[idx[0]].flags = VRING_DESC_F_NEXT;
+  disk.desc[idx[0]].next = idx[1];
+
+  disk.info[idx[0]].status = 0xff;
+  disk.desc[idx[1]].addr = (uint64)&disk.info[idx[0]].status;
+  disk.desc[idx[1]].len = 1;
+  disk.desc[idx[1]].flags = VRING_DESC_F_WRITE;
+  disk.desc[idx[1]].next = 0;
+
+  disk.info[idx[0]].b = 0;
+  disk.info[idx[0]].done = 0;
+  offer(idx[0]);
+  while(disk.info[idx[0]].done == 0)
+    sleep(&disk.info[idx[0]], &disk.vdisk_lock);
+
   free_chain(idx[0]);
   release(&disk.vdisk_lock);
 }
@@ -267,13 +319,19 @@ virtio_disk_intr(void)
   while(disk.used_idx != disk.used->idx){
     __sync_synchronize();
     id = disk.used->ring[disk.used_idx % VIRTIO_NUM].id;
-    if(id < 0 || id >= VIRTIO_NUM || (b = disk.info[id].b) == 0)
+    if(id < 0 || id >= VIRTIO_NUM || disk.free[id])
       panic("virtio_disk_intr: bad used id %d", id);
+    b = disk.info[id].b;
     if(disk.info[id].status != VIRTIO_BLK_S_OK)
-      panic("virtio_disk_intr: block %d: device status %d", b->blockno,
-            disk.info[id].status);
-    b->disk = 0;
-    wakeup(b);
+      panic("virtio_disk_intr: %s %d: device status %d", b ? "block" : "flush",
+            b ? b->blockno : 0, disk.info[id].status);
+    if(b){
+      b->disk = 0;
+      wakeup(b);
+    } else {
+      disk.info[id].done = 1;
+      wakeup(&disk.info[id]);
+    }
     disk.used_idx += 1;
   }
 

@@ -71,7 +71,7 @@ class PyllmAdapter(Adapter):
         return time.perf_counter() - t
 
     def activate(self) -> None:
-        from pyllm.threads import set_blas_threads
+        from pyllm.backend.threads import set_blas_threads
 
         if self.backend == "c":
             from pyllm.kernels import native

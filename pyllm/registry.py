@@ -160,7 +160,11 @@ def is_synthetic(path: Path) -> bool:
     return (path / "SYNTHETIC").exists() if path.is_dir() else False
 
 
-def _builder(fmt: str, arch: str, path: Path) -> Callable[..., Model]:
+def builder(fmt: str, arch: str, path: Path) -> Callable[..., Model]:
+    """The loader function for weights of format `fmt` and architecture `arch` (what `detect`
+    says of `path`; path only names them in errors), imported but not called: this is where
+    an unsupported architecture fails (UnsupportedArchitectureError, one line), before
+    anything is read. Calling it as `load` does loads the model."""
     target = ARCHITECTURES.get((fmt, arch))
     if target is None:
         known = sorted({a for _, a in ARCHITECTURES})
@@ -184,7 +188,7 @@ def load(name_or_path: str | os.PathLike[str], **opts: Any) -> Model:
     """
     name, path = resolve(name_or_path)
     fmt, arch = detect(path)
-    return _builder(fmt, arch, path)(path, name=name, synthetic=is_synthetic(path), **opts)
+    return builder(fmt, arch, path)(path, name=name, synthetic=is_synthetic(path), **opts)
 
 
 # short name -> "module:class" of a tokenizer that needs no weights file (its vocabulary ships
@@ -205,7 +209,7 @@ def load_tokenizer(name_or_path: str | os.PathLike[str]) -> Tokenizer:
         module, attr = target.split(":")
         return getattr(importlib.import_module(module), attr)()
     fmt, arch = detect(path)
-    mod = importlib.import_module(_builder(fmt, arch, path).__module__)
+    mod = importlib.import_module(builder(fmt, arch, path).__module__)
     fn = getattr(mod, f"tokenizer_from_{fmt}", None)
     if fn is None:
         raise UnsupportedArchitectureError(f"{path}: no tokenizer loader for '{arch}' ({fmt})")

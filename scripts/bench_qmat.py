@@ -36,9 +36,10 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=15)
     args = ap.parse_args()
 
+    from pyllm.backend.linear import QmatF32Linear, RecordLinear
     from pyllm.kernels import native
     from pyllm.kernels import qmat as Q
-    from pyllm.kernels.ops import QMat
+    from pyllm.kernels.cstructs import QMat
 
     nat = native()
     if nat is None:
@@ -52,7 +53,7 @@ def main() -> None:
     for name, (rows, cols) in SHAPES.items():
         w = rng.standard_normal((rows, cols)).astype(np.float32) * 0.05
         s, q = Q.quantize_rows(w)
-        i8, f32 = Q.QmatLinear(s, q), Q.QmatF32Linear(s, q)
+        i8, f32 = RecordLinear.from_qmat(s, q), QmatF32Linear(s, q)
         ref = QMat.from_gguf("F32", w, rows, cols)
         exact64 = Q.dequantize(s, q).astype(np.float64)
         for n in (1, 64):

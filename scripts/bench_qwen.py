@@ -113,7 +113,7 @@ def main() -> None:
 
     import pyllm
     from pyllm.kernels import native
-    from pyllm.kernels.ops import aligned_empty
+    from pyllm.kernels.cstructs import aligned_empty
 
     ffi, lib = native()
     names = args.models.split(",")

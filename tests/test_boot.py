@@ -56,16 +56,27 @@ def test_timeout_exits_124() -> None:
     assert "timed out after 1 s" in r.stderr
 
 
-def test_kernel_panic_prints_the_report_and_exits_101(tmp_path: Path) -> None:
-    blank = tmp_path / "blank.img"
-    blank.write_bytes(bytes(1 << 20))  # no file system: the kernel panics at mount
-    r = harness("-q", "--no-fs-check", "--fs", str(blank), "-c", "echo never")
+def test_kernel_panic_prints_the_report_and_exits_101() -> None:
+    from made import stub as made_stub
+
+    stub = made_stub("panic")     # main -> f1 -> f2 -> panic()
+    r = harness("-q", "--kernel", str(stub), "-c", "plain")
     assert r.returncode == 101
     err = r.stderr
-    assert "=== kernel panic: panic: " in err
+    assert "=== kernel panic: panic: stub test" in err
     assert "hart 0 in S-mode" in err and "instruction at pc:" in err
     trace = err.split("backtrace (frame pointers):")[1]
-    assert "panic+" in trace and "fsinit+" in trace
+    assert "panic+" in trace and "f2+" in trace
+
+
+@pytest.mark.parametrize("size", [1 << 20, 512])
+def test_disk_without_a_file_system_is_refused_at_mount(tmp_path: Path, size: int) -> None:
+    blank = tmp_path / "blank.img"
+    blank.write_bytes(bytes(size))  # no file system (or not even a superblock)
+    r = harness("-q", "--no-fs-check", "--fs", str(blank), "-c", "echo never")
+    assert r.returncode == 1, r.stderr
+    assert "fsinit: refusing the disk" in r.stdout and "never" not in r.stdout
+    assert "panic" not in r.stdout + r.stderr
 
 
 def test_panic_backtrace_crosses_the_trap_into_the_interrupted_function() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pyllm.backend.linear import QmatF32Linear, QmatTwinLinear, RecordLinear
 from pyllm.kernels import qmat as Q
 
 TOL_QMAT_TWIN = 1e-5  # Q8R16 C product vs matmul_twin: max |diff| / max |twin|
@@ -51,7 +52,7 @@ def test_quantize_rows_round_trip_and_edge_cases():
 @pytest.mark.parametrize("rows,cols,n", SHAPES)
 def test_repack_layout_matches_twin(lib, rows, cols, n):
     s, q, _ = rand(rows, cols, n, rows + cols)
-    lin = Q.QmatLinear(s, q)
+    lin = RecordLinear.from_qmat(s, q)
     pad = rows + (-rows % 16)
     assert lin.qm.rows == pad and lin.qm.data.nbytes == Q.q8r16_bytes(pad, cols)
     assert np.array_equal(np.asarray(lin.qm.data), Q.repack_twin(s, q, pad))
@@ -60,7 +61,7 @@ def test_repack_layout_matches_twin(lib, rows, cols, n):
 @pytest.mark.parametrize("rows,cols,n", SHAPES)
 def test_q8r16_product_matches_twin_and_bound(lib, rows, cols, n):
     s, q, x = rand(rows, cols, n, 7 * rows + cols)
-    lin = Q.QmatLinear(s, q)
+    lin = RecordLinear.from_qmat(s, q)
     y = lin(x)
     twin = Q.matmul_twin(s, q, x)
     assert y.shape == (n, rows)
@@ -75,9 +76,9 @@ def test_q8r16_product_matches_twin_and_bound(lib, rows, cols, n):
 
 def test_qmatmul_dispatches_q8r16(lib):
     """struct pyllm_qmat of type PYLLM_Q8R16 through pyllm_qmatmul (what llama.c and qwen35.c
-    call) gives QmatLinear's result."""
+    call) gives RecordLinear.from_qmat's result."""
     s, q, x = rand(64, 96, 5, 3)
-    lin = Q.QmatLinear(s, q)
+    lin = RecordLinear.from_qmat(s, q)
     assert lin.qm.type == lib.PYLLM_Q8R16
     assert np.array_equal(lin.qm.matmul(x), lin(x))
 
@@ -85,21 +86,24 @@ def test_qmatmul_dispatches_q8r16(lib):
 @pytest.mark.parametrize("rows,cols,n", SHAPES + [(5, 7, 2), (9, 50, 4)])
 def test_f32_activation_product(lib, rows, cols, n):
     s, q, x = rand(rows, cols, n, rows * cols + n)
-    y = Q.QmatF32Linear(s, q)(x)
+    y = QmatF32Linear(s, q)(x)
     exact = x.astype(np.float64) @ Q.dequantize(s, q).astype(np.float64).T
     assert np.abs(y - exact).max() <= TOL_QMAT_F32 * np.abs(exact).max()
 
 
 def test_twin_linear_and_bad_shapes(lib):
     s, q, x = rand(20, 64, 2, 1)
-    assert np.array_equal(Q.QmatTwinLinear(s, q)(x), Q.matmul_twin(s, q, x))
+    assert np.array_equal(QmatTwinLinear(s, q)(x), Q.matmul_twin(s, q, x))
     s, q, _ = rand(16, 40, 1, 2)
     with pytest.raises(ValueError, match="multiple of 32"):
-        Q.QmatLinear(s, q)
+        RecordLinear.from_qmat(s, q)
     assert lib.pyllm_q8r16_bytes(15, 32) == -1 and lib.pyllm_q8r16_bytes(16, 33) == -1
 
 
-def test_traits_registered():
-    from pyllm.kernels.linear import TRAITS
+def test_traits_registered(lib):
+    from pyllm.backend.traits import TRAITS
 
-    assert TRAITS["qmat"] is Q.QmatLinear and TRAITS["qmat-numpy"] is Q.QmatTwinLinear
+    assert TRAITS["qmat"].linear is RecordLinear and TRAITS["qmat-numpy"].linear is QmatTwinLinear
+    s, q, _ = rand(16, 64, 1, 3)
+    for lin in (RecordLinear.from_qmat(s, q), QmatTwinLinear(s, q), QmatF32Linear(s, q)):
+        assert isinstance(lin, TRAITS[lin.format].linear)

@@ -100,8 +100,9 @@ def test_superblock_and_geometry(tmp_path: Path, layout: FsLayout) -> None:
     sb = layout.superblock.unpack(data[layout.bsize:2 * layout.bsize])
     assert sb["magic"] == layout.fsmagic
     assert sb["size"] == 1000 and sb["ninodes"] == 100
-    assert sb["inodestart"] == 2
-    assert sb["bmapstart"] == 2 + 100 // layout.ipb + 1
+    assert sb["logstart"] == 2 and sb["nlog"] == layout.logsize
+    assert sb["inodestart"] == 2 + layout.logsize
+    assert sb["bmapstart"] == sb["inodestart"] + 100 // layout.ipb + 1
     assert sb["nblocks"] == 1000 - fs.geo.datastart
 
 
@@ -210,3 +211,44 @@ def test_with_files_copies_everything_and_adds(tmp_path: Path, layout: FsLayout)
     assert out.stat("/console").major == layout.console_major
     assert out.listdir("/empty") == ["dir"]
     assert out.read("/AI/SMOL/PMT.BIN") == b"\x01\x00\x00\x00\x07\x00\x00\x00"
+
+
+def _commit(img: bytearray, layout: FsLayout, sb: dict, homes: dict[int, bytes]) -> None:
+    """Write a committed transaction into the log, as kernel_c/log.c would leave it."""
+    bs = layout.bsize
+    head = sb["logstart"] * bs
+    struct.pack_into("<I", img, head, len(homes))
+    for i, (home, data) in enumerate(homes.items()):
+        struct.pack_into("<I", img, head + 4 + 4 * i, home)
+        at = (sb["logstart"] + 1 + i) * bs
+        img[at:at + bs] = data
+
+
+def test_committed_log_is_replayed_and_reported(tmp_path: Path, layout: FsLayout,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "fs.img"
+    build_image(out, {"a": b"old contents"})
+    img = bytearray(out.read_bytes())
+    fs = FsImage(bytes(img))
+    bno = fs.file_blocks(fs.stat("a"))[0][0]
+    _commit(img, layout, fs.sb, {bno: b"new contents".ljust(layout.bsize, b"\0")})
+    out.write_bytes(img)
+    replayed = FsImage(out)
+    assert replayed.pending == [bno]
+    assert replayed.read("a") == b"new contents"
+    assert replayed.check() == []
+    assert main(["--check", str(out)]) == 0
+    assert "committed transaction of 1 blocks" in capsys.readouterr().out
+
+
+def test_corrupt_log_header_is_an_error(tmp_path: Path, layout: FsLayout) -> None:
+    out = tmp_path / "fs.img"
+    build_image(out, {"a": b"x"})
+    img = bytearray(out.read_bytes())
+    sb = FsImage(bytes(img)).sb
+    _commit(img, layout, sb, {sb["size"] + 3: bytes(layout.bsize)})
+    with pytest.raises(FsError, match="outside the file system"):
+        FsImage(bytes(img))
+    struct.pack_into("<I", img, sb["logstart"] * layout.bsize, layout.logblocks + 1)
+    with pytest.raises(FsError, match="the log holds"):
+        FsImage(bytes(img))

@@ -29,7 +29,7 @@ def lib(request: pytest.FixtureRequest) -> Iterator[object]:
 
 
 def P(a: np.ndarray, t: str = "float *") -> object:  # noqa: N802
-    from pyllm.kernels.ops import ptr
+    from pyllm.kernels.cstructs import ptr
 
     return ptr(a, t)
 
@@ -43,7 +43,7 @@ def ck():  # noqa: ANN201
 
 def test_repack_matches_twin(ck) -> None:  # noqa: ANN001
     native_or_skip()
-    from pyllm.kernels.ops import QMat
+    from pyllm.kernels.cstructs import QMat
 
     for name in ("blk.3.attn_k.weight", "blk.7.ffn_down.weight", "token_embd.weight"):
         t = ck.tensors[name]
@@ -53,7 +53,7 @@ def test_repack_matches_twin(ck) -> None:  # noqa: ANN001
 
 
 def test_quantize_act_exact(lib) -> None:  # noqa: ANN001
-    from pyllm.kernels.ops import QAct
+    from pyllm.kernels.cstructs import QAct
 
     rng = np.random.default_rng(1)
     x = (rng.standard_normal((5, 576)) * rng.uniform(0.01, 30, (5, 1))).astype(np.float32)
@@ -71,7 +71,7 @@ def test_quantize_act_exact(lib) -> None:  # noqa: ANN001
 @pytest.mark.parametrize("name", ["blk.0.attn_q.weight", "blk.1.ffn_down.weight",
                                   "token_embd.weight"])
 def test_qmatmul_matches_twin(lib, ck, n: int, name: str) -> None:  # noqa: ANN001
-    from pyllm.kernels.ops import QMat
+    from pyllm.kernels.cstructs import QMat
 
     t = ck.tensors[name]
     rows, cols = t.shape
@@ -89,7 +89,7 @@ def test_qmatmul_matches_twin(lib, ck, n: int, name: str) -> None:  # noqa: ANN0
 
 
 def test_quantize_f32_q8x16(lib) -> None:  # noqa: ANN001
-    from pyllm.kernels.ops import QMat
+    from pyllm.kernels.cstructs import QMat
 
     w = np.random.default_rng(3).standard_normal((48, 96)).astype(np.float32)
     m = QMat.from_gguf("F32", w, 48, 96)
@@ -190,7 +190,7 @@ def test_pool_threads_and_concurrent_callers(ck) -> None:  # noqa: ANN001
     """1 or 2 threads give identical results, and two Python threads calling kernels at once
     (two engines sharing the pool) each get their own correct answer."""
     _, lib = native_or_skip()
-    from pyllm.kernels.ops import QMat
+    from pyllm.kernels.cstructs import QMat
 
     t = ck.tensors["blk.2.ffn_up.weight"]
     m = QMat.from_gguf(t.type, t.raw, *t.shape)

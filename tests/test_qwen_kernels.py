@@ -160,18 +160,17 @@ def test_decay_flushes_below_float_range():
 
 def test_q8_linear_matches_twin_and_exact():
     native()
-    from pyllm.kernels.linear import DenseLinear, Q8Linear, Q8TwinLinear
+    from pyllm.backend.linear import BlockTwinLinear, DenseLinear, RecordLinear
+    from pyllm.backend.ops import CKernelOps
     from pyllm.loaders import TensorRef
 
     rng = np.random.default_rng(5)
     parts = [rng.standard_normal((n, 96)).astype(np.float32) for n in (37, 5, 20)]
     refs = [TensorRef(f"w{i}", "F32", p.shape, p) for i, p in enumerate(parts)]
-    from pyllm.kernels.linear import Q8Ops
-
-    c = Q8Ops(n_threads=2).linear("w", refs)  # 62 rows -> padded to 64
-    assert isinstance(c, Q8Linear) and c.shape == (62, 96)
+    c = CKernelOps(n_threads=2).linear("w", refs)  # 62 rows -> padded to 64
+    assert isinstance(c, RecordLinear) and c.shape == (62, 96) and c.format == "q8x16"
     w = np.concatenate(parts)
-    twin, exact = Q8TwinLinear(w), DenseLinear(w)
+    twin, exact = BlockTwinLinear.quantized(w), DenseLinear(w)
     for n in (1, 3, 9):
         x = rng.standard_normal((n, 96)).astype(np.float32)
         a, b = c(x), twin(x)
@@ -203,7 +202,7 @@ def test_repack_cache_hit_and_rebuild(tmp_path, monkeypatch):
 
 def test_bandwidth_probe_reads_everything():
     ffi, lib = native()
-    from pyllm.kernels.ops import aligned_empty
+    from pyllm.kernels.cstructs import aligned_empty
 
     buf = aligned_empty(4 << 20)
     buf[:] = 0

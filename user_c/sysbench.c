@@ -9,13 +9,17 @@
 //                        interrupts included
 //   sysbench fork [N]    N fork + exit + wait: microseconds per process
 //   sysbench pipe [N]    N KiB through a pipe to a child: KiB per second
-//   sysbench             all four with their default N
+//   sysbench fs [N]      N times: create a file, write 4 KiB, close,
+//                        delete it: file operations per second (each is
+//                        one or two log commits; `harness bench fs`)
+//   sysbench             the first four with their default N
 //
 // Each mode prints one line "MODE: key=value ..." (times from time_us(),
 // fixed-point decimals: the kernel and user code use no floating point).
 
 #include "types.h"
 #include "user.h"
+#include "fcntl.h"
 
 #define LOOP_INSNS 8   // instructions per iteration of spin()'s loop
 
@@ -133,17 +137,39 @@ bench_pipe(uint64 kib)
   printf("\n");
 }
 
+static void
+bench_fs(uint64 n)
+{
+  int fd;
+  uint64 t0 = time_us();
+
+  for(uint64 i = 0; i < n; i++){
+    if((fd = open("/fsbench.tmp", O_CREATE | O_WRONLY)) < 0 ||
+       write(fd, buf, sizeof(buf)) != sizeof(buf) || close(fd) < 0 ||
+       unlink("/fsbench.tmp") < 0){
+      fprintf(2, "sysbench: fs: create/write/delete failed\n");
+      exit(1);
+    }
+  }
+  uint64 us = time_us() - t0;
+  printf("fs: n=%lu us=%lu files_per_s=", n, us);
+  putfix(n * 1000000, us, 1);
+  printf("\n");
+}
+
 struct mode {
   char *name;
   void (*run)(uint64);
   uint64 n;            // default N
+  int all;             // run by a plain `sysbench`
 };
 
 static struct mode modes[] = {
-  { "getpid", bench_getpid, 20000 },
-  { "cpu", bench_cpu, 25000000 },
-  { "fork", bench_fork, 100 },
-  { "pipe", bench_pipe, 1024 },
+  { "getpid", bench_getpid, 20000, 1 },
+  { "cpu", bench_cpu, 25000000, 1 },
+  { "fork", bench_fork, 100, 1 },
+  { "pipe", bench_pipe, 1024, 1 },
+  { "fs", bench_fs, 200, 0 },
 };
 #define NMODE (sizeof(modes) / sizeof(modes[0]))
 
@@ -155,7 +181,8 @@ main(int argc, char *argv[])
 
   if(argc == 1){
     for(int i = 0; i < NMODE; i++)
-      modes[i].run(modes[i].n);
+      if(modes[i].all)
+        modes[i].run(modes[i].n);
     return 0;
   }
   if(argc == 3){
@@ -171,6 +198,6 @@ main(int argc, char *argv[])
       return 0;
     }
   }
-  fprintf(2, "usage: sysbench [getpid|cpu|fork|pipe [N]]\n");
+  fprintf(2, "usage: sysbench [getpid|cpu|fork|pipe|fs [N]]\n");
   return 2;
 }

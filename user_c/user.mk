@@ -21,7 +21,7 @@ UPROGS := init sh \
 	cat echo grep wc ls mkdir rm ln kill sleep uptime ps halt \
 	sysbench usertests \
 	ai_daemon llmrun aitest aibench \
-	sysfuzz aistress
+	sysfuzz aistress fscrash
 UPROG_ALIASES := poweroff=halt llmrun_smol=llmrun llmrun_qwen=llmrun \
 	ai_worker=ai_daemon
 

@@ -41,7 +41,7 @@ import pyllm.registry as registry
 spec = sys.argv[1]
 # the code is not the weights: import the builder and the C kernels before the clock starts
 _, path = registry.resolve(spec)
-registry._builder(*registry.detect(path), path)
+registry.builder(*registry.detect(path), path)
 from pyllm.kernels import native
 native()
 t0 = time.perf_counter()

@@ -166,7 +166,7 @@ class Probes:
         self.qmat: Any = None
         self.x = rng.standard_normal((GEMM_ROWS, GEMM_K), dtype=np.float32)
         if self.native is not None:
-            from pyllm.kernels.ops import QMat, aligned_empty
+            from pyllm.kernels.cstructs import QMat, aligned_empty
 
             self.buf = aligned_empty(BW_BYTES)
             self.buf[:] = 1  # touch every page now, not inside the timed read
@@ -194,9 +194,9 @@ class Probes:
             t = time.perf_counter()
             float(self.buf.sum())
             p.bandwidth.append(self.buf.nbytes / (time.perf_counter() - t))
-        from pyllm.kernels.linear import blas_threads
+        from pyllm.backend.threads import blas_limit
 
-        with blas_threads(self.threads):
+        with blas_limit(self.threads):
             self.a @ self.b
             t = time.perf_counter()
             self.a @ self.b

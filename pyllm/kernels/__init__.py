@@ -1,7 +1,8 @@
 """pyllm's hot kernels: C through cffi (`_native`), each with a numpy twin (`twins.py`).
 
 `native()` returns the cffi `(ffi, lib)` pair, or None when the extension is not built (then every
-caller uses the numpy twins, which give the same answers, only slower). `backend_name()` says which
+caller uses the numpy twins, which give the same answers, only slower); `require_native()` the
+pair or a one-line error. `backend_name()` says which
 code runs ("c-avx512vnni", "c-generic" or "numpy"). Set PYLLM_NO_NATIVE=1 to force the numpy path.
 
 Adding a kernel: see build.py (file layout, cffi markers, runtime ISA dispatch).
@@ -37,6 +38,17 @@ def native() -> tuple[Any, Any] | None:
     _check_fresh(ffi.string(lib.pyllm_source_hash()).decode())
     _NATIVE = (ffi, lib)
     return _NATIVE
+
+
+def require_native() -> tuple[Any, Any]:
+    """The (ffi, lib) of the compiled kernels; a PyllmError saying why when they are not in
+    use (for code that has no numpy fallback)."""
+    nat = native()
+    if nat is None:
+        from pyllm.errors import PyllmError
+
+        raise PyllmError(f"the C kernels are not available: {NATIVE_ERROR}")
+    return nat
 
 
 def _check_fresh(built: str) -> None:

@@ -2,16 +2,12 @@
 
     weight[r][c] = scale[r] * q[r][c]        (course_lab.md section 3, "Quantization")
 
-Three Linear objects over the same (scale, q) pair, with linear.py's interface
-(`y = lin(x)`, x (T, K) float32 -> y (T, N); `.shape`, `.nbytes`, `.format`):
-
-    QmatLinear      "qmat"        C: repacked into Q8R16 records (pyllm/kernels/rowq8.h), int8
-                                  activations per 32-column block, VNNI dot products. Its
-                                  `.qm` is a `struct pyllm_qmat`, so the Llama and Qwen3.5 C
-                                  forward passes take it like their own matrices.
-    QmatTwinLinear  "qmat-numpy"  the numpy twin of QmatLinear (same arithmetic).
-    QmatF32Linear   "qmat-f32"    C: float32 activations on the course's row-major layout --
-                                  the course's own arithmetic, kept as the measured alternative.
+Here: the quantizer, the (C-backed) dequantizer, and the numpy twins of the Q8R16 repacking
+(pyllm/kernels/rowq8.h) and product. The matrix objects over a (scale, q) pair are in
+pyllm/backend/linear.py: `RecordLinear.from_qmat` ("qmat": Q8R16 records, int8 activations,
+VNNI), `QmatTwinLinear` ("qmat-numpy"), `QmatF32Linear` ("qmat-f32": float32 activations on
+the course's row-major layout -- the course's own arithmetic, kept as the measured
+alternative).
 
 The int8-activation error has a bound, checked by the tests: per 32-column block b the
 activation is off by at most dx_b / 2, so |y - y_exact|[r] <= scale[r] * sum_b dx_b/2 *
@@ -23,7 +19,6 @@ sum_{c in b} |q[r][c]|.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -123,110 +118,3 @@ def error_bound(scale: np.ndarray, q: np.ndarray, x: np.ndarray) -> np.ndarray:
     _, dx, _ = quantize_act(np.ascontiguousarray(x, dtype=F32))
     qabs = np.abs(np.asarray(q, F32)).reshape(rows, nb, QK).sum(axis=2)  # (rows, nb)
     return (dx / 2) @ qabs.T * np.abs(np.asarray(scale, F32))[None, :]
-
-
-# ---------------------------------------------------------------- Linear objects
-
-def _native() -> tuple[Any, Any]:
-    from pyllm.kernels import native
-
-    nat = native()
-    if nat is None:
-        from pyllm.errors import PyllmError
-        from pyllm.kernels import NATIVE_ERROR
-
-        raise PyllmError(f"the qmat C kernels are not available: {NATIVE_ERROR}")
-    return nat
-
-
-class QmatLinear:
-    """Q8R16 records + int8 activations in C (see the module docstring). Rows are padded to
-    a multiple of 16 (cut off the result); columns must be a multiple of 32."""
-
-    format = "qmat"
-
-    def __init__(self, scale: np.ndarray, q: np.ndarray) -> None:
-        from pyllm.kernels.ops import QMat, aligned_empty
-
-        self.ffi, self.lib = _native()
-        rows, cols = q.shape
-        if cols % QK:
-            raise ValueError(f"qmat {rows}x{cols}: columns must be a multiple of {QK}")
-        padded = rows + (-rows % 16)
-        data = aligned_empty(q8r16_bytes(padded, cols))
-        s = np.ascontiguousarray(scale, dtype=F32)
-        qq = np.ascontiguousarray(q, dtype=np.int8)
-        rc = self.lib.pyllm_repack_rowq8(self.ffi.cast("float *", s.ctypes.data),
-                                         self.ffi.cast("int8_t *", qq.ctypes.data), rows, cols,
-                                         padded, self.ffi.cast("uint8_t *", data.ctypes.data))
-        assert rc == 0
-        self.rows, self.shape = rows, (rows, cols)
-        self.qm = QMat(data, padded, cols, self.lib.PYLLM_Q8R16)
-        self._one: tuple[Any, np.ndarray, Any, Any] | None = None  # decode buffers
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.qm.data.nbytes)
-
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        if x.shape[0] != 1:
-            y = self.qm.matmul(x)
-            return y if y.shape[1] == self.rows else y[:, :self.rows]
-        if self._one is None:  # one token: keep the buffers (decode calls this a lot)
-            from pyllm.kernels.ops import QAct
-
-            act = QAct(1, self.shape[1])
-            out = np.empty((1, self.qm.rows), F32)
-            self._one = (act, out, self.ffi.cast("float *", out.ctypes.data), act.c)
-        act, out, out_p, act_c = self._one
-        x = np.ascontiguousarray(x, dtype=F32)
-        self.lib.pyllm_quantize_act(self.ffi.cast("float *", x.ctypes.data), 1, self.shape[1],
-                                    act_c)
-        self.lib.pyllm_qmatmul(self.qm.c, act_c, out_p)
-        return out[:, :self.rows].copy()
-
-
-class QmatTwinLinear:
-    """The numpy twin of QmatLinear: the same (scale, q), int8 activations."""
-
-    format = "qmat-numpy"
-
-    def __init__(self, scale: np.ndarray, q: np.ndarray) -> None:
-        if q.shape[1] % QK:
-            raise ValueError(f"qmat {q.shape}: columns must be a multiple of {QK}")
-        self.scale = np.ascontiguousarray(scale, dtype=F32)
-        self.q = np.ascontiguousarray(q, dtype=np.int8)
-        self.shape = q.shape
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.scale.nbytes + self.q.nbytes)
-
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        return matmul_twin(self.scale, self.q, x)
-
-
-class QmatF32Linear:
-    """float32 activations on the course's row-major layout, in C (any shape)."""
-
-    format = "qmat-f32"
-
-    def __init__(self, scale: np.ndarray, q: np.ndarray) -> None:
-        self.ffi, self.lib = _native()
-        self.scale = np.ascontiguousarray(scale, dtype=F32)
-        self.q = np.ascontiguousarray(q, dtype=np.int8)
-        self.shape = q.shape
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.scale.nbytes + self.q.nbytes)
-
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        x = np.ascontiguousarray(x, dtype=F32).reshape(-1, self.shape[1])
-        out = np.empty((x.shape[0], self.shape[0]), F32)
-        f = self.ffi
-        self.lib.pyllm_rowq8_matmul_f32(f.cast("float *", self.scale.ctypes.data),
-                                        f.cast("int8_t *", self.q.ctypes.data), *self.shape,
-                                        f.cast("float *", x.ctypes.data), x.shape[0],
-                                        f.cast("float *", out.ctypes.data))
-        return out

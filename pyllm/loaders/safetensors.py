@@ -29,6 +29,7 @@ import numpy as np
 
 from pyllm.errors import FormatError, ModelNotFoundError, UnsupportedTensorTypeError
 from pyllm.loaders import Checkpoint, TensorRef
+from pyllm.quants import bf16_to_f32
 
 # safetensors dtype name -> (numpy dtype of the raw view, bytes per element)
 DTYPES: dict[str, tuple[np.dtype, int]] = {
@@ -60,11 +61,6 @@ class TensorInfo:
     @property
     def nbytes(self) -> int:
         return self.end - self.begin
-
-
-def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
-    """bfloat16 bit patterns (uint16) -> float32, exactly (the bits are the high half)."""
-    return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
 def f32_to_bf16(x: np.ndarray) -> np.ndarray:

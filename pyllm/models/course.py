@@ -19,7 +19,8 @@ What changes on the way in, and why:
 * Context. The course's limit is runtime_seq_len (ROP.BIN has that many rows); it becomes
   the model's max_context.
 
-Backends (`backend=`):
+The matrices are made by the backend's Ops (pyllm/backend/ops.py, `qmat_linear`), so both
+models see them like their own. Backends (`backend=`):
   "c"          Q8R16 records + int8 activations in the C forward passes (llama.c, and
                qwen35.c for decode steps); needs rows % 16 == 0 and columns % 32 == 0
   "c-f32"      the course's own arithmetic: float32 activations, C products, numpy forward
@@ -37,8 +38,8 @@ from typing import Any
 import numpy as np
 
 from pyllm import naming
+from pyllm.backend.threads import blas_threads, default_threads
 from pyllm.errors import ModelNotFoundError, PyllmError, UnsupportedArchitectureError
-from pyllm.loaders import TensorRef
 from pyllm.loaders.course import (
     FLAG_ATTN_GATE,
     FLAG_QK_NORM,
@@ -56,10 +57,10 @@ from pyllm.models.llama import (
     LayerWeights,
     LlamaConfig,
     LlamaModel,
-    NumpyWeights,
-    _FastLlama,
-    default_threads,
+    LlamaWeights,
+    open_backend,
 )
+from pyllm.models.llama_c import LlamaC
 from pyllm.tokenizers.base import Tokenizer
 
 F32 = np.float32
@@ -97,28 +98,11 @@ def dequantize_rows(m: Qmat, ids: np.ndarray) -> np.ndarray:
     return np.asarray(m[1][ids], F32) * np.asarray(m[0][ids], F32)[:, None]
 
 
-def make_linear(backend: str, parts: list[Qmat]) -> Any:
-    """One Linear object (pyllm.kernels.linear's interface) over the row-wise concatenation of
-    `parts`, in the backend's format."""
-    from pyllm.kernels import qmat as Q
-
-    scale, q = Q.concat([(np.asarray(s), np.asarray(w)) for s, w in parts])
-    if backend == "c":
-        return Q.QmatLinear(np.require(scale, F32, ["C", "A"]), np.require(q, np.int8, ["C"]))
-    if backend == "c-f32":
-        return Q.QmatF32Linear(scale, q)
-    if backend == "numpy-q8":
-        return Q.QmatTwinLinear(scale, q)
-    from pyllm.kernels.linear import DenseLinear
-
-    return DenseLinear(Q.dequantize_table(scale, q))
-
-
 def pick_backend(backend: str, shapes: list[tuple[int, int]], where: str,
                  whole_groups: bool = False) -> str:
     """Resolve "auto"; refuse a backend that cannot run here with a one-line reason. The
     int8 activations come in 32-column blocks; llama.c also wants whole 16-row groups
-    (`whole_groups`; QmatLinear pads rows, which the Qwen code cuts off again)."""
+    (`whole_groups`; RecordLinear pads rows, which the Qwen code cuts off again)."""
     from pyllm import kernels
 
     backend = {"numpy": "numpy-f32"}.get(backend, backend)
@@ -205,173 +189,67 @@ def llama_config(a: CourseAssets) -> LlamaConfig:
                        max_context=c.runtime_seq_len, rope_theta=a.theta, norm_eps=c.rms_eps)
 
 
-class _CourseFastLlama(_FastLlama):
-    """llama.c's struct over Q8R16 matrices (instead of matrices repacked from GGUF blocks);
-    the batch marshalling (`forward`) is _FastLlama's."""
-
-    def __init__(self, a: CourseAssets, cfg: LlamaConfig, n_threads: int) -> None:
-        from pyllm.kernels import native
-        from pyllm.kernels.ops import ptr
-
-        ffi, lib = native()
-        self.ffi, self.lib, self.cfg, self.cache = ffi, lib, cfg, None
-        lib.pyllm_set_threads(n_threads)
-        L = cfg.n_layers
-        q_perm = to_interleaved(cfg.n_heads, cfg.head_dim)
-        k_perm = to_interleaved(cfg.n_kv_heads, cfg.head_dim)
-        self.lins: list[Any] = []  # the matrices the struct points into
-        self.qmats = {f: ffi.new("struct pyllm_qmat[]", L) for f in ("wqkv", "wo", "wgu", "wdown")}
-        for i, ly in enumerate(a.layers):
-            fused = {"wqkv": [permute_rows(ly["q_proj"], q_perm),
-                              permute_rows(ly["k_proj"], k_perm), ly["v_proj"]],
-                     "wo": [ly["o_proj"]], "wgu": [ly["gate_proj"], ly["up_proj"]],
-                     "wdown": [ly["down_proj"]]}
-            for f, parts in fused.items():
-                lin = make_linear("c", parts)
-                self.lins.append(lin)
-                self.qmats[f][i] = lin.qm.c[0]
-        head = make_linear("c", [a.emb])
-        self.lins.append(head)
-        self.qmats["head"] = head.qm.c
-        self.nbytes = sum(lin.nbytes for lin in self.lins)
-        self.emb = a.emb  # int8 rows; the rows a call needs are dequantized for it (forward)
-        self.no_rows = np.zeros((1, cfg.dim), F32)
-        self.attn_norm = np.stack([np.asarray(ly["input_norm"], F32) for ly in a.layers])
-        self.ffn_norm = np.stack([np.asarray(ly["post_norm"], F32) for ly in a.layers])
-        self.out_norm = np.array(a.norm, F32)
-        m = ffi.new("struct pyllm_llama *")
-        m.dim, m.hidden, m.n_layers = cfg.dim, cfg.hidden, L
-        m.n_heads, m.n_kv_heads, m.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-        m.vocab, m.eps, m.theta = cfg.vocab_size, cfg.norm_eps, cfg.rope_theta
-        m.embd_f32 = ptr(self.no_rows, "float *")
-        m.attn_norm, m.ffn_norm = ptr(self.attn_norm, "float *"), ptr(self.ffn_norm, "float *")
-        m.out_norm = ptr(self.out_norm, "float *")
-        m.wqkv, m.wo, m.wgu = self.qmats["wqkv"], self.qmats["wo"], self.qmats["wgu"]
-        m.wdown, m.head = self.qmats["wdown"], self.qmats["head"]
-        self.m = m
-
-    def forward(self, batch: list[tuple[Any, np.ndarray]], all_rows: bool = False) -> np.ndarray:
-        """_FastLlama.forward with the embedding rows of this batch only: llama.c reads token
-        ids for nothing but the row lookup, so the rows go in as a small f32 table indexed
-        0..n-1 (no 4-bytes-per-weight copy of the whole embedding)."""
-        rows, remapped = batch_rows(self.emb, batch)
-        self.m.embd_f32 = self.ffi.cast("float *", rows.ctypes.data)
-        try:
-            return super().forward(remapped, all_rows)
-        finally:
-            self.m.embd_f32 = self.ffi.cast("float *", self.no_rows.ctypes.data)
-
-
-def batch_rows(emb: Qmat, batch: list[tuple[Any, Any]]) -> tuple[np.ndarray, list[Any]]:
-    """(the dequantized embedding rows of every token of `batch`, the batch with its tokens
-    replaced by their row numbers in that table)."""
-    ids = [np.atleast_1d(np.asarray(t, np.int64)) for _, t in batch]
-    rows = np.ascontiguousarray(dequantize_rows(emb, np.concatenate(ids)))
-    remapped, at = [], 0
-    for (st, t), i in zip(batch, ids, strict=True):
-        r = np.arange(at, at + len(i), dtype=np.int32)
-        remapped.append((st, r if np.ndim(t) else int(r[0])))
-        at += len(i)
-    return rows, remapped
-
-
 class QmatEmbedding:
-    """Embedding rows dequantized when looked up (pyllm.kernels.linear.Embedding's interface).
-    `t` is a one-row stand-in for qwen35_c.FastDecode, whose table pointer _CourseFastDecode
-    sets per call."""
+    """Embedding rows dequantized when looked up (pyllm.backend.tensors.Embedding's
+    interface). It has no whole table for the C passes: they get the rows of each call."""
 
     def __init__(self, emb: Qmat) -> None:
         self.m = emb
-        dim = emb[1].shape[1]
-        self.t = TensorRef("EMB.BIN", "F32", (1, dim), np.zeros((1, dim), F32), 4 * dim)
 
     def rows(self, ids: np.ndarray) -> np.ndarray:
         return dequantize_rows(self.m, ids)
 
-
-def _course_fast_decode(model: Any, emb: Qmat) -> Any:
-    """qwen35_c.FastDecode fed one embedding row per sequence (as _CourseFastLlama does)."""
-    from pyllm.models.qwen35_c import FastDecode
-
-    class _CourseFastDecode(FastDecode):
-        def __call__(self, items: list[tuple[Any, int]]) -> np.ndarray:
-            rows, remapped = batch_rows(emb, items)
-            keep = self.s.embd_f32
-            self.s.embd_f32 = self.ffi.cast("float *", rows.ctypes.data)
-            try:
-                return super().__call__(remapped)
-            finally:
-                self.s.embd_f32 = keep
-
-    return _CourseFastDecode(model)
+    def c_table(self, native: tuple[str, ...]) -> None:
+        return None
 
 
 class CourseLlama(LlamaModel):
-    """A LlamaModel whose weights come from course assets. Every forward pass, the state and
-    the step/prefill/decode logic are LlamaModel's; only construction (no GGUF checkpoint),
-    the embedding lookup and the tokenizer differ."""
+    """A LlamaModel whose weights come from course assets: the same forward passes, state
+    and step/prefill/decode; only the weights' source, the embedding and the tokenizer
+    differ."""
 
     def __init__(self, a: CourseAssets, backend: str, n_threads: int, name: str,
-                 synthetic: bool) -> None:  # LlamaModel.__init__ reads a GGUF: not called
-        from pyllm.threads import blas_threads, set_blas_threads
-
+                 synthetic: bool) -> None:
         t0 = time.perf_counter()
         cfg = llama_config(a)
-        self.ck = None  # type: ignore[assignment]
-        self.cfg, self.assets, self._tok = cfg, a, None
         c = a.cfg
         shapes = [(c.dim + 2 * c.kv_dim, c.dim), (c.dim, c.dim), (2 * c.hidden_dim, c.dim),
                   (c.dim, c.hidden_dim), (c.vocab_size, c.dim)]
-        self.backend = backend = pick_backend(backend, shapes, a.where, whole_groups=True)
-        set_blas_threads(n_threads if backend.startswith("numpy") else 1)
-        if backend == "c":
-            self._fast = _CourseFastLlama(a, cfg, n_threads)
-            weight_bytes = self._fast.nbytes
-        else:
-            if backend == "c-f32":
-                from pyllm.kernels import native
-
-                native()[1].pyllm_set_threads(n_threads)
-            q_perm = to_interleaved(cfg.n_heads, cfg.head_dim)
-            k_perm = to_interleaved(cfg.n_kv_heads, cfg.head_dim)
-
-            def lin(*parts: Qmat) -> Any:
-                return make_linear(backend, list(parts))
-
-            layers = [LayerWeights(
+        backend = pick_backend(backend, shapes, a.where, whole_groups=True)
+        ops = open_backend(backend, n_threads, course=True)
+        q_perm = to_interleaved(cfg.n_heads, cfg.head_dim)
+        k_perm = to_interleaved(cfg.n_kv_heads, cfg.head_dim)
+        layers = []
+        for i, ly in enumerate(a.layers):
+            p = f"blk.{i}."
+            layers.append(LayerWeights(
                 attn_norm=np.array(ly["input_norm"], F32),
-                wq=lin(permute_rows(ly["q_proj"], q_perm)),
-                wk=lin(permute_rows(ly["k_proj"], k_perm)), wv=lin(ly["v_proj"]),
-                wo=lin(ly["o_proj"]), ffn_norm=np.array(ly["post_norm"], F32),
-                w_gate=lin(ly["gate_proj"]), w_up=lin(ly["up_proj"]),
-                w_down=lin(ly["down_proj"])) for ly in a.layers]
-            self._np = NumpyWeights(np.empty(0), layers, np.array(a.norm, F32), lin(a.emb))
-            weight_bytes = self._np.head.nbytes + sum(
-                getattr(lw, f).nbytes for lw in layers
-                for f in ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"))
+                wqkv=ops.qmat_linear(p + "wqkv", [permute_rows(ly["q_proj"], q_perm),
+                                                  permute_rows(ly["k_proj"], k_perm),
+                                                  ly["v_proj"]]),
+                wo=ops.qmat_linear(p + "wo", [ly["o_proj"]]),
+                ffn_norm=np.array(ly["post_norm"], F32),
+                wgu=ops.qmat_linear(p + "wgu", [ly["gate_proj"], ly["up_proj"]]),
+                wdown=ops.qmat_linear(p + "wdown", [ly["down_proj"]])))
+        w = LlamaWeights(QmatEmbedding(a.emb), layers, np.array(a.norm, F32),
+                         ops.qmat_linear("head", [a.emb]))
+        fast = LlamaC(cfg, w, a.where) if backend == "c" else None
         info = a.info
         bos = _info_ids(info, "bos_id")
         eos = _info_ids(info, "eos_ids")
         smol_vocab = c.vocab_size == SMOL_VOCAB
-        self.info = _info(
+        super().__init__(cfg, w, _info(
             a, name=name, arch="llama", synthetic=synthetic, backend=backend,
             n_threads=n_threads if not backend.startswith("numpy") else blas_threads(),
-            weight_bytes=weight_bytes,
+            weight_bytes=ops.weight_bytes,
             bos=bos[0] if bos else (SMOL_BOS if smol_vocab else None),
             eos=eos if eos is not None else (SMOL_EOS if smol_vocab else ()),
             extra={"n_heads": cfg.n_heads, "n_kv_heads": cfg.n_kv_heads,
                    "head_dim": cfg.head_dim, "weights_copied": backend == "c",
-                   "kv_bytes_per_token": 2 * cfg.n_layers * cfg.kv_dim * 4})
+                   "kv_bytes_per_token": 2 * cfg.n_layers * cfg.kv_dim * 4}),
+            fast, lambda: smol_tokenizer(cfg.vocab_size, a.where))
+        self.assets = a
         self.build_seconds = time.perf_counter() - t0
-
-    @property
-    def tokenizer(self) -> Tokenizer:
-        if self._tok is None:
-            self._tok = smol_tokenizer(self.cfg.vocab_size, self.assets.where)
-        return self._tok
-
-    def _embed(self, tokens: np.ndarray) -> np.ndarray:
-        return dequantize_rows(self.assets.emb, tokens)
 
     def close(self) -> None:
         self.assets.close()
@@ -420,7 +298,7 @@ def qwen_config(a: CourseAssets) -> Any:
 
 def build_qwen(a: CourseAssets, backend: str, n_threads: int, name: str,
                synthetic: bool) -> Model:
-    from pyllm.kernels.linear import NumpyOps, Q8Ops
+    from pyllm.backend.ops import make_ops
     from pyllm.models import qwen35 as Q
 
     cfg = qwen_config(a)
@@ -428,13 +306,14 @@ def build_qwen(a: CourseAssets, backend: str, n_threads: int, name: str,
     shapes = [(int(np.asarray(v[1]).shape[0]), int(np.asarray(v[1]).shape[1]))
               for ly in a.layers for v in ly.values() if isinstance(v, tuple)]
     backend = pick_backend(backend, shapes + [(c.vocab_size, c.dim)], a.where)
+    ops = make_ops(backend, n_threads=n_threads, course=True)
     one = F32(1)
 
     def unfold(v: np.ndarray) -> np.ndarray:  # the stored 1 + w -> w
         return (np.asarray(v, F32) - one).astype(F32)
 
     def lin(*parts: Qmat) -> Any:
-        return make_linear(backend, list(parts))
+        return ops.qmat_linear("", list(parts))
 
     layers = []
     for kind, ly in zip(cfg.layer_types, a.layers, strict=True):
@@ -455,26 +334,16 @@ def build_qwen(a: CourseAssets, backend: str, n_threads: int, name: str,
             down=lin(ly["down_proj"])))
     w = Q.Qwen35Weights(embed=QmatEmbedding(a.emb), layers=layers, norm=unfold(a.norm),
                         head=lin(a.emb))
-    ops = Q8Ops(n_threads=n_threads) if backend in ("c", "c-f32") else NumpyOps()
-    mats = [w.head] + [m for lw in layers for m in
-                       (lw.gate_up, lw.down, *_mixer_mats(lw))]
     info = _info(a, name=name, arch="qwen3_5", synthetic=synthetic, backend=backend,
-                 n_threads=ops.n_threads, weight_bytes=sum(m.nbytes for m in mats),
+                 n_threads=ops.n_threads, weight_bytes=ops.weight_bytes,
                  bos=None, eos=cfg.eos_ids,
                  extra={"n_heads": cfg.n_heads, "n_kv_heads": cfg.n_kv_heads,
                         "head_dim": cfg.head_dim, "rotary_dim": cfg.rotary_dim,
                         "weights_copied": backend in ("c", "numpy-f32")})  # but EMB.BIN
     model = Q.Qwen35(cfg, w, ops, info)
     model.assets = a  # type: ignore[attr-defined]  # keeps the mapped files alive
-    if backend == "c" and cfg.lin_v_dim <= 1024:
-        model.fast = _course_fast_decode(model, a.emb)
-    info.extra["decode"] = "c" if model.fast is not None else "numpy"
+    model.use_fast_decode()
     return model
-
-
-def _mixer_mats(lw: Any) -> tuple[Any, Any]:
-    m = lw.mixer
-    return (m.in_proj, m.out_proj) if hasattr(m, "in_proj") else (m.qkv, m.o_proj)
 
 
 # ---------------------------------------------------------------- registry entry points

@@ -1,9 +1,10 @@
 """Llama architecture (SmolLM2-135M): config, weights, KV cache, forward pass.
 
-Read top to bottom: `LlamaConfig` (from GGUF metadata), the weights in two forms (dense f32 for the
-exact numpy path, repacked int4/int8 records for the fast C path), `LlamaState` (the KV cache), then
-`forward_numpy` - the whole model in readable numpy, one comment per stage - and `LlamaModel`, which
-runs either that or the same stages in C (pyllm/kernels/llama.c) for many rows at once.
+Read top to bottom: `LlamaConfig` (from GGUF metadata), `LlamaState` (the KV cache), the weights
+(fused matrices made by the backend's Ops, pyllm/backend/: the model never looks at their format),
+then `forward_numpy` - the whole model in readable numpy, one comment per stage - and `LlamaModel`,
+which runs either that or the same stages in C (llama_c.py -> pyllm/kernels/llama.c) for many rows
+at once.
 
 Backends (`backend=`):
   "c"          fast path: weights repacked from the GGUF blocks (Q4_1 -> Q4X16, Q8_0 head -> Q8X16),
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,17 +30,14 @@ from typing import Any
 import numpy as np
 
 from pyllm import naming
-from pyllm.errors import (
-    ContextOverflowError,
-    FormatError,
-    PyllmError,
-    UnsupportedArchitectureError,
-)
+from pyllm.backend.ops import Ops, make_ops
+from pyllm.backend.tensors import tensor_f32
+from pyllm.backend.threads import blas_threads, default_threads, set_blas_threads
+from pyllm.errors import FormatError, UnsupportedArchitectureError
 from pyllm.loaders import Checkpoint
 from pyllm.loaders.gguf import open_gguf, tensor_array
-from pyllm.models.base import Model, ModelInfo, ModelState, with_greedy
-from pyllm.quants import dequantize
-from pyllm.threads import blas_threads, set_blas_threads
+from pyllm.models.base import Model, ModelInfo, ModelState
+from pyllm.models.llama_c import LlamaC
 from pyllm.tokenizers.base import Tokenizer
 
 Trace = Any  # callable(name: str, layer: int, x: np.ndarray) or None
@@ -134,93 +133,49 @@ class LlamaState(ModelState):
         return v.reshape(v.shape[0], -1, v.shape[3])[:, :n]
 
 
-# ---------------------------------------------------------------- weights of the numpy paths
-
-class DenseLinear:
-    """y = x W^T with W (out, in) float32: the exact path."""
-
-    def __init__(self, w: np.ndarray) -> None:
-        self.w = w
-
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        return x @ self.w.T
-
-    @property
-    def nbytes(self) -> int:
-        return self.w.nbytes
-
-
-class TwinLinear:
-    """The numpy twin of the C int8 matmul, on the GGUF blocks (fallback path)."""
-
-    def __init__(self, type_: str, raw: np.ndarray, rows: int, cols: int) -> None:
-        from pyllm.kernels import twins
-
-        self.fn = twins.qmatmul_q4_1 if type_ == "Q4_1" else twins.qmatmul_q8_0
-        self.raw, self.rows, self.cols = raw, rows, cols
-        if type_ not in ("Q4_1", "Q8_0"):
-            raise FormatError(f"numpy-q8 backend reads Q4_1/Q8_0 tensors, not {type_}")
-
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        return self.fn(self.raw, self.rows, self.cols, x)
-
-    @property
-    def nbytes(self) -> int:
-        return self.raw.nbytes
-
+# ---------------------------------------------------------------- weights
 
 @dataclass
 class LayerWeights:
     attn_norm: np.ndarray  # (dim,)
-    wq: Any  # Linear dim -> dim (rows permuted per head for interleaved RoPE)
-    wk: Any  # Linear dim -> kv_dim (same permutation)
-    wv: Any  # Linear dim -> kv_dim
+    wqkv: Any  # Linear dim -> dim + 2 kv_dim: [q | k | v] (q, k rows permuted per head for
+    #            interleaved RoPE)
     wo: Any  # Linear dim -> dim
     ffn_norm: np.ndarray  # (dim,)
-    w_gate: Any  # Linear dim -> hidden
-    w_up: Any  # Linear dim -> hidden
-    w_down: Any  # Linear hidden -> dim
+    wgu: Any  # Linear dim -> 2 hidden: [gate | up]
+    wdown: Any  # Linear hidden -> dim
 
 
 @dataclass
-class NumpyWeights:
-    token_embd: np.ndarray  # (vocab, dim) f32, dequantized on demand per token
+class LlamaWeights:
+    embed: Any  # row lookup: .rows(ids) -> (n, dim) f32 (pyllm.backend.tensors.Embedding)
     layers: list[LayerWeights]
     out_norm: np.ndarray  # (dim,)
     head: Any  # Linear dim -> vocab (tied: the embedding)
 
 
-def _embed_rows(ck: Checkpoint, tokens: np.ndarray) -> np.ndarray:
-    t = ck.get("token_embd.weight")
-    if t.type in ("Q4_1", "Q8_0"):
-        from pyllm.quants import BLOCK_BYTES
+def build_weights(ck: Checkpoint, cfg: LlamaConfig, ops: Ops) -> LlamaWeights:
+    """The GGUF tensors as model weights: matrices that read the same input fused (one
+    product instead of three), each made by `ops` in its backend's format."""
 
-        row_bytes = t.shape[1] // 32 * BLOCK_BYTES[t.type]
-        raw = t.raw.reshape(t.shape[0], row_bytes)[tokens]
-        return dequantize(t.type, raw.reshape(-1), (len(tokens), t.shape[1]))
-    return dequantize(t.type, t.raw, t.shape)[tokens]
-
-
-def _load_numpy(ck: Checkpoint, cfg: LlamaConfig, exact: bool) -> NumpyWeights:
     def vec(name: str) -> np.ndarray:
-        t = tensor_array(ck, name)
-        return dequantize(t.type, t.raw, t.shape)
+        return tensor_f32(tensor_array(ck, name))
 
-    def lin(name: str) -> Any:
-        t = tensor_array(ck, name)
-        if exact or t.type not in ("Q4_1", "Q8_0"):
-            return DenseLinear(dequantize(t.type, t.raw, t.shape))
-        return TwinLinear(t.type, t.raw, *t.shape)
+    def fused(name: str, *names: str) -> Any:
+        return ops.linear(name, [tensor_array(ck, n) for n in names])
 
     layers = []
     for i in range(cfg.n_layers):
         p = f"blk.{i}."
         layers.append(LayerWeights(
-            vec(p + "attn_norm.weight"), lin(p + "attn_q.weight"), lin(p + "attn_k.weight"),
-            lin(p + "attn_v.weight"), lin(p + "attn_output.weight"), vec(p + "ffn_norm.weight"),
-            lin(p + "ffn_gate.weight"), lin(p + "ffn_up.weight"), lin(p + "ffn_down.weight")))
+            attn_norm=vec(p + "attn_norm.weight"),
+            wqkv=fused(p + "wqkv", p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"),
+            wo=fused(p + "wo", p + "attn_output.weight"), ffn_norm=vec(p + "ffn_norm.weight"),
+            wgu=fused(p + "wgu", p + "ffn_gate.weight", p + "ffn_up.weight"),
+            wdown=fused(p + "wdown", p + "ffn_down.weight")))
     head_name = "output.weight" if "output.weight" in ck.tensors else "token_embd.weight"
-    return NumpyWeights(np.empty(0), layers, vec("output_norm.weight"), lin(head_name))
+    return LlamaWeights(ops.embedding(tensor_array(ck, "token_embd.weight")), layers,
+                        vec("output_norm.weight"), fused("head", head_name))
 
 
 # ---------------------------------------------------------------- the forward pass (numpy)
@@ -242,23 +197,24 @@ def rope(x: np.ndarray, pos: np.ndarray, theta: float) -> np.ndarray:
     return out
 
 
-def forward_numpy(cfg: LlamaConfig, w: NumpyWeights, embed: Any, tokens: np.ndarray,
-                  state: LlamaState, trace: Trace = None, all_logits: bool = False) -> np.ndarray:
+def forward_numpy(cfg: LlamaConfig, w: LlamaWeights, tokens: np.ndarray, state: LlamaState,
+                  trace: Trace = None, all_logits: bool = False) -> np.ndarray:
     """Run `tokens` (n,) at positions state.pos..; return the logits (vocab,) of the last one
     (or (n, vocab) of every one with all_logits)."""
     n, p0 = len(tokens), state.pos
     hd, nh, nkv = cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
     pos = np.arange(p0, p0 + n)
-    x = embed(tokens)  # (n, dim)
+    x = w.embed.rows(tokens)  # (n, dim)
     for i, lw in enumerate(w.layers):
         # attention input: RMSNorm
         h = rmsnorm(x, lw.attn_norm, cfg.norm_eps)
         if trace:
             trace("attn_norm", i, h)
         # projections: q (n, nh, hd), k and v (n, nkv, hd)
-        q = lw.wq(h).reshape(n, nh, hd)
-        k = lw.wk(h).reshape(n, nkv, hd)
-        v = lw.wv(h).reshape(n, nkv, hd)
+        qkv = lw.wqkv(h)
+        q = qkv[:, :cfg.dim].reshape(n, nh, hd)
+        k = qkv[:, cfg.dim:cfg.dim + cfg.kv_dim].reshape(n, nkv, hd)
+        v = qkv[:, cfg.dim + cfg.kv_dim:].reshape(n, nkv, hd)
         # RoPE on q and k (interleaved pairs)
         q, k = rope(q, pos, cfg.rope_theta), rope(k, pos, cfg.rope_theta)
         # append k, v to the cache, then read back every position so far
@@ -278,8 +234,9 @@ def forward_numpy(cfg: LlamaConfig, w: NumpyWeights, embed: Any, tokens: np.ndar
         x = x + lw.wo(att)
         # feed-forward: RMSNorm, SwiGLU = down(silu(gate) * up), residual
         h = rmsnorm(x, lw.ffn_norm, cfg.norm_eps)
-        g, u = lw.w_gate(h), lw.w_up(h)
-        x = x + lw.w_down(g / (1.0 + np.exp(-g)) * u)
+        gu = lw.wgu(h)
+        g, u = gu[:, :cfg.hidden], gu[:, cfg.hidden:]
+        x = x + lw.wdown(g / (1.0 + np.exp(-g)) * u)
         if trace:
             trace("layer_out", i, x)
     # final norm and the LM head (on the last position only, unless all are wanted)
@@ -293,60 +250,23 @@ def forward_numpy(cfg: LlamaConfig, w: NumpyWeights, embed: Any, tokens: np.ndar
 # ---------------------------------------------------------------- the model
 
 class LlamaModel(Model):
-    """SmolLM2 and other Llama GGUF files; see the module docstring for the backends."""
+    """A Llama model from its weights (built by `from_gguf`, or from course assets by
+    pyllm/models/course.py); see the module docstring for the backends. `fast` is the C
+    forward pass over the same weights (llama_c.py), None on the numpy paths."""
 
-    def __init__(self, ck: Checkpoint, cfg: LlamaConfig, backend: str, n_threads: int,
-                 name: str, synthetic: bool, cache: bool = True) -> None:
-        t0 = time.perf_counter()
-        self.ck, self.cfg = ck, cfg
+    def __init__(self, cfg: LlamaConfig, w: LlamaWeights, info: ModelInfo, fast: LlamaC | None,
+                 tokenizer: Callable[[], Tokenizer]) -> None:
+        self.cfg, self.w, self.info, self.fast = cfg, w, info, fast
+        if fast is not None:  # the KV cache layout is shared with llama.c
+            assert fast.lib.PYLLM_KV_BLOCK == KV_BLOCK
+        self.backend = "c" if fast is not None else info.backend
+        self._load_tokenizer = tokenizer
         self._tok: Tokenizer | None = None
-        from pyllm import kernels
-
-        if backend == "auto":
-            backend = "c" if kernels.native() is not None else "numpy-q8"
-        if backend == "c" and kernels.native() is None:
-            raise PyllmError(f"backend 'c' requested but {kernels.NATIVE_ERROR}")
-        self.backend = backend
-        # one pool owns the cores: ours for the fast path, OpenBLAS for the numpy paths
-        set_blas_threads(1 if backend == "c" else n_threads)
-        cache_status = "off"
-        if backend == "c":
-            self._fast = _FastLlama(ck, cfg, n_threads, cache)
-            weight_bytes = self._fast.nbytes
-            backend_name = kernels.backend_name()
-            if self._fast.cache is not None:
-                cache_status = self._fast.cache.status
-        elif backend in ("numpy-q8", "numpy-f32"):
-            self._np = _load_numpy(ck, cfg, exact=backend == "numpy-f32")
-            weight_bytes = sum(
-                getattr(lw, f).nbytes for lw in self._np.layers
-                for f in ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")
-            ) + self._np.head.nbytes
-            backend_name = backend
-        else:
-            raise PyllmError(f"unknown backend '{backend}' (auto, c, numpy-q8, numpy-f32)")
-        n_params = sum(t.n_elements for t in ck.tensors.values())
-        meta = ck.metadata
-        eos = meta.get("tokenizer.ggml.eos_token_id")
-        bos = meta.get("tokenizer.ggml.bos_token_id")
-        self.info = ModelInfo(
-            name=name, title=naming.from_gguf(meta, ck.path), arch="llama",
-            vocab_size=cfg.vocab_size, max_context=cfg.max_context, n_layers=cfg.n_layers,
-            model_width=cfg.dim, ffn_width=cfg.hidden, n_params=n_params, weight_bytes=int(weight_bytes), load_seconds=0.0,
-            synthetic=synthetic, path=ck.path, weight_format=_weight_format(ck),
-            backend=backend_name, n_threads=n_threads if backend == "c" else blas_threads(),
-            bos_id=int(bos) if bos is not None else None,
-            eos_ids=(int(eos),) if eos is not None else (),
-            extra={"n_heads": cfg.n_heads, "n_kv_heads": cfg.n_kv_heads,
-                   "head_dim": cfg.head_dim, "rope_theta": cfg.rope_theta,
-                   "kv_bytes_per_token": 2 * cfg.n_layers * cfg.kv_dim * 4,
-                   "repack_cache": cache_status})
-        self.build_seconds = time.perf_counter() - t0
 
     @property
     def tokenizer(self) -> Tokenizer:
         if self._tok is None:
-            self._tok = tokenizer_from_gguf(Path(self.ck.path), self.ck)
+            self._tok = self._load_tokenizer()
         return self._tok
 
     def new_state(self, capacity: int | None = None) -> LlamaState:
@@ -362,222 +282,37 @@ class LlamaModel(Model):
         return np.asarray(self.step([(state, toks)])[0])
 
     def step(self, batch: list[tuple[ModelState, np.ndarray]]) -> np.ndarray:
-        if self.backend == "c":
-            return self._fast.forward(batch)
+        if self.fast is not None:
+            return self.fast.forward(batch)
         out = np.empty((len(batch), self.cfg.vocab_size), np.float32)
         for i, (state, toks) in enumerate(batch):
             assert isinstance(state, LlamaState)
-            out[i] = forward_numpy(self.cfg, self._np, self._embed, np.asarray(toks), state)
+            out[i] = forward_numpy(self.cfg, self.w, np.asarray(toks), state)
         return out
 
     def logits_all(self, tokens: Any, state: ModelState) -> np.ndarray:
         """Consume tokens like prefill, but return the logits of every position (n, vocab)."""
         toks = self.check_prompt(tokens, state=state)
         assert isinstance(state, LlamaState)
-        if self.backend == "c":
-            return self._fast.forward([(state, toks)], all_rows=True)
-        return forward_numpy(self.cfg, self._np, self._embed, toks, state, all_logits=True)
+        if self.fast is not None:
+            return self.fast.forward([(state, toks)], all_rows=True)
+        return forward_numpy(self.cfg, self.w, toks, state, all_logits=True)
 
     def forward_traced(self, tokens: Any, state: LlamaState, trace: Trace) -> np.ndarray:
         """The numpy forward with a trace hook (tests compare stages with transformers)."""
-        if self.backend == "c":
+        if self.fast is not None:
             raise ValueError("tracing needs a numpy backend")
-        return forward_numpy(self.cfg, self._np, self._embed, np.asarray(tokens), state, trace)
-
-    def _embed(self, tokens: np.ndarray) -> np.ndarray:
-        return _embed_rows(self.ck, tokens)
+        return forward_numpy(self.cfg, self.w, np.asarray(tokens), state, trace)
 
 
-# ---------------------------------------------------------------- the fast path (C)
-
-class _FastLlama:
-    """Weights repacked into one aligned buffer + the C structs pointing into it."""
-
-    def __init__(self, ck: Checkpoint, cfg: LlamaConfig, n_threads: int, cache: bool) -> None:
-        from pyllm.kernels import native
-        from pyllm.kernels.ops import aligned_empty, ptr
-
-        ffi, lib = native()
-        self.ffi, self.lib, self.cfg = ffi, lib, cfg
-        assert lib.PYLLM_KV_BLOCK == KV_BLOCK
-        lib.pyllm_set_threads(n_threads)
-        L = cfg.n_layers
-        head_name = "output.weight" if "output.weight" in ck.tensors else "token_embd.weight"
-        # (struct field, layer, tensor names fused by stacking rows)
-        mats: list[tuple[str, int, list[str]]] = []
-        for i in range(L):
-            p = f"blk.{i}."
-            mats += [("wqkv", i, [p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"]),
-                     ("wo", i, [p + "attn_output.weight"]),
-                     ("wgu", i, [p + "ffn_gate.weight", p + "ffn_up.weight"]),
-                     ("wdown", i, [p + "ffn_down.weight"])]
-        mats.append(("head", 0, [head_name]))
-        # sizes: each part becomes whole 16-row groups, so fused parts just follow each other
-        plan = []
-        total = 0
-        for field, i, names in mats:
-            parts = [tensor_array(ck, n) for n in names]
-            cols = parts[0].shape[1]
-            kind = lib.PYLLM_Q4X16 if all(t.type == "Q4_1" for t in parts) else lib.PYLLM_Q8X16
-            sizes = []
-            for t in parts:
-                nb = lib.pyllm_qmat_bytes(kind, t.shape[0], t.shape[1])
-                if nb < 0 or t.shape[1] != cols:
-                    raise FormatError(f"{ck.path}: tensor '{t.name}' {t.shape} does not fit the "
-                                      "fast path's 16x32 blocks")
-                sizes.append(nb)
-            plan.append((field, i, parts, kind, total, sizes))
-            total += -(-sum(sizes) // 64) * 64
-        self.nbytes = total
-        self.cache = RepackCache(ck, total) if cache else None
-        buf = self.cache.load() if self.cache else None
-        self.repacked = buf is None
-        self.buf = buf if buf is not None else aligned_empty(total)
-        self.qmats = {f: ffi.new("struct pyllm_qmat[]", L) for f in ("wqkv", "wo", "wgu", "wdown")}
-        self.qmats["head"] = ffi.new("struct pyllm_qmat[]", 1)
-        for field, i, parts, kind, off, sizes in plan:
-            at = off
-            for t, nb in zip(parts, sizes, strict=True):
-                if not self.repacked:  # mapped from the cache
-                    break
-                dst = ptr(self.buf[at:at + nb], "uint8_t *")
-                rows, cols = t.shape
-                if t.type == "Q4_1" and kind == lib.PYLLM_Q4X16:
-                    lib.pyllm_repack_q4_1(ptr(t.raw, "uint8_t *"), rows, cols, dst)
-                elif t.type == "Q8_0":
-                    lib.pyllm_repack_q8_0(ptr(t.raw, "uint8_t *"), rows, cols, dst)
-                else:  # any other type: quantize its f32 values per block
-                    f = np.ascontiguousarray(dequantize(t.type, t.raw, t.shape), np.float32)
-                    lib.pyllm_quantize_f32_q8x16(ptr(f, "float *"), rows, cols, dst)
-                at += nb
-            q = self.qmats[field][i]
-            q.data = ptr(self.buf[off:off + 1], "uint8_t *")
-            q.rows, q.cols, q.type = sum(t.shape[0] for t in parts), parts[0].shape[1], kind
-        if self.repacked and self.cache is not None:
-            self.cache.save(self.buf)
-        # the small f32 tensors, stacked per kind
-        def vecs(fmt: str) -> np.ndarray:
-            return np.stack([dequantize(t.type, t.raw, t.shape) for t in
-                             (tensor_array(ck, fmt.format(i)) for i in range(L))])
-
-        self.attn_norm = vecs("blk.{}.attn_norm.weight")
-        self.ffn_norm = vecs("blk.{}.ffn_norm.weight")
-        on = tensor_array(ck, "output_norm.weight")
-        self.out_norm = dequantize(on.type, on.raw, on.shape)
-        emb = tensor_array(ck, "token_embd.weight")
-        m = ffi.new("struct pyllm_llama *")
-        m.dim, m.hidden, m.n_layers = cfg.dim, cfg.hidden, L
-        m.n_heads, m.n_kv_heads, m.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-        m.vocab, m.eps, m.theta = cfg.vocab_size, cfg.norm_eps, cfg.rope_theta
-        if emb.type == "Q8_0":
-            self.embd = emb.raw
-            m.embd_q8_0 = ptr(emb.raw, "uint8_t *")
-        else:
-            self.embd = np.ascontiguousarray(dequantize(emb.type, emb.raw, emb.shape))
-            m.embd_f32 = ptr(self.embd, "float *")
-        m.attn_norm, m.ffn_norm = ptr(self.attn_norm, "float *"), ptr(self.ffn_norm, "float *")
-        m.out_norm = ptr(self.out_norm, "float *")
-        m.wqkv, m.wo, m.wgu = self.qmats["wqkv"], self.qmats["wo"], self.qmats["wgu"]
-        m.wdown, m.head = self.qmats["wdown"], self.qmats["head"]
-        self.m = m
-
-    def forward(self, batch: list[tuple[ModelState, np.ndarray]],
-                all_rows: bool = False) -> np.ndarray:
-        """One C call for the whole batch; logits of each item's last row (or of every row)."""
-        ffi, lib = self.ffi, self.lib
-        seqs = ffi.new("struct pyllm_seq[]", len(batch))
-        toks, pos, seq, out_rows = [], [], [], []
-        for s_i, (state, t) in enumerate(batch):
-            assert isinstance(state, LlamaState)
-            n = len(t)
-            if state.pos + n > state.capacity:
-                raise ContextOverflowError(f"sequence would exceed its capacity of "
-                                           f"{state.capacity} tokens")
-            seqs[s_i].k = ffi.cast("float *", state.k.ctypes.data)
-            seqs[s_i].v = ffi.cast("float *", state.v.ctypes.data)
-            seqs[s_i].cap = state.cap_rounded
-            toks.append(np.asarray(t, np.int32))
-            pos.append(np.arange(state.pos, state.pos + n, dtype=np.int32))
-            seq.append(np.full(n, s_i, np.int32))
-            out_rows.append(sum(len(x) for x in toks) - 1)
-        tk, ps, sq = np.concatenate(toks), np.concatenate(pos), np.concatenate(seq)
-        orow = np.arange(len(tk), dtype=np.int32) if all_rows else np.asarray(out_rows, np.int32)
-        logits = np.empty((len(orow), self.cfg.vocab_size), np.float32)
-        greedy = np.empty(len(orow), np.int32)
-        rc = lib.pyllm_llama_forward(
-            self.m, len(tk), ffi.cast("int32_t *", tk.ctypes.data),
-            ffi.cast("int32_t *", ps.ctypes.data), ffi.cast("int32_t *", sq.ctypes.data), seqs,
-            len(orow), ffi.cast("int32_t *", orow.ctypes.data),
-            ffi.cast("float *", logits.ctypes.data), ffi.cast("int32_t *", greedy.ctypes.data))
-        if rc != 0:
-            raise MemoryError("pyllm_llama_forward: out of memory")
-        for state, t in batch:
-            state.pos += len(t)
-        return with_greedy(logits, greedy)
-
-
-class RepackCache:
-    """The repacked weights of a GGUF file, kept in `cache_dir()` and memory-mapped on later loads.
-
-    Keyed by the file's identity: a hash of its header (metadata + tensor table), size and
-    modification time, plus the record format version, so a changed file or a new format never
-    reuses a stale cache. File layout: 4096-byte header (magic, JSON key/size), then the buffer.
-    """
-
-    MAGIC = b"PYLLMRPK"
-    VERSION = 1  # bump when the Q4X16/Q8X16 records or the fusing plan change
-    HEADER = 4096
-
-    def __init__(self, ck: Checkpoint, total: int) -> None:
-        import hashlib
-
-        from pyllm.registry import cache_dir
-
-        st = os.stat(ck.path)
-        head = ck.keepalive[0][:min(st.st_size, 4 << 20)]  # header bytes (the mmap)
-        h = hashlib.sha256(f"{self.VERSION}|{st.st_size}|{st.st_mtime_ns}|{total}|".encode())
-        h.update(head)
-        self.key, self.total = h.hexdigest(), total
-        self.path = cache_dir() / f"{Path(ck.path).stem}.{self.key[:16]}.llama-q4x16"
-        self.status = "miss"
-
-    def load(self) -> np.ndarray | None:
-        """The cached buffer, mapped read-only and pre-faulted, or None."""
-        import json
-        import mmap
-
-        try:
-            with open(self.path, "rb") as f:
-                head = f.read(self.HEADER)
-                meta = json.loads(head[len(self.MAGIC):].rstrip(b"\0"))
-                if (not head.startswith(self.MAGIC) or meta.get("key") != self.key
-                        or os.fstat(f.fileno()).st_size != self.HEADER + self.total):
-                    return None
-                flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-                mm = mmap.mmap(f.fileno(), 0, flags=flags, prot=mmap.PROT_READ)
-        except (OSError, ValueError):
-            return None
-        self.status = "hit"
-        return np.frombuffer(mm, np.uint8, count=self.total, offset=self.HEADER)
-
-    def save(self, buf: np.ndarray) -> None:
-        """Write the buffer (atomically; stale caches of the same file are removed)."""
-        import json
-
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
-            head = self.MAGIC + json.dumps({"key": self.key, "bytes": self.total}).encode()
-            with open(tmp, "wb") as f:
-                f.write(head.ljust(self.HEADER, b"\0"))
-                f.write(memoryview(buf))
-            os.replace(tmp, self.path)
-            for old in self.path.parent.glob(f"{Path(self.path).name.split('.')[0]}.*.llama-q4x16"):
-                if old != self.path:
-                    old.unlink(missing_ok=True)
-            self.status = "miss (written)"
-        except OSError as exc:
-            self.status = f"miss (not written: {exc.strerror})"
+def open_backend(backend: str, n_threads: int, fallback: str = "numpy-q8",
+                 **ops_opts: Any) -> Ops:
+    """The Ops of a Llama load (pyllm.backend.ops.make_ops; "auto" falls back to `fallback`
+    without the C kernels), with the cores given to the pool that will use them: the C pool
+    on the fast paths, OpenBLAS on the numpy paths."""
+    ops = make_ops(backend, n_threads=n_threads, fallback=fallback, **ops_opts)
+    set_blas_threads(1 if ops.c_kernels else n_threads)
+    return ops
 
 
 def _weight_format(ck: Checkpoint) -> str:
@@ -586,11 +321,16 @@ def _weight_format(ck: Checkpoint) -> str:
     return names.get(int(ft), f"file_type {ft}") if ft is not None else "mixed"
 
 
-def default_threads() -> int:
-    env = os.environ.get("PYLLM_THREADS")
-    if env:
-        return max(1, int(env))
-    return max(1, min(os.cpu_count() or 1, 8))
+def _fingerprint(ck: Checkpoint) -> str:
+    """The repack cache's key of a GGUF file: its header (metadata + tensor table), size and
+    modification time, so a changed file never reuses stale records."""
+    import hashlib
+
+    st = os.stat(ck.path)
+    head = ck.keepalive[0][:min(st.st_size, 4 << 20)]  # header bytes (the mmap)
+    h = hashlib.sha256(f"{st.st_size}|{st.st_mtime_ns}|".encode())
+    h.update(head)
+    return h.hexdigest()
 
 
 # ---------------------------------------------------------------- registry entry points
@@ -602,12 +342,38 @@ def from_gguf(path: Path, *, name: str, synthetic: bool = False, backend: str = 
     cache: keep the repacked weights in registry.cache_dir() (default: on, unless the
     environment sets PYLLM_CACHE=0).
     """
+    import hashlib
+
     t0 = time.perf_counter()
     ck = open_gguf(path)
     cfg = LlamaConfig.from_gguf(ck.metadata, str(path))
     if cache is None:
         cache = os.environ.get("PYLLM_CACHE", "1") != "0"
-    model = LlamaModel(ck, cfg, backend, n_threads or default_threads(), name, synthetic, cache)
+    n_threads = n_threads or default_threads()
+    tag = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:8]
+    ops = open_backend(backend, n_threads, cache_key=_fingerprint(ck) if cache else None,
+                       cache_name=f"llama-{tag}", records="q4x16")
+    w = build_weights(ck, cfg, ops)
+    ops.finish()
+    fast = LlamaC(cfg, w, str(path)) if ops.c_kernels else None
+    meta = ck.metadata
+    eos = meta.get("tokenizer.ggml.eos_token_id")
+    bos = meta.get("tokenizer.ggml.bos_token_id")
+    info = ModelInfo(
+        name=name, title=naming.from_gguf(meta, ck.path), arch="llama",
+        vocab_size=cfg.vocab_size, max_context=cfg.max_context, n_layers=cfg.n_layers,
+        model_width=cfg.dim, ffn_width=cfg.hidden, n_params=sum(t.n_elements for t in ck.tensors.values()),
+        weight_bytes=int(ops.weight_bytes), load_seconds=0.0, synthetic=synthetic,
+        path=ck.path, weight_format=_weight_format(ck),
+        backend=ops.backend, n_threads=n_threads if ops.c_kernels else blas_threads(),
+        bos_id=int(bos) if bos is not None else None,
+        eos_ids=(int(eos),) if eos is not None else (),
+        extra={"n_heads": cfg.n_heads, "n_kv_heads": cfg.n_kv_heads,
+               "head_dim": cfg.head_dim, "rope_theta": cfg.rope_theta,
+               "kv_bytes_per_token": 2 * cfg.n_layers * cfg.kv_dim * 4,
+               "repack_cache": ops.cache_status})
+    model = LlamaModel(cfg, w, info, fast, lambda: tokenizer_from_gguf(Path(ck.path), ck))
+    model.ck = ck  # keeps the mapped file alive (the embedding rows are read from it)
     model.info.load_seconds = time.perf_counter() - t0
     return model
 

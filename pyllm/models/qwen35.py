@@ -13,7 +13,7 @@ pitfalls are in the project's reference notes (qwen35.md); the comments below na
 
 Two ways through a DeltaNet layer give the same numbers: prefill uses the **chunked**
 delta rule (matrix products over chunks of 64 tokens), decode the **recurrent** form (one
-state update per token). Matrices are opaque "linear" objects (`pyllm.kernels.linear`):
+state update per token). Matrices are opaque "linear" objects (`pyllm.backend`):
 exact float32 numpy, or repacked int8 blocks run by the C kernels; the forward pass never
 looks at a weight format. With int8 weights, decode steps run as one C call
 (`qwen35_c.py` -> `pyllm/kernels/qwen35.c`, the same stages); this file stays the reference.
@@ -33,12 +33,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pyllm.backend.reference import (  # noqa: F401  (also this module's public math)
+    causal_conv,
+    decay,
+    delta_rule_chunked,
+    delta_rule_step,
+    inv_unit_lower,
+    silu,
+)
 from pyllm import naming
 from pyllm.errors import FormatError, UnsupportedArchitectureError
 from pyllm.models.base import Model, ModelInfo, ModelState
 
 if TYPE_CHECKING:
-    from pyllm.kernels.linear import Embedding, Linear, Ops
+    from pyllm.backend.linear import Linear
+    from pyllm.backend.ops import Ops
+    from pyllm.backend.tensors import Embedding
     from pyllm.loaders import Checkpoint
     from pyllm.tokenizers.base import Tokenizer
 
@@ -245,14 +255,6 @@ def l2norm(x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
     return x * (1.0 / np.sqrt(np.sum(np.square(x), axis=-1, keepdims=True) + F32(eps)))
 
 
-def silu(x: np.ndarray) -> np.ndarray:
-    """x * sigmoid(x), with one temporary."""
-    t = np.negative(x)
-    np.exp(t, out=t)
-    t += F32(1)
-    return np.divide(x, t, out=t)
-
-
 def sigmoid(x: np.ndarray) -> np.ndarray:
     return F32(1) / (F32(1) + np.exp(-x))
 
@@ -283,97 +285,6 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     return out
 
 
-def causal_conv(x: np.ndarray, conv_state: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Depthwise causal conv over [cached Kc-1 rows | x], then SiLU; updates the cache.
-
-    x (T, C) pre-conv rows; conv_state (Kc-1, C); w (Kc, C). Returns (T, C)."""
-    kc, T = w.shape[0], x.shape[0]
-    xs = np.concatenate([conv_state, x], axis=0)  # (Kc-1+T, C)
-    out = xs[0:T] * w[0]
-    for j in range(1, kc):
-        out += xs[j:j + T] * w[j]
-    conv_state[:] = xs[T:]
-    return silu(out)
-
-
-def delta_rule_chunked(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray,
-                       beta: np.ndarray, S: np.ndarray, chunk: int = 64) -> np.ndarray:
-    """Gated delta rule over a whole prompt with matrix products, chunk by chunk.
-
-    q, k (T, H, dk) with q already scaled; v (T, H, dv); g (T, H) log-decay <= 0;
-    beta (T, H); S (H, dk, dv) the state, updated in place. Returns o (T, H, dv).
-    Within a chunk (length n), with G = cumsum(g) and D[i,j] = exp(G_i - G_j) for j <= i:
-        A  = strictly_lower((beta*k) @ k^T * D)        the UT system, M = I + A
-        U  = M^-1 (beta*v);  Wk = M^-1 (beta*k*exp(G))
-        Vn = U - Wk @ S                                 new values (what S did not predict)
-        o  = (q*exp(G)) @ S + lower(q @ k^T * D) @ Vn
-        S  = S*exp(G_last) + (k*exp(G_last - G))^T @ Vn
-    Everything but the last three lines is computed for all chunks at once; the tokens are
-    padded to whole chunks with k = v = beta = g = 0, which leaves S unchanged.
-    """
-    T, H, _ = k.shape
-    n = min(chunk, T)  # chunk length
-    N = -(-T // n)  # chunks
-    pad = N * n - T
-
-    def split(a: np.ndarray) -> np.ndarray:  # (T, H, ...) -> (N, H, n, ...), chunk-major
-        if pad:
-            a = np.concatenate([a, np.zeros((pad,) + a.shape[1:], F32)], axis=0)
-        a = a.reshape((N, n, H) + a.shape[2:])
-        return np.ascontiguousarray(np.moveaxis(a, 2, 1))
-
-    q, k, v, g, beta = (split(a) for a in (q, k, v, g, beta))
-    G = np.cumsum(g, axis=-1, dtype=F32)  # (N, H, n) decay since the chunk start
-    lower = np.tril(np.ones((n, n), bool))
-    D = decay(np.where(lower, G[..., :, None] - G[..., None, :], -np.inf))  # (N, H, n, n)
-    kT = k.swapaxes(-1, -2)
-    kb = k * beta[..., None]
-    Minv = inv_unit_lower(np.tril((kb @ kT) * D, -1))  # (I + A)^-1
-    eG = decay(G)[..., None]
-    U = Minv @ (v * beta[..., None])  # (N, H, n, dv)
-    Wk = Minv @ (kb * eG)  # (N, H, n, dk)
-    QK = (q @ kT) * D  # (N, H, n, n)
-    qG = q * eG
-    kt = np.ascontiguousarray((k * decay(G[..., -1:] - G)[..., None]).swapaxes(-1, -2))
-    last = decay(G[..., -1])[..., None, None]  # (N, H, 1, 1) decay over a whole chunk
-    out = np.empty(v.shape, F32)
-    for c in range(N):  # the state carries from chunk to chunk
-        Vn = U[c] - Wk[c] @ S
-        out[c] = qG[c] @ S + QK[c] @ Vn
-        S *= last[c]
-        S += kt[c] @ Vn
-    return np.moveaxis(out, 1, 2).reshape(N * n, H, -1)[:T]
-
-
-def decay(x: np.ndarray) -> np.ndarray:
-    """exp(x) of log-decays x <= 0, flushed to exactly 0 below e^-60 (~1e-26). Such weights
-    vanish next to the O(1) terms they are summed with, and letting them reach the subnormal
-    range (below 1e-38) would make every later matrix product ~10x slower."""
-    return np.where(x > -60, np.exp(np.maximum(x, -60)), 0).astype(F32)
-
-
-def inv_unit_lower(A: np.ndarray) -> np.ndarray:
-    """(I + A)^-1 for strictly lower-triangular A (..., n, n), by forward substitution one
-    row at a time: row i of the inverse only needs rows < i."""
-    n = A.shape[-1]
-    N = -A  # becomes the strictly lower part of the inverse
-    for i in range(1, n):
-        N[..., i:i + 1, :i] += N[..., i:i + 1, :i] @ N[..., :i, :i]
-    return N + np.eye(n, dtype=A.dtype)
-
-
-def delta_rule_step(S: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray,
-                    g: np.ndarray, beta: np.ndarray) -> np.ndarray:
-    """One token of the gated delta rule (the numpy twin of the C kernel gdn_step).
-
-    S (H, dk, dv) updated in place; q, k (H, dk); v (H, dv); g, beta (H,). Returns (H, dv)."""
-    S *= decay(g)[:, None, None]  # decay the memory
-    kv = np.einsum("hkv,hk->hv", S, k)  # what the memory recalls for this key
-    delta = (v - kv) * beta[:, None]  # correction, scaled by the write strength
-    S += k[:, :, None] * delta[:, None, :]  # write it back
-    return np.einsum("hkv,hk->hv", S, q)  # read with the query
-
-
 # ----------------------------------------------------------------------------- the model
 
 class Qwen35(Model):
@@ -388,6 +299,14 @@ class Qwen35(Model):
         self._tok: Tokenizer | None = None
         # index of each layer within its kind (its slot in the state arrays)
         self.slot = [cfg.layer_types[:i].count(t) for i, t in enumerate(cfg.layer_types)]
+
+    def use_fast_decode(self) -> None:
+        """Run decode steps as one C call (qwen35_c.py) when the weights are C records it
+        takes; records the choice in info.extra["decode"]."""
+        from pyllm.models import qwen35_c
+
+        self.fast = qwen35_c.FastDecode(self) if qwen35_c.supported(self) else None
+        self.info.extra["decode"] = "c" if self.fast is not None else "numpy"
 
     @property
     def tokenizer(self) -> Tokenizer:
@@ -605,7 +524,7 @@ def build_weights(ckpt: Checkpoint, cfg: Qwen35Config, prefix: str, ops: Ops) ->
         return ckpt.tensors[prefix + suffix]
 
     def vec(suffix: str) -> np.ndarray:
-        from pyllm.kernels.linear import tensor_f32
+        from pyllm.backend.tensors import tensor_f32
 
         return np.ascontiguousarray(tensor_f32(raw(suffix)))
 
@@ -660,7 +579,7 @@ def from_hf(path: Path, *, name: str = "qwen", synthetic: bool = False, backend:
     cache: keep the repacked matrices in a file keyed by the checkpoint fingerprint, so the
     next load maps them instead of repacking.
     """
-    from pyllm.kernels.linear import make_ops
+    from pyllm.backend.ops import make_ops
     from pyllm.loaders.safetensors import open_safetensors
 
     t0 = time.perf_counter()
@@ -672,7 +591,7 @@ def from_hf(path: Path, *, name: str = "qwen", synthetic: bool = False, backend:
     synthetic = synthetic or bool(ckpt.metadata.get("pyllm_synthetic"))
     t1 = time.perf_counter()
     ops = make_ops(backend, n_threads=n_threads, cache_key=_fingerprint(ckpt) if cache else None,
-                   cache_tag=_path_tag(path))
+                   cache_name=f"qwen35-{_path_tag(path)}")
     w = build_weights(ckpt, cfg, prefix, ops)
     ops.finish()
     t2 = time.perf_counter()
@@ -685,16 +604,11 @@ def from_hf(path: Path, *, name: str = "qwen", synthetic: bool = False, backend:
         synthetic=synthetic, path=str(path), weight_format=ops.weight_format,
         backend=ops.backend, n_threads=ops.n_threads, bos_id=None, eos_ids=cfg.eos_ids,
         extra={"deltanet_layers": cfg.layer_types.count(LINEAR),
-               "attention_layers": cfg.layer_types.count(FULL), "prefix": prefix,
-               "checkpoint_bytes": ckpt.file_bytes, "load_open_s": t1 - t0, "load_weights_s": t2 - t1, "repack_cache": ops.cache_status})
+               "attention_layers": cfg.layer_types.count(FULL), "prefix": prefix, "checkpoint_bytes": ckpt.file_bytes,
+               "load_open_s": t1 - t0, "load_weights_s": t2 - t1, "repack_cache": ops.cache_status})
     model = Qwen35(cfg, w, ops, info, chunk=chunk)
     model._ckpt = ckpt  # keeps the mapped checkpoint alive (embedding rows are read from it)
-    if ops.weight_format == "q8x16":
-        from pyllm.models import qwen35_c
-
-        if qwen35_c.supported(model):
-            model.fast = qwen35_c.FastDecode(model)
-    info.extra["decode"] = "c" if model.fast is not None else "numpy"
+    model.use_fast_decode()
     info.load_seconds = time.perf_counter() - t0
     return model
 

@@ -1,35 +1,37 @@
 """The C decode step of Qwen3.5 (pyllm/kernels/qwen35.c) bound to a loaded model's weights.
 
-`Qwen35.decode` and `Qwen35.step` use it when every matrix is an int8 Q8X16 product; it
-runs the same stages as `Qwen35.forward` (the readable numpy code, which stays the
-reference and does all prefills) in one call per token for any number of sequences.
+`Qwen35.decode` and `Qwen35.step` use it when every matrix is C records (the "c"
+backend's int8 products); it runs the same stages as `Qwen35.forward` (the readable numpy
+code, which stays the reference and does all prefills) in one call per token for any
+number of sequences. The embedding is a whole table the C code reads (bf16 or float32), or,
+for an embedding without one (the course's int8 rows), the rows of each call.
+
+This module does not import qwen35.py (qwen35.py builds it): `model` is a Qwen35, the
+states Qwen35State.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from pyllm.models.qwen35 import Qwen35, Qwen35State
+from pyllm.backend.tensors import call_rows
 
 F32 = np.float32
+EMBED_FIELDS = {"BF16": ("embd_bf16", "uint16_t *"), "F32": ("embd_f32", "float *")}
 
 
-def supported(model: Qwen35) -> bool:
-    """True when the model's matrices are all Q8X16 and shaped as the C step expects."""
-    from pyllm.kernels.linear import Q8Linear
-
+def supported(model: Any) -> bool:
+    """True when the model's matrices are all C records shaped as the C step expects."""
     w, cfg = model.w, model.cfg
     mats = [w.head]
     for lw in w.layers:
         mats += [lw.gate_up, lw.down, *mixer_mats(lw)]
-    if not all(isinstance(m, Q8Linear) for m in mats):
+    if not all(getattr(m, "qm", None) is not None for m in mats):
         return False
     two_f = 2 * cfg.intermediate_size
-    return all(lw.gate_up.qm.rows == two_f for lw in w.layers) and cfg.lin_v_dim <= 1024 \
-        and w.embed.t.type in ("BF16", "F32", "F16")
+    return all(lw.gate_up.qm.rows == two_f for lw in w.layers) and cfg.lin_v_dim <= 1024
 
 
 def mixer_mats(lw: Any) -> tuple[Any, Any]:
@@ -42,8 +44,8 @@ def mixer_mats(lw: Any) -> tuple[Any, Any]:
 class FastDecode:
     """Holds the cffi struct pyllm_qwen35 and every array it points to."""
 
-    def __init__(self, model: Qwen35) -> None:
-        from pyllm.kernels import native
+    def __init__(self, model: Any) -> None:
+        from pyllm.kernels import require_native as native
 
         self.ffi, self.lib = native()
         ffi = self.ffi
@@ -82,11 +84,14 @@ class FastDecode:
             s.neg_a = arr(np.stack([-np.exp(lw.mixer.A_log) for lw in lin]).astype(F32))
             s.dt_bias = arr(np.stack([lw.mixer.dt_bias for lw in lin]).astype(F32))
             s.gnorm = arr(np.stack([lw.mixer.norm for lw in lin]).astype(F32))
-        emb = w.embed.t
-        if emb.type == "BF16":
-            s.embd_bf16 = arr(np.asarray(emb.raw), "uint16_t *")
-        else:  # F32 as stored, F16 converted once
-            s.embd_f32 = arr(np.asarray(emb.raw, dtype=F32))
+        table = w.embed.c_table(tuple(EMBED_FIELDS))
+        self.no_rows = np.zeros((1, cfg.hidden_size), F32)
+        self.embed, self.per_call = w.embed, table is None
+        if table is None:  # the rows of each call go in as a small f32 table
+            s.embd_f32 = arr(self.no_rows)
+        else:  # bf16 as stored, other types converted once
+            field, ctype = EMBED_FIELDS[table[0]]
+            setattr(s, field, arr(table[1], ctype))
         s.norm1 = arr(np.stack([one + lw.input_norm for lw in w.layers]).astype(F32))
         s.norm2 = arr(np.stack([one + lw.post_norm for lw in w.layers]).astype(F32))
         s.out_norm = arr((one + w.norm).astype(F32))
@@ -102,8 +107,18 @@ class FastDecode:
         self.head_rows = w.head.qm.rows
         self.s, self.keep, self.model = s, keep, model
 
-    def __call__(self, items: list[tuple[Qwen35State, int]]) -> np.ndarray:
+    def __call__(self, items: list[tuple[Any, int]]) -> np.ndarray:
         """Decode one token for each (state, token); returns logits (n, vocab)."""
+        if not self.per_call:
+            return self._decode(items)
+        rows, remapped = call_rows(self.embed, items)
+        self.s.embd_f32 = self.ffi.cast("float *", rows.ctypes.data)
+        try:
+            return self._decode(remapped)
+        finally:
+            self.s.embd_f32 = self.ffi.cast("float *", self.no_rows.ctypes.data)
+
+    def _decode(self, items: list[tuple[Any, int]]) -> np.ndarray:
         ffi, n = self.ffi, len(items)
         seqs = ffi.new("struct pyllm_qwen35_seq[]", n)
         tokens = np.array([t for _, t in items], np.int32)

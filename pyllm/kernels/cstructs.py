@@ -1,4 +1,6 @@
-"""Thin numpy wrappers over the C kernels (no logic here beyond shapes and pointers)."""
+"""The C structs of the int8 products as numpy-backed objects: `QMat` (a matrix of records),
+`QAct` (int8-quantized activations), 64-byte aligned buffers and pointers. No logic here
+beyond shapes and pointers."""
 
 from __future__ import annotations
 
@@ -6,16 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from pyllm.kernels import native
+from pyllm.kernels import require_native as _lib
 
 QK = 32
-
-
-def _lib() -> tuple[Any, Any]:
-    nat = native()
-    if nat is None:
-        raise RuntimeError("C kernels are not built")
-    return nat
 
 
 def ptr(a: np.ndarray, ctype: str = "void *") -> Any:

@@ -1,0 +1,104 @@
+"""Repacked matrices kept on disk, so the next load maps them instead of repacking
+(Qwen3.5-0.8B: ~0.9 GB quantized once; SmolLM2: 0.1 GB of Q4X16 records).
+
+File: `<cache dir>/<name>-<key>.<records>.safetensors`, a safetensors file of U8 tensors
+(one per fused matrix, 64-byte aligned). `name` says whose it is (model family and a tag of
+the checkpoint's path); the key covers the checkpoint's identity (its headers, sizes and
+mtimes, given by the model) and the record format (quant.h's record size and a hash of the
+repacking sources), so a changed checkpoint or format gets a new file. Older files of the
+same name are deleted when one is written.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from pyllm.errors import PyllmError
+
+FORMAT = "q8x16-v2"  # bump when the records or the file layout change
+
+
+class RepackCache:
+    """The repacked matrices of one checkpoint: `get` what the file has, `put` what was
+    repacked, `save` once every matrix is built."""
+
+    def __init__(self, key: str, name: str, folder: Path, records: str = "q8x16") -> None:
+        self.folder, self.name, self.records = folder, name, records
+        self.path = folder / f"{name}-{_format_key(FORMAT + key)}.{records}.safetensors"
+        self.file = None
+        self.arrays: dict[str, np.ndarray] = {}  # every matrix, mapped or freshly packed
+        self.fresh = False  # some matrix was not in the file: write a new one
+        if self.path.exists():
+            from pyllm.loaders.safetensors import SafetensorsFile
+
+            try:
+                f = SafetensorsFile(self.path)
+                if f.metadata.get("format") == FORMAT:
+                    self.file = f
+                    f.advise_willneed()
+            except PyllmError:
+                self.file = None  # damaged: rebuild it
+
+    def get(self, name: str, nbytes: int) -> np.ndarray | None:
+        if self.file is None or name not in self.file.tensors:
+            return None
+        arr = self.file.raw(name)
+        if arr.nbytes != nbytes or arr.ctypes.data % 64:
+            return None
+        self.arrays[name] = arr
+        return arr
+
+    def put(self, name: str, data: np.ndarray) -> None:
+        self.arrays[name] = data
+        self.fresh = True
+
+    @property
+    def status(self) -> str:
+        return "miss" if self.fresh else "hit" if self.file is not None else "empty"
+
+    def save(self) -> None:
+        """After loading: write the file (atomically) if anything was repacked, else fault the
+        mapped file in (so load time covers the whole read). Write failures only warn."""
+        if not self.fresh:
+            if self.file is not None:
+                self.file.populate()
+            return
+        import warnings
+
+        from pyllm.loaders.safetensors import SafetensorsWriter
+
+        tmp = self.path.with_name(self.path.name + f".tmp{os.getpid()}")
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            specs = [(n, "U8", a.shape) for n, a in self.arrays.items()]
+            with SafetensorsWriter(tmp, specs, {"format": FORMAT}, align=64) as w:
+                for n, a in self.arrays.items():
+                    w.write(n, a)
+            os.replace(tmp, self.path)
+            for old in self.folder.glob(f"{self.name}-*.{self.records}.safetensors"):
+                if old != self.path:
+                    old.unlink(missing_ok=True)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            warnings.warn(f"could not write the repack cache {self.path}: {exc}", stacklevel=2)
+
+
+def _format_key(base: str) -> str:
+    """Fold the record format into a cache key: record size and the repacking sources."""
+    import hashlib
+
+    from pyllm.kernels import native
+
+    h = hashlib.sha256(base.encode())
+    nat = native()
+    if nat is not None:
+        h.update(str(nat[1].PYLLM_Q8X16_RECORD).encode())
+    kernels = Path(__file__).resolve().parent.parent / "kernels"
+    for name in ("quant.h", "quant.c"):
+        src = kernels / name
+        if src.exists():
+            h.update(src.read_bytes())
+    return h.hexdigest()[:24]
