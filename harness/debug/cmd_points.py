@@ -9,7 +9,7 @@ import re
 from harness.debug import DebugError
 from harness.debug.breakpoints import Watchpoint
 from harness.debug.cmdbase import KERNBASE, CommandBase
-from harness.debug.programs import Program
+from harness.guest.programs import Program
 from harness.hart import PRIV_U
 
 MAX_SUGGESTIONS = 5  # names offered for a function that does not exist
