@@ -66,6 +66,10 @@ def _file(what: str, path: Path, hint: str) -> Path:
               help="Plug in the AI device serving this model: smol, qwen, or a path to a "
                    ".gguf file / HF checkpoint folder. It loads on a host thread while the "
                    "guest boots (ai_daemon waits for it).")
+@click.option("--kv-cache", "kv_cache", metavar="SIZE",
+              help="Memory of the AI device's prefix cache (pyllm/prefix_cache.py), e.g. 512M; "
+                   "0 turns it off. Default 256M (or PYLLM_KV_CACHE). The guest sees it in "
+                   "ai_info (kv_cache_bytes) and its counters with `aitest --cacheprobe`.")
 @click.option("--prompt", metavar="TEXT",
               help="Tokenise TEXT on the host, run `llmrun --timing` in the guest through the "
                    "AI service, print the generated text and the lifecycle timings "
@@ -95,11 +99,19 @@ def _file(what: str, path: Path, hint: str) -> Path:
               help="Inject AI device faults (with --model), e.g. 'fail=0.1,delay=200ms,"
                    "reorder,slow=120s,slow-p=0.05,engine-raise=0.05,seed=1'. See "
                    "harness/devices/ai_faults.py and docs/RELIABILITY.md.")
+@click.option("--monitor", is_flag=True,
+              help="Serve live snapshots of the AI service to `harness top` (a 0600 Unix "
+                   "socket in a per-user directory, announced on stderr); inside tmux the "
+                   "view opens in a split pane. See harness/monitor/.")
+@click.option("--monitor-record", type=click.Path(dir_okay=False, path_type=Path),
+              metavar="FILE", help="Write the monitor's snapshots to FILE (for "
+                                   "`harness top --replay FILE`); implies --monitor.")
 def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path,
         persist: bool, clock: str, quiet: bool, model: str | None, prompt: str | None,
         max_new_tokens: int, demo: bool, trace: Path | None, gdb_port: int | None,
         hang_timeout: float | None = None, ai_fault: str | None = None,
-        fs_check: bool = True) -> None:
+        fs_check: bool = True, kv_cache: str | None = None, monitor: bool = False,
+        monitor_record: Path | None = None) -> None:
     """Boot the kernel and attach the terminal to its console.
 
     \b
@@ -134,6 +146,8 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
         raise click.UsageError("--gdb cannot be combined with --prompt or --demo")
     if (prompt is not None or demo) and model is None:
         model = "smol"
+    if kv_cache is not None:
+        _set_kv_cache(kv_cache)
     plan = _fault_plan(ai_fault, model)
     if model is not None:
         _check_model(model)
@@ -152,7 +166,13 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
                       allow_load=(model,), created=created)
         _add_course_files(config, model, quiet)
     try:
-        code = console_boot(config, interactive=cmd is None, quiet=quiet, gdb=gdb_port)
+        attach = None
+        if monitor or monitor_record is not None:
+            from harness.monitor.feed import attach_monitor
+
+            attach = attach_monitor(record=monitor_record, quiet=quiet)
+        code = console_boot(config, interactive=cmd is None, quiet=quiet, gdb=gdb_port,
+                            attach=attach)
     finally:
         for dev in created:
             if plan is not None and not quiet:
@@ -195,6 +215,17 @@ def _check_fs(fs: Path) -> None:
 def _nlink_high(problem: str) -> bool:
     m = re.search(r"nlink (\d+) but (\d+) directory references", problem)
     return bool(m) and int(m.group(1)) > int(m.group(2))
+
+
+def _set_kv_cache(size: str) -> None:
+    """--kv-cache: checked here, then handed to every engine this process starts."""
+    from pyllm.prefix_cache import parse_size
+
+    try:
+        parse_size(size)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--kv-cache") from None
+    os.environ["PYLLM_KV_CACHE"] = size
 
 
 def _check_model(model: str) -> None:
