@@ -68,8 +68,8 @@ def parse_llmrun(output: str) -> list[LlmResult]:
         if m is None:
             continue
         timing: dict[str, Any] = {}
-        for key, value in re.findall(r"(\w+)=(\S+)", m.group(1)):
-            timing[key] = int(value) if re.fullmatch(r"-?\d+", value) else value
+        for key, quoted, value in re.findall(r'(\w+)=(?:"([^"]*)"|(\S+))', m.group(1)):
+            timing[key] = int(value) if re.fullmatch(r"-?\d+", value) else quoted or value
         results.append(LlmResult(last_ids or [], timing))
         last_ids = None
     return results

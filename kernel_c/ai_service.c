@@ -568,7 +568,8 @@ ai_service_info(uint64 uinfo)
   return 0;
 }
 
-// Service counters to user address ustats (works without a device).
+// Service counters and the registered workers' pids to user address
+// ustats (works without a device).
 int
 ai_service_stats(uint64 ustats)
 {

@@ -48,7 +48,7 @@ struct virtio_ai_config {
   uint64 n_params;
   uint64 weight_bytes;
   uint64 load_us;           // weights file -> ready, measured by the device
-  char name[32];
+  char name[32];            // the model's display name, from its own metadata
   char arch[16];
   uint64 kv_cache_bytes;    // prefix cache budget (0 = off)
   uint32 kv_block;          // tokens per prefix cache block

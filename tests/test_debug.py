@@ -428,6 +428,15 @@ def test_errors_are_clear(session) -> None:
         with pytest.raises(DebugError) as e:
             s(cmd)
         assert msg in str(e.value), (cmd, str(e.value))
+    # a name that is not a function: the nearest ones, as gdb's completion would list them
+    with pytest.raises(DebugError) as e:
+        s("break sys_ai_submit")
+    assert str(e.value).startswith('Function "sys_ai_submit" not defined. Did you mean')
+    assert "sys_ai_submitx" in str(e.value)
+    with pytest.raises(DebugError, match=r'not defined in sh\. Did you mean: runpipe\?$'):
+        s("tbreak sh:runpip")
+    with pytest.raises(DebugError, match=r'^Function "qqqqzzzz" not defined\.$'):
+        s("break qqqqzzzz")  # nothing near: no suggestion
     s("break sys_fork")
     s("continue")
     # from the kernel, a low address is tried in the current process's space too

@@ -1,11 +1,12 @@
 """The kernel (kernel_c/) seen from the guest and from the machine around it.
 
-Most cases run tests/kernel_progs/ktest.c, which this module compiles with the user
-programs' flags, links with user_c's library objects, and puts in a scratch file-system
-image next to the normal programs (harness.fsimage). ktest makes the system calls with
-bad pointers, lengths, fds and numbers, fuzzes them, bombs fork and sbrk, feeds exec
-malformed ELF files, kills blocked processes and checks the clock; each of its modes
-prints "ktest NAME: OK ..." only when every check held and no page leaked.
+Most cases run tests/kernel_progs/ktest.c, which `make build` compiles with the user
+programs' flags and links with user_c's library (build/tests/_ktest, tests/made.py); this
+module puts it in a scratch file-system image next to the normal programs (harness.fsimage).
+ktest makes the system calls with bad pointers, lengths, fds and numbers, fuzzes them,
+bombs fork and sbrk, feeds exec malformed ELF files, kills blocked processes and checks
+the clock; each of its modes prints "ktest NAME: OK ..." only when every check held and
+no page leaked.
 
 The rest drive the machine directly (harness.machine): the boot banner, init's argv,
 console line editing and ^C, the idle timer, and a deliberate kernel panic whose frame
@@ -16,8 +17,6 @@ corrupted system call.
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -25,47 +24,30 @@ from pathlib import Path
 import guest
 import pytest
 from machine_stubs import Captured
+from made import kernel_prog
 
 from harness.fsimage import build_image
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"
 UBUILD = ROOT / "build" / "user"
-KTEST_SRC = ROOT / "tests" / "kernel_progs" / "ktest.c"
-ULIB = ["ulib.o", "printf.o", "umalloc.o", "usys.o"]
-CC = shutil.which("riscv64-unknown-elf-gcc") or shutil.which("riscv64-linux-gnu-gcc")
-# user_c/user.mk's flags for user programs
-UCFLAGS = ["-Wall", "-Werror", "-O2", "-fno-omit-frame-pointer", "-ggdb",
-           "-march=rv64imac_zicsr_zifencei", "-mabi=lp64", "-mcmodel=medany", "-mno-relax",
-           "-ffreestanding", "-fno-common", "-nostdlib", "-fno-builtin",
-           "-fno-stack-protector", "-fno-pie", "-no-pie", "-fno-tree-loop-distribute-patterns",
-           "-I", str(ROOT / "kernel_c"), "-I", str(ROOT / "user_c")]
 NEVER = 2**64 - 1
 
 
 def _require_build() -> None:
-    missing = [p for p in [KERNEL, *(UBUILD / o for o in ULIB), UBUILD / "_init",
-                           UBUILD / "_sh"] if not p.exists()]
+    missing = [p for p in [KERNEL, UBUILD / "_init", UBUILD / "_sh"] if not p.exists()]
     if missing:
         pytest.skip(f"{missing[0].relative_to(ROOT)} is not built (run make build)")
-    if CC is None:
-        pytest.skip("no riscv64 cross compiler (make setup)")
 
 
 @pytest.fixture(scope="module")
 def image(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """build/user's programs plus ktest, in a scratch image."""
     _require_build()
-    assert CC is not None
     out = tmp_path_factory.mktemp("ktest")
-    obj, elf = out / "ktest.o", out / "_ktest"
-    subprocess.run([CC, *UCFLAGS, "-c", "-o", str(obj), str(KTEST_SRC)], check=True)
-    ld = CC[: -len("gcc")] + "ld"
-    subprocess.run([ld, "-z", "max-page-size=4096", "-T", str(ROOT / "user_c" / "user.ld"),
-                    "-o", str(elf), str(obj), *(str(UBUILD / o) for o in ULIB)], check=True)
     files: dict[str, str | Path | bytes] = {
         p.name[1:]: p for p in UBUILD.glob("_*") if p.is_file()}
-    files["ktest"] = elf
+    files["ktest"] = kernel_prog("ktest")
     img = out / "fs.img"
     build_image(img, files, size_blocks=8192, ninodes=512)
     return img

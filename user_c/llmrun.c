@@ -25,7 +25,7 @@
 //                                      or "TPOT: n/a (1 token)"
 //   E2E: <us> us                       time_us() after ai_wait - t_submit
 //   Prefix cache: <n> of <m> prompt tokens   (the device's prefix cache)
-//   timing: model=NAME synthetic=0|1 load_us=.. ttft_us=.. tpot_us=..|-1
+//   timing: model="NAME" synthetic=0|1 load_us=.. ttft_us=.. tpot_us=..|-1
 //     e2e_us=.. prompt=N generated=N submit=.. dispatch=.. accept=.. first=..
 //     done=.. waited=.. cached=N repack_us=..  (one line; submit..waited are the
 //                                      raw guest timestamps in us since boot)
@@ -170,7 +170,7 @@ print_timing(struct ai_status *st, uint64 waited, int nprompt)
     printf("TPOT: n/a (1 token)\n");
   printf("E2E: %lu us\n", e2e);
   printf("Prefix cache: %d of %d prompt tokens\n", st->ncached, nprompt);
-  printf("timing: model=%s synthetic=%d load_us=%lu ttft_us=%lu tpot_us=%ld "
+  printf("timing: model=\"%s\" synthetic=%d load_us=%lu ttft_us=%lu tpot_us=%ld "
          "e2e_us=%lu prompt=%d generated=%d submit=%lu dispatch=%lu "
          "accept=%lu first=%lu done=%lu waited=%lu cached=%d repack_us=%lu\n",
          info.name, (info.flags & AI_CFG_SYNTHETIC) != 0, info.load_us, ttft,

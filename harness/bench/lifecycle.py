@@ -129,7 +129,7 @@ class ModelResult:
     spec: str
     name: str
     label: str  # short, "(synthetic weights)" included
-    title: str  # human-readable: "SmolLM2-135M-Instruct, GGUF Q4_1"
+    title: str  # the model's own name and weight format: "Qwen3.5-0.8B, q8x16"
     synthetic: bool
     info: dict[str, Any]
     arch: ArchRow
@@ -382,10 +382,8 @@ def run(opts: Options, progress: Progress, say: Callable[[str], None]) -> Result
 
 
 def _title(info: Any) -> str:
-    from pyllm.registry import MODELS
-
-    spec = MODELS.get(info.name)
-    base = spec.title if spec is not None else Path(info.path).name
+    """The model's own name (its metadata) and weight format: "Qwen3.5-0.8B, q8x16"."""
+    base = f"{info.title}, {info.weight_format}"
     if info.synthetic:
         base += ", SYNTHETIC weights"
     return base

@@ -51,7 +51,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness import cheader
@@ -145,21 +144,18 @@ class LoadedModel:
     def config_fields(self) -> dict[str, int | bytes]:
         """The model's part of struct virtio_ai_config."""
         info = self.model.info
-        extra = info.extra
-        path = Path(info.path)
-        name = path.stem if path.suffix else path.name
         return {
             "flags": A["AI_CFG_SYNTHETIC"] if info.synthetic else 0,
             "vocab_size": info.vocab_size,
             "max_context": info.max_context,
             "eos_token": info.eos_ids[0] if info.eos_ids else 0xFFFF_FFFF,
-            "n_layers": int(extra.get("n_layers", extra.get("layers", 0))),
-            "dim": int(extra.get("dim", extra.get("hidden", 0))),
+            "n_layers": info.n_layers,
+            "dim": info.model_width,
             "max_inflight": self.engine.max_batch,
             "n_params": info.n_params,
             "weight_bytes": info.weight_bytes,
             "load_us": self.load_us,
-            "name": name.encode()[:31],
+            "name": guest_name(info.title),
             "arch": info.arch.encode()[:15],
             "kv_cache_bytes": self.engine.cache.budget,
             "kv_block": self.engine.cache.block,
@@ -170,6 +166,14 @@ class LoadedModel:
         """struct ai_cache: the prefix cache's counters (pyllm.prefix_cache.PrefixCache)."""
         st = self.engine.cache.status()
         return {f: st["bytes"] >> 10 if f == "kib" else int(st.get(f, 0)) for f in CACHE.fields}
+
+
+def guest_name(title: str) -> bytes:
+    """The config's `name` (char[32], NUL-terminated): the model's title in at most 31 bytes,
+    cut at a character boundary. The guest prints it inside quotes (`model="..."`), so a quote
+    or a control character in it becomes '_'."""
+    clean = "".join("_" if c == '"' or not c.isprintable() else c for c in title)
+    return clean.encode()[:31].decode(errors="ignore").encode()
 
 
 @dataclass
