@@ -14,16 +14,15 @@ from pathlib import Path
 
 import pytest
 from guest import run_guest, run_raw
-from machine_stubs import CC, Run, build
+from machine_stubs import Run
+from made import stub
 
 from harness.machine import Exit
 
-needs_cc = pytest.mark.skipif(CC is None, reason="needs riscv64-unknown-elf-gcc")
-
 
 @pytest.fixture(scope="module")
-def smp(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build("smp", tmp_path_factory.mktemp("smp"))
+def smp() -> Path:
+    return stub("smp")
 
 
 def _run(elf: Path, cmd: str, cpus: int, clock: str = "icount") -> tuple[int, str]:
@@ -33,7 +32,6 @@ def _run(elf: Path, cmd: str, cpus: int, clock: str = "icount") -> tuple[int, st
     return res.status, r.text
 
 
-@needs_cc
 @pytest.mark.parametrize("cpus", [1, 2, 3, 4, 8])
 def test_lock_and_amoadd_totals_are_exact(smp: Path, cpus: int) -> None:
     for seed in range(1, 6):
@@ -42,7 +40,6 @@ def test_lock_and_amoadd_totals_are_exact(smp: Path, cpus: int) -> None:
         assert (status, text) == (0, f"locks harts {cpus} total {n} amoadd {n}\n")
 
 
-@needs_cc
 def test_harts_interleave_and_icount_repeats_the_interleaving(smp: Path) -> None:
     totals = set()
     for seed in (1, 2, 3):
@@ -55,7 +52,6 @@ def test_harts_interleave_and_icount_repeats_the_interleaving(smp: Path) -> None
     assert len(totals) > 1      # and each seed interleaves them differently
 
 
-@needs_cc
 def test_lock_total_is_exact_with_the_host_clock(smp: Path) -> None:
     # slices end by asynchronous stops here; a store cut by one must not be repeated
     # after the other harts ran (harness/harts.py, complete_store)
@@ -63,19 +59,16 @@ def test_lock_total_is_exact_with_the_host_clock(smp: Path) -> None:
     assert text.startswith("locks harts 4 total 80000 "), text
 
 
-@needs_cc
 @pytest.mark.parametrize("clock", ["icount", "host"])
 def test_rewritten_code_runs_after_fence_i(smp: Path, clock: str) -> None:
     assert _run(smp, "icache 9", 4, clock) == (0, "icache 8 8 8\n")
 
 
-@needs_cc
 def test_without_fence_i_harts_keep_their_stale_code(smp: Path) -> None:
     # what the fence.i test guards against: each hart's own translations
     assert _run(smp, "icache-nofence 9", 4) == (1, "icache 0 0 0\n")
 
 
-@needs_cc
 @pytest.mark.parametrize("clock", ["icount", "host"])
 def test_ipi_wakes_parked_harts(smp: Path, clock: str) -> None:
     assert _run(smp, "ipi", 4, clock) == (0, "ipi ok\n")
@@ -133,7 +126,6 @@ def test_debugger_shows_and_selects_harts() -> None:
     assert "[Switching to hart 0]" in out and "\nhart 0\n" in out
 
 
-@needs_cc
 def test_fault_report_lists_every_hart(smp: Path) -> None:
     from harness.report import format_report
 
