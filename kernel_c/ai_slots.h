@@ -72,6 +72,8 @@ int             ais_finish_ids(struct aislot *, const uint32 *ids, int n);
 int             ais_text_alloc(struct aislot *, int len);
 void            ais_text_free(struct aislot *);
 char*           ais_text_at(struct aislot *, int off, int *n);
+int             ais_text_ids(struct aislot *, int *pos, int skip, uint32 *ids,
+                             int cap);
 void            ais_done(struct aisvc *, struct aislot *);
 void            ais_fail(struct aisvc *, struct aislot *, int err);
 void            ais_free(struct aisvc *, struct aislot *);

@@ -467,3 +467,18 @@ def test_without_ai_device_every_program_says_so() -> None:
         "ai_daemon: no AI device", "rc=1",
     ]
     assert "ai_daemon" not in r.output.split("rc=1\n")[-1]  # init did not start one
+
+
+# ------------------------------------------------------------------ ai_read (streaming)
+
+
+def test_aireadtest_semantics_table_timeouts_and_kill() -> None:
+    """Every row of the semantics table with ai_read, timeouts, bad arguments and a reader
+    killed in its sleep (user_c/aireadtest.c); ids arrive while the request still runs."""
+    r = ai_guest("aireadtest --predict 48; echo rc=$?")
+    out = r.output
+    for name in ("stream", "done", "fork-unauth", "consumed", "timeout", "badargs", "kill"):
+        assert f"[aireadtest] {name}: PASS\n" in out, out
+    m = re.search(r"\[aireadtest\] stream: 48 ids in (\d+) reads, (\d+) while running\n", out)
+    assert m and int(m.group(2)) >= 1, out
+    assert out.endswith("rc=0\n"), out

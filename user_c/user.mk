@@ -17,7 +17,7 @@ UBUILD := $(BUILD)/user
 UPROGS := init sh \
 	cat echo grep wc ls mkdir rm ln kill sleep uptime ps halt \
 	sysbench usertests \
-	ai_daemon llmrun aitest aibench \
+	ai_daemon llmrun aitest aibench aireadtest \
 	sysfuzz aistress fscrash
 UPROG_ALIASES := poweroff=halt llmrun_smol=llmrun llmrun_qwen=llmrun \
 	ai_worker=ai_daemon
@@ -75,4 +75,4 @@ $(UBUILD)/_usertests: $(UBUILD)/ut_proc.o $(UBUILD)/ut_fs.o $(UBUILD)/ut_mem.o \
 $(UBUILD)/_sh: $(UBUILD)/shparse.o
 # the AI programs share ailib.c (ai_submit, ai_wait_status, id parsing)
 $(UBUILD)/_init $(UBUILD)/_ai_daemon $(UBUILD)/_llmrun $(UBUILD)/_aitest \
-	$(UBUILD)/_aibench $(UBUILD)/_aistress: $(UBUILD)/ailib.o
+	$(UBUILD)/_aibench $(UBUILD)/_aistress $(UBUILD)/_aireadtest: $(UBUILD)/ailib.o
