@@ -9,8 +9,11 @@
 //   llmrun [--asset-dir DIR] [--predict N] [--timing] token0 token1 ...
 //   llmrun [--asset-dir DIR] [--predict N] [--timing] --prompt-file FILE
 //   llmrun [--asset-dir DIR] [--timing] --stdin      (also: no ids at all)
+//   --stream (with any of them): print each id as the device produces it
 //
 // Run once: one stdout line with the generated ids ("123 456 789 42").
+// With --stream the line is the same, but it grows id by id while the
+// request runs (ai_read), instead of appearing whole at the end (ai_wait).
 // --stdin: one request per input line, "<predict> <token0> <token1> ...",
 // one result line each; `exit`, `quit` or end of input leaves.
 // Messages go to fd 2 as "[PROG] ..." (log) and "PROG: ..." (error), PROG
@@ -25,8 +28,10 @@
 //   E2E: <us> us                       time_us() after ai_wait - t_submit
 //   timing: model=NAME synthetic=0|1 load_us=.. ttft_us=.. tpot_us=..|-1
 //     e2e_us=.. prompt=N generated=N submit=.. dispatch=.. accept=.. first=..
-//     done=.. waited=..                 (one line; the last six are the
-//                                      raw guest timestamps in us since boot)
+//     done=.. waited=.. shown=..        (one line; the last seven are the
+//                                      raw guest timestamps in us since boot;
+//                                      shown: the first id was written to
+//                                      the console, 0 without --stream)
 // and, for synthetic weights, a line starting "note: synthetic weights".
 // All stamps are guest microseconds since boot (the clock of time_us()):
 // t_submit when ai_submit entered the kernel, t_dispatch when a worker took
@@ -45,6 +50,7 @@
 static char *prog;                // basename of argv[0]
 static const char *want;          // required family ("SmolLM"), 0 = any
 static int timing;                // --timing
+static int stream;                // --stream
 static struct ai_info info;
 
 static void
@@ -90,6 +96,7 @@ usage(void)
     "interactive mode: type exit or quit to return to the shell\n"
     "--timing: after each result print Model Loading Time, TTFT, TPOT and\n"
     "  E2E in microseconds (see the program's header for the format)\n"
+    "--stream: print each id as it is generated (same line as without)\n"
     "the model is the AI device's (harness run --model smol|qwen|PATH);\n"
     "  --asset-dir is accepted for the course's command lines\n",
     prog, prog, prog);
@@ -148,7 +155,7 @@ model_check(const char *asset_dir)
 // ------------------------------------------------------------------ requests
 
 static void
-print_timing(struct ai_status *st, uint64 waited, int nprompt)
+print_timing(struct ai_status *st, uint64 waited, uint64 shown, int nprompt)
 {
   uint64 ttft = st->t_first - st->t_submit;
   uint64 e2e = waited - st->t_submit;
@@ -166,13 +173,40 @@ print_timing(struct ai_status *st, uint64 waited, int nprompt)
   printf("E2E: %lu us\n", e2e);
   printf("timing: model=%s synthetic=%d load_us=%lu ttft_us=%lu tpot_us=%ld "
          "e2e_us=%lu prompt=%d generated=%d submit=%lu dispatch=%lu "
-         "accept=%lu first=%lu done=%lu waited=%lu\n",
+         "accept=%lu first=%lu done=%lu waited=%lu shown=%lu\n",
          info.name, (info.flags & AI_CFG_SYNTHETIC) != 0, info.load_us, ttft,
          tpot, e2e, nprompt, n, st->t_submit, st->t_dispatch, st->t_accept,
-         st->t_first, st->t_done, waited);
+         st->t_first, st->t_done, waited, shown);
   if(info.flags & AI_CFG_SYNTHETIC)
     printf("note: synthetic weights (%s): the ids are not meaningful, the "
            "timings are real\n", info.name);
+}
+
+// --stream: print request reqid's ids as the device produces them (one
+// line, like the whole result). Returns the guest time at which the first
+// id went to the console, 0 if none did.
+static uint64
+stream_ids(int reqid)
+{
+  uint32 buf[64];
+  uint64 shown = 0;
+  int n = 0, k, i;
+  char line[64 * 11];
+  int len;
+
+  while((k = ai_read(reqid, buf, n, 64, -1)) > 0){
+    len = 0;
+    for(i = 0; i < k; i++)
+      len += snprintf(line + len, sizeof(line) - len, n + i ? " %u" : "%u",
+                      buf[i]);
+    write(1, line, len);
+    if(!shown)
+      shown = time_us();
+    n += k;
+  }
+  // the end (or an error, which ai_wait reports)
+  write(1, "\n", 1);
+  return shown;
 }
 
 // The course's per-request checks, with its texts, then one request
@@ -221,6 +255,7 @@ run_request(const uint32 *ids, int n, int predict)
     free(out);
     return -1;
   }
+  uint64 shown = stream ? stream_ids(reqid) : 0;
   len = ai_wait_status(reqid, out, cap, &st);
   uint64 waited = time_us();
   if(len < 0){
@@ -228,9 +263,10 @@ run_request(const uint32 *ids, int n, int predict)
     free(out);
     return -1;
   }
-  printf("%s\n", out);
+  if(!stream)
+    printf("%s\n", out);
   if(timing)
-    print_timing(&st, waited, n);
+    print_timing(&st, waited, shown, n);
   free(out);
   return 0;
 }
@@ -404,6 +440,8 @@ main(int argc, char *argv[])
       use_stdin = 1;
     } else if(strcmp(a, "--timing") == 0){
       timing = 1;
+    } else if(strcmp(a, "--stream") == 0){
+      stream = 1;
     } else if(strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0){
       usage();
       exit(0);
