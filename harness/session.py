@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -156,23 +156,32 @@ class AiSession:
     # ---------------------------------------------------------------- boots
     def config(self, cmd: str, *, timeout: float | None,
                output: Callable[[bytes], None] | None,
-               created: list[VirtioAi]) -> MachineConfig:
-        """The MachineConfig of one boot (with the AI device unless the session has none)."""
+               created: list[VirtioAi], files: Mapping[str, bytes] | None = None,
+               ) -> MachineConfig:
+        """The MachineConfig of one boot (with the AI device unless the session has none);
+        `files` ({path: contents}) are added to a copy of the disk image, in memory."""
         extra, flags = [], 0
         model = self.lm if self.lm is not None else self.spec
         if model is not None:
             allow = (self.spec,) if self.spec else ()
             extra.append(device_entry(model, log=self.log, allow_load=allow, created=created))
             flags = bootinfo.F_AIDEV
+        disk = None
+        if files:
+            from harness.fsimage import with_files
+
+            disk = bytearray(with_files(Path(self.fs).read_bytes(), files))
         return MachineConfig(kernel=self.kernel, fs=self.fs, ram_size=self.ram_size,
                              clock=self.clock, cmd=cmd, timeout=timeout, output=output,
-                             flags=flags, extra_devices=extra)
+                             flags=flags, extra_devices=extra, disk_data=disk)
 
     def run(self, cmd: str, *, timeout: float | None = 300.0,
             echo: Callable[[bytes], None] | None = None,
-            during: Callable[[Machine], None] | None = None) -> GuestRun:
+            during: Callable[[Machine], None] | None = None,
+            files: Mapping[str, bytes] | None = None) -> GuestRun:
         """Boot, run `cmd` through init's `sh -c`, power off; the console is captured (and
-        also passed to `echo`). `during(machine)` runs on a host thread meanwhile."""
+        also passed to `echo`). `during(machine)` runs on a host thread meanwhile; `files`
+        are added to the disk (see config)."""
         out = bytearray()
         lock = threading.Lock()
 
@@ -184,7 +193,8 @@ class AiSession:
 
         created: list[VirtioAi] = []
         t0 = time.perf_counter()
-        machine = Machine(self.config(cmd, timeout=timeout, output=sink, created=created))
+        machine = Machine(self.config(cmd, timeout=timeout, output=sink, created=created,
+                                      files=files))
         side = threading.Thread(target=during, args=(machine,), daemon=True) if during else None
         try:
             if side is not None:

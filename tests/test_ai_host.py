@@ -102,7 +102,8 @@ def test_prompt_prints_text_timings_and_writes_a_trace(tmp_path: Path) -> None:
     for name in ("Model Loading Time", "TTFT", "TPOT", "E2E"):
         assert any(line.strip().startswith(name) and " ms " in line
                    for line in out.splitlines()), name
-    assert "llmrun --timing --predict 8 504 3575 282 4649 314" in p.stderr
+    assert "5 tokens; in the guest: llmrun --stream --timing --predict 8 --prompt-file /run.ids" \
+        in p.stderr
     assert "synthetic weights" not in out
     data = json.loads(trace.read_text())
     evs = data["traceEvents"]

@@ -1,0 +1,96 @@
+"""Tokens as they come: `llmrun --stream` (ai_read) and `harness run --prompt`'s streamed text.
+
+The streaming path: the device writes ids into out[] while it runs and raises its rate-limited
+progress interrupt; the kernel wakes ai_read; llmrun prints each id; the host decodes the
+growing line (harness/text_stream.py). ai_read's semantics are tests/test_ai_user.py's
+aireadtest.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from test_ai_host import _need_build, _need_smol, harness
+
+from harness.machine import Machine
+from harness.session import AiSession, parse_llmrun
+from harness.text_stream import IdStream
+
+PROMPT = "504 3575 282 4649 314"  # "The capital of France is"
+
+
+@pytest.fixture(scope="module")
+def session() -> AiSession:
+    _need_build()
+    _need_smol()
+    with AiSession("smol") as s:
+        yield s
+
+
+def _ids_while_running(session: AiSession, cmd: str) -> tuple[int, str]:
+    """Run cmd; count the id characters that reached the console while the device still had
+    the request (read as the console produces them, on the emulation thread)."""
+    machines: list[Machine] = []
+    seen = {"early": 0}
+    lock = threading.Lock()
+
+    def echo(data: bytes) -> None:
+        with lock:
+            dev = machines[0].devices.get("ai") if machines else None
+        if dev is not None and dev.jobs:  # type: ignore[attr-defined]
+            seen["early"] += sum(c in b"0123456789" for c in data)
+
+    def during(m: Machine) -> None:
+        with lock:
+            machines.append(m)
+
+    run = session.run(cmd, timeout=300, echo=echo, during=during)
+    assert run.ok, run.output
+    return seen["early"], run.output
+
+
+def test_stream_ids_reach_the_console_before_the_request_ends(session: AiSession) -> None:
+    early, out = _ids_while_running(session, f"llmrun --stream --predict 48 {PROMPT}")
+    plain_early, plain = _ids_while_running(session, f"llmrun --predict 48 {PROMPT}")
+    line = [ln for ln in out.splitlines() if ln[:1].isdigit()]
+    assert line == [ln for ln in plain.splitlines() if ln[:1].isdigit()]  # the same line
+    assert len(line[0].split()) == 48
+    assert early > 0, out          # streamed: ids while the device still computes
+    assert plain_early == 0, plain  # the one-shot ai_wait: nothing before the end
+
+
+def test_stream_timing_has_the_console_stamp(session: AiSession) -> None:
+    run = session.run(f"llmrun --stream --timing --predict 8 {PROMPT}", timeout=300)
+    (res,) = parse_llmrun(run.output)
+    t = res.timing
+    assert len(res.ids) == 8
+    assert t["first"] <= t["shown"] <= t["waited"]
+
+
+@pytest.mark.parametrize("n", [8, 32, 128, 255])
+def test_prompt_of_every_length_streams_text(session: AiSession, n: int) -> None:
+    tok = session.tokenizer
+    text = "hello" + " hello" * (n - 1)
+    assert len(tok.encode(text)) == n
+    p = harness("run", "-q", "--model", "smol", "--prompt", text, "-n", "6")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert text in p.stdout
+    assert f"({n} prompt tokens" in p.stdout
+    assert "First on console" in p.stdout
+
+
+def test_id_stream_decodes_pieces_and_passes_the_rest(session: AiSession) -> None:
+    tok = session.tokenizer
+    prompt = tok.encode("The capital of France is")
+    gen = tok.encode(" Paris. 日本語 ok")
+    pieces: list[str] = []
+    other = bytearray()
+    s = IdStream(tok, prompt, text=pieces.append, other=other.extend)
+    console = b"[init] ready\n" + " ".join(map(str, gen)).encode() + b"\ntiming: x=1\n"
+    for i in range(0, len(console), 3):  # as the UART delivers it: in small pieces
+        s.feed(console[i:i + 3])
+    assert s.ids == gen and s.finished
+    assert "".join(pieces) == tok.decode(prompt + gen)[len(tok.decode(prompt)):] + "\n"
+    assert "\ufffd" not in "".join(pieces)
+    assert bytes(other) == b"[init] ready\ntiming: x=1\n"
