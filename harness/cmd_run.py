@@ -82,6 +82,10 @@ def _file(what: str, path: Path, hint: str) -> Path:
               help="Tokenise TEXT on the host, run `llmrun --timing` in the guest through the "
                    "AI service, print the generated text and the lifecycle timings "
                    "(Model Loading Time, TTFT, TPOT, E2E). Implies --model smol by default.")
+@click.option("--chat", is_flag=True,
+              help="Boot straight into the guest's `chat` (a multi-turn chat: tokenizer, "
+                   "template and streaming all in the guest; ^C stops an answer, /quit "
+                   "powers off). Implies --model smol by default.")
 @click.option("--max-new-tokens", "-n", type=click.IntRange(1), default=32, show_default=True,
               help="Tokens to generate for --prompt / --demo.")
 @click.option("--demo", is_flag=True,
@@ -111,7 +115,7 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
         persist: bool, clock: str, quiet: bool, model: str | None, prompt: str | None,
         max_new_tokens: int, demo: bool, trace: Path | None, gdb_port: int | None,
         hang_timeout: float | None = None, ai_fault: str | None = None,
-        fs_check: bool = True) -> None:
+        fs_check: bool = True, chat: bool = False) -> None:
     """Boot the kernel and attach the terminal to its console.
 
     \b
@@ -126,6 +130,7 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
       harness run --model smol                          shell; try llmrun, aitest, aibench
       harness run --model smol --prompt "The capital of France is" -n 16
       harness run --demo --trace demo.json              the demo prompt, then the shell
+      harness run --chat                                chat with the model in the guest
 
     Exit codes: the guest's status (0-255) when it powers off; 101 kernel panic;
     102 machine fault (unknown MMIO, unmapped memory, ...); 103 hang (--hang-timeout);
@@ -144,7 +149,11 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
         raise click.UsageError("give --prompt or --demo, not both")
     if gdb_port is not None and (prompt is not None or demo):
         raise click.UsageError("--gdb cannot be combined with --prompt or --demo")
-    if (prompt is not None or demo) and model is None:
+    if chat and (cmd is not None or prompt is not None or demo or gdb_port is not None
+                 or persist):
+        raise click.UsageError("--chat cannot be combined with -c, --prompt, --demo, --gdb "
+                               "or --persist")
+    if (prompt is not None or demo or chat) and model is None:
         model = "smol"
     plan = _fault_plan(ai_fault, model)
     if model is not None:
@@ -156,12 +165,17 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
                             max_new_tokens=max_new_tokens, kernel=kernel, fs=fs, ram=ram,
                             clock=clock, timeout=timeout, trace=trace, then_shell=demo,
                             quiet=quiet))
-    config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd=cmd or "",
-                           persist=persist, timeout=timeout, hang_timeout=hang_timeout)
+    config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock,
+                           cmd="chat" if chat else cmd or "", persist=persist, timeout=timeout,
+                           hang_timeout=hang_timeout)
     created: list = []
     if model is not None:
         _add_ai_device(config, model, created, quiet, plan)
         _add_course_files(config, model, quiet)
+    if chat:
+        from harness.guest_tokenizer import vocab_files
+
+        _add_files(config, vocab_files(model or "smol"), "the tokenizer's vocabulary")
     try:
         code = boot(config, interactive=cmd is None, quiet=quiet, gdb=gdb_port)
     finally:
@@ -288,17 +302,23 @@ def _add_course_files(config: MachineConfig, model: str, quiet: bool) -> None:
             click.echo("[harness] --persist: the assets' PMT.BIN/EXP.BIN are not copied into "
                        "the guest's /AI", err=True)
         return
+    _add_files(config, {f"AI/{name}": data for name, data in files.items()},
+               "the assets' reference files")
+    if not quiet:
+        click.echo(f"[harness] /AI: {', '.join(sorted(files))} from the model's assets", err=True)
+
+
+def _add_files(config: MachineConfig, files: dict[str, bytes], what: str) -> None:
+    """Add files ({image path: contents}) to the boot's disk, in memory (the --fs image
+    itself is untouched)."""
     from harness.fsimage import FsError, with_files
 
     try:
-        image = with_files(Path(config.fs).read_bytes(),
-                           {f"AI/{name}": data for name, data in files.items()})
+        image = (bytes(config.disk_data) if config.disk_data is not None
+                 else Path(config.fs).read_bytes())
+        config.disk_data = bytearray(with_files(image, files))
     except (OSError, FsError) as exc:
-        raise click.ClickException(f"cannot add the assets' reference files to "
-                                   f"{config.fs}: {exc}") from None
-    config.disk_data = bytearray(image)
-    if not quiet:
-        click.echo(f"[harness] /AI: {', '.join(sorted(files))} from the model's assets", err=True)
+        raise click.ClickException(f"cannot add {what} to {config.fs}: {exc}") from None
 
 
 def boot(config: MachineConfig, *, interactive: bool, quiet: bool,
