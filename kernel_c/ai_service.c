@@ -388,6 +388,11 @@ ai_service_read(int id, uint64 uids, int from, int cap, int timeout_ms)
       wake = timer_wake_at(at, &s->ngenerated);
     sleep(&s->ngenerated, &ai_lock);
   }
+  if(err == AI_OK && n > 0 && from + n > s->nread){
+    if(s->nread == 0)
+      virtio_ai_trace(AI_TR_READ, id);
+    s->nread = from + n;
+  }
   release(&ai_lock);
   if(wake >= 0)
     timer_wake_cancel(wake);

@@ -133,6 +133,7 @@ found:
   s->top_p_milli = a->top_p_milli;
   memmove(s->tokens, tokens, a->ntokens * sizeof(uint32));
   s->ngenerated = 0;
+  s->nread = 0;
   s->result_len = 0;
   s->t_submit = now;
   s->t_dispatch = s->t_accept = s->t_first = s->t_done = 0;

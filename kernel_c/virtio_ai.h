@@ -75,6 +75,7 @@ struct virtio_ai_config {
 #define AI_TR_WAITED            4   // the owner's ai_wait returned it
 #define AI_TR_FAILED            5   // failed (any reason)
 #define AI_TR_FREED             6   // slot reclaimed without a wait (exit)
+#define AI_TR_READ              7   // the owner's ai_read got its first ids
 
 // ai_dev_req.type
 #define AI_REQ_GENERATE         1

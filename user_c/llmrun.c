@@ -28,7 +28,7 @@
 //   E2E: <us> us                       time_us() after ai_wait - t_submit
 //   timing: model=NAME synthetic=0|1 load_us=.. ttft_us=.. tpot_us=..|-1
 //     e2e_us=.. prompt=N generated=N submit=.. dispatch=.. accept=.. first=..
-//     done=.. waited=.. shown=..        (one line; the last seven are the
+//     done=.. waited=.. shown=.. reqid=N (one line; submit..shown are the
 //                                      raw guest timestamps in us since boot;
 //                                      shown: the first id was written to
 //                                      the console, 0 without --stream)
@@ -173,10 +173,10 @@ print_timing(struct ai_status *st, uint64 waited, uint64 shown, int nprompt)
   printf("E2E: %lu us\n", e2e);
   printf("timing: model=%s synthetic=%d load_us=%lu ttft_us=%lu tpot_us=%ld "
          "e2e_us=%lu prompt=%d generated=%d submit=%lu dispatch=%lu "
-         "accept=%lu first=%lu done=%lu waited=%lu shown=%lu\n",
+         "accept=%lu first=%lu done=%lu waited=%lu shown=%lu reqid=%d\n",
          info.name, (info.flags & AI_CFG_SYNTHETIC) != 0, info.load_us, ttft,
          tpot, e2e, nprompt, n, st->t_submit, st->t_dispatch, st->t_accept,
-         st->t_first, st->t_done, waited, shown);
+         st->t_first, st->t_done, waited, shown, st->reqid);
   if(info.flags & AI_CFG_SYNTHETIC)
     printf("note: synthetic weights (%s): the ids are not meaningful, the "
            "timings are real\n", info.name);

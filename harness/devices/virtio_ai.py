@@ -230,7 +230,7 @@ class VirtioAi(VirtioMmio):
         self.errors = 0             # chains completed with an error status
         self.progress_posts = 0     # closures posted by the engine thread
         self.progress_irqs = 0      # VIRTIO_AI_INT_PROGRESS raised
-        self._last_irq_us = -PROGRESS_US  # guest µs of the last progress interrupt
+        self.last_irq_us = -PROGRESS_US  # guest µs of the last progress interrupt
         self.jobs: dict[int, _Job] = {}  # head -> job (emulation thread only)
         self._owned: list[LoadedModel] = []  # models this device loaded (closed with it)
         self._epoch = 0
@@ -631,9 +631,9 @@ class VirtioAi(VirtioMmio):
         A skipped one is not lost for long: the next update or the completion comes."""
         now = self.now_us()
         if (not self.driver_features & F_PROGRESS_IRQ or self.interrupt_status & INT_PROGRESS
-                or now - self._last_irq_us < PROGRESS_US):
+                or now - self.last_irq_us < PROGRESS_US):
             return
-        self._last_irq_us = now
+        self.last_irq_us = now
         self.progress_irqs += 1
         self.interrupt_status |= INT_PROGRESS
         self._update_irq()
