@@ -193,7 +193,7 @@ TIMING = re.compile(
     r"E2E: (\d+) us\n"
     r"timing: model=(\S+) synthetic=([01]) load_us=(\d+) ttft_us=(\d+) tpot_us=(-?\d+) "
     r"e2e_us=(\d+) prompt=(\d+) generated=(\d+) submit=(\d+) dispatch=(\d+) accept=(\d+) "
-    r"first=(\d+) done=(\d+) waited=(\d+)\n")
+    r"first=(\d+) done=(\d+) waited=(\d+) shown=(\d+) reqid=(\d+)\n")
 
 
 def test_llmrun_timing_format() -> None:
@@ -213,6 +213,7 @@ def test_llmrun_timing_format() -> None:
         # the lifecycle in order, and the reported figures are its differences
         assert 0 < submit <= dispatch <= accept <= first <= done <= waited
         assert ttft == first - submit and e2e == waited - submit
+        assert g[18] == "0" and int(g[19]) > 0  # no --stream: nothing shown early
         if ngen > 1:
             assert g[2] == f"{(done - first) // (ngen - 1)} us" and int(g[8]) > 0
         else:
