@@ -270,35 +270,44 @@ def _add_ai_device(config: MachineConfig, model: str, created: list, quiet: bool
 
 
 def _add_course_files(config: MachineConfig, model: str, quiet: bool) -> None:
-    """Course assets as the model: their PMT.BIN / EXP.BIN go into the guest's file system
-    at /AI/SMOL or /AI/QWEN, where the lab's aitest reads its reference prompt and answer
-    (the weights stay on the host, in the AI device). In memory only: not with --persist."""
+    """The model's guest files, under /AI/SMOL or /AI/QWEN: the guest tokenizer's
+    vocabulary (VOCAB.TOK, harness/guest_tokenizer.py) and, for course assets, their
+    PMT.BIN / EXP.BIN, where the lab's aitest reads its reference prompt and answer (the
+    weights stay on the host, in the AI device). In memory only: not with --persist."""
     from pyllm.errors import PyllmError
     from pyllm.loaders.course import reference_files
     from pyllm.registry import resolve
 
+    from harness.guest_tokenizer import vocab_files
+
+    files: dict[str, bytes] = {}
     try:
-        files = reference_files(resolve(model)[1])
+        files.update(reference_files(resolve(model)[1]))
     except PyllmError:
-        return  # not course assets, or reported by the device when it loads them
+        pass  # not course assets, or reported by the device when it loads them
+    try:
+        files.update({k.removeprefix("AI/"): v for k, v in vocab_files(model).items()})
+    except PyllmError as exc:  # no tokenizer: the guest's tok cannot run, all else can
+        if not quiet:
+            click.echo(f"[harness] no guest tokenizer vocabulary: {exc}", err=True)
     if not files:
         return
     if config.persist:
         if not quiet:
-            click.echo("[harness] --persist: the assets' PMT.BIN/EXP.BIN are not copied into "
-                       "the guest's /AI", err=True)
+            click.echo(f"[harness] --persist: {', '.join(sorted(files))} are not copied "
+                       "into the guest's /AI", err=True)
         return
     from harness.fsimage import FsError, with_files
 
     try:
         image = with_files(Path(config.fs).read_bytes(),
-                           {f"AI/{name}": data for name, data in files.items()})
+                           {f"AI/{name}": data for name, data in files.items()}, grow=True)
     except (OSError, FsError) as exc:
-        raise click.ClickException(f"cannot add the assets' reference files to "
+        raise click.ClickException(f"cannot add the model's files to "
                                    f"{config.fs}: {exc}") from None
     config.disk_data = bytearray(image)
     if not quiet:
-        click.echo(f"[harness] /AI: {', '.join(sorted(files))} from the model's assets", err=True)
+        click.echo(f"[harness] /AI: {', '.join(sorted(files))} from the model", err=True)
 
 
 def boot(config: MachineConfig, *, interactive: bool, quiet: bool,

@@ -9,10 +9,14 @@
 //   llmrun [--asset-dir DIR] [--predict N] [--timing] token0 token1 ...
 //   llmrun [--asset-dir DIR] [--predict N] [--timing] --prompt-file FILE
 //   llmrun [--asset-dir DIR] [--timing] --stdin      (also: no ids at all)
+//   llmrun [--asset-dir DIR] [--predict N] [--timing] --text TEXT
 //
 // Run once: one stdout line with the generated ids ("123 456 789 42").
 // --stdin: one request per input line, "<predict> <token0> <token1> ...",
 // one result line each; `exit`, `quit` or end of input leaves.
+// --text: the prompt is text, encoded by the guest tokenizer (bpe.c, over
+// the model's /AI/.../VOCAB.TOK), and the result line is the generated text
+// (special tokens such as <|im_start|> in TEXT become their ids).
 // Messages go to fd 2 as "[PROG] ..." (log) and "PROG: ..." (error), PROG
 // being the program's name, with the course's texts.
 //
@@ -38,6 +42,8 @@
 #include "fcntl.h"
 #include "virtio_ai.h"
 #include "user.h"
+#include "bpe.h"
+#include "tokmodel.h"
 
 #define LINE_MAX  4096    // --stdin request line (the course's)
 #define SERVICE_FORMAT "<predict> <token0> <token1> ..."
@@ -46,6 +52,7 @@ static char *prog;                // basename of argv[0]
 static const char *want;          // required family ("SmolLM"), 0 = any
 static int timing;                // --timing
 static struct ai_info info;
+static struct bpe *textbpe;       // --text: results are decoded with it
 
 static void
 say(const char *prefix, const char *suffix, const char *fmt, va_list ap)
@@ -88,11 +95,13 @@ usage(void)
     "prompt file format: whitespace-separated token ids\n"
     "stdin service format: " SERVICE_FORMAT "\n"
     "interactive mode: type exit or quit to return to the shell\n"
+    "       %s [--asset-dir DIR] [--predict N] --text TEXT\n"
+    "--text: TEXT is encoded by the guest tokenizer, the result is text\n"
     "--timing: after each result print Model Loading Time, TTFT, TPOT and\n"
     "  E2E in microseconds (see the program's header for the format)\n"
     "the model is the AI device's (harness run --model smol|qwen|PATH);\n"
     "  --asset-dir is accepted for the course's command lines\n",
-    prog, prog, prog);
+    prog, prog, prog, prog);
 }
 
 // ------------------------------------------------------------------ model
@@ -175,6 +184,55 @@ print_timing(struct ai_status *st, uint64 waited, int nprompt)
            "timings are real\n", info.name);
 }
 
+// One result line: the generated ids as the service gave them, or with
+// --text their text.
+static void
+print_result(char *out, int predict)
+{
+  struct ai_idparser p;
+  uint32 *ids;
+  int n;
+
+  if(textbpe == 0 || (ids = malloc(4 * predict)) == 0){
+    printf("%s\n", out);
+    return;
+  }
+  ai_ids_init(&p, ids, predict);
+  ai_ids_feed(&p, out, strlen(out));
+  n = ai_ids_end(&p);
+  if(n < 0 || tok_write_text(textbpe, 1, ids, n) < 0)
+    errmsg("cannot decode the result %s", out);
+  printf("\n");
+  free(ids);
+}
+
+// --text: the prompt's ids from the guest tokenizer. Exits on failure.
+static int
+text_prompt(const char *text, uint32 *ids)
+{
+  static struct bpe b;
+  int len = strlen(text);
+  uint32 *all;
+
+  if(tok_load(&b, 0, prog) < 0)
+    exit(1);
+  textbpe = &b;
+  all = malloc(4 * (len + 1));
+  if(all == 0){
+    errmsg("out of memory for the prompt's tokens");
+    exit(1);
+  }
+  int n = bpe_encode(&b, (const uchar *)text, len, all, len + 1);
+  if(n < 1 || n > AI_MAX_TOKENS){
+    errmsg("--text is %d tokens; the service takes 1..%d", n < 0 ? len : n,
+           AI_MAX_TOKENS);
+    exit(1);
+  }
+  memmove(ids, all, 4 * n);
+  free(all);
+  return n;
+}
+
 // The course's per-request checks, with its texts, then one request
 // through the service. Prints the result line. Returns 0, or -1 after
 // saying why (the caller adds "request failed").
@@ -228,7 +286,7 @@ run_request(const uint32 *ids, int n, int predict)
     free(out);
     return -1;
   }
-  printf("%s\n", out);
+  print_result(out, predict);
   if(timing)
     print_timing(&st, waited, n);
   free(out);
@@ -370,7 +428,7 @@ int
 main(int argc, char *argv[])
 {
   static uint32 ids[AI_MAX_TOKENS];
-  char *asset_dir = 0, *prompt_file = 0;
+  char *asset_dir = 0, *prompt_file = 0, *text = 0;
   int use_stdin = 0, predict = 1, i, n = 0;
 
   prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
@@ -382,7 +440,7 @@ main(int argc, char *argv[])
   for(i = 1; i < argc; i++){
     char *a = argv[i];
     if(strcmp(a, "--asset-dir") == 0 || strcmp(a, "--predict") == 0 ||
-       strcmp(a, "--prompt-file") == 0){
+       strcmp(a, "--prompt-file") == 0 || strcmp(a, "--text") == 0){
       if(i + 1 >= argc){
         usage();
         exit(1);
@@ -397,6 +455,8 @@ main(int argc, char *argv[])
           exit(1);
         }
         predict = p;
+      } else if(strcmp(a, "--text") == 0){
+        text = v;
       } else {
         prompt_file = v;
       }
@@ -424,6 +484,10 @@ main(int argc, char *argv[])
     errmsg("cannot mix --prompt-file with inline token ids");
     exit(1);
   }
+  if(text && (use_stdin || prompt_file || i < argc)){
+    errmsg("--text cannot be combined with --stdin, --prompt-file or token ids");
+    exit(1);
+  }
   if(use_stdin && i < argc){
     errmsg("--stdin cannot be combined with inline token ids");
     exit(1);
@@ -439,6 +503,8 @@ main(int argc, char *argv[])
     n = load_prompt_file(prompt_file, ids);
 
   model_check(asset_dir);
+  if(text)
+    n = text_prompt(text, ids);
   if(n == 0)
     return stdin_service();
   if(run_request(ids, n, predict) < 0){
