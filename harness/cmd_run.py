@@ -274,11 +274,10 @@ def _add_course_files(config: MachineConfig, model: str, quiet: bool) -> None:
     vocabulary (VOCAB.TOK, harness/guest_tokenizer.py) and, for course assets, their
     PMT.BIN / EXP.BIN, where the lab's aitest reads its reference prompt and answer (the
     weights stay on the host, in the AI device). In memory only: not with --persist."""
+    from harness.guest_tokenizer import vocab_files
     from pyllm.errors import PyllmError
     from pyllm.loaders.course import reference_files
     from pyllm.registry import resolve
-
-    from harness.guest_tokenizer import vocab_files
 
     files: dict[str, bytes] = {}
     try:

@@ -27,7 +27,7 @@ from harness.guest_tokenizer import HostTool, sample_text, vocab_files
 MODELS = {"smol": "smol", "qwen": str(ROOT / "models" / "qwen3.5-0.8b-synthetic")}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _tokenizer(key: str):  # noqa: ANN202
     from pyllm.registry import load_tokenizer
 
@@ -57,7 +57,8 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> tuple[HostTool, dict[str, 
 
 
 def _first_difference(a: list[int], b: list[int]) -> str:
-    i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    i = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+             min(len(a), len(b)))
     return f"lengths {len(a)} / {len(b)}, first difference at {i}: {a[i:i + 8]} / {b[i:i + 8]}"
 
 
@@ -174,3 +175,13 @@ def test_llmrun_text_equals_llmrun_ids() -> None:
     assert lines[2] == "rc=0", r.output
     assert "llmrun: --text is 0 tokens; the service takes 1..255" in r.output
     assert "llmrun: --text cannot be combined with" in r.output
+
+
+def test_bench_function_reports_both_models() -> None:
+    from harness.bench.tokenizer import tokenizer_cost
+
+    costs = tokenizer_cost(("smol", MODELS["qwen"]), size=20_000, reps=1)
+    assert [c.model for c in costs] == ["smol", MODELS["qwen"]]
+    for c in costs:
+        assert c.tokens > 1000 and c.host_c_us > 0 and c.reference_us > 0
+        assert c.line().startswith(f"tokenizer: model={c.model} bytes={c.bytes} ")

@@ -8,7 +8,8 @@
 // are joined by single spaces; -e turns the escapes \n \r \t \\ in them
 // into their characters (the shell passes no newlines). Special tokens such
 // as <|im_start|> in the text become their ids. -t adds one line on fd 2:
-// "tok: N tokens B bytes U us" (the guest's encode/decode time).
+// "tok: N tokens B bytes U us load L us" (the guest's encode or decode
+// time, and the vocabulary's load time; decode has no "B bytes").
 
 #include "types.h"
 #include "user.h"
@@ -83,6 +84,8 @@ join(char **w, int nw, int esc, int *n)
   return s;
 }
 
+static uint64 load_us;          // -t: the vocabulary's load time
+
 static int
 encode(struct bpe *b, const char *text, int len, int timed)
 {
@@ -105,7 +108,8 @@ encode(struct bpe *b, const char *text, int len, int timed)
   line[k++] = '\n';
   write(1, line, k);
   if(timed)
-    fprintf(2, "tok: %d tokens %d bytes %lu us\n", n, len, dt);
+    fprintf(2, "tok: %d tokens %d bytes %lu us load %lu us\n", n, len, dt,
+            load_us);
   return 0;
 }
 
@@ -159,7 +163,8 @@ decode(struct bpe *b, char *text, int len, int timed)
     return 1;
   }
   if(timed)
-    fprintf(2, "tok: %d tokens %lu us\n", n, time_us() - t0);
+    fprintf(2, "tok: %d tokens %lu us load %lu us\n", n, time_us() - t0,
+            load_us);
   return 0;
 }
 
@@ -186,7 +191,9 @@ main(int argc, char *argv[])
   int enc = strcmp(argv[i], "encode") == 0;
   i++;
   text = i < argc ? join(argv + i, argc - i, esc, &len) : read_all(&len);
+  uint64 t0 = time_us();
   if(tok_load(&b, vocab, "tok") < 0)
     exit(1);
+  load_us = time_us() - t0;
   exit(enc ? encode(&b, text, len, timed) : decode(&b, text, len, timed));
 }
