@@ -33,6 +33,7 @@ from unicorn import riscv_const as R
 
 from harness.cmd_run import DEFAULT_FS, DEFAULT_KERNEL, _file
 from harness.elf import ElfImage
+from harness.launch import Launch, launch
 from harness.machine import Exit, Machine, MachineConfig
 
 LOOPS = 50_000_000       # sysbench cpu iterations (8 instructions each)
@@ -120,7 +121,7 @@ def raw_mips(spin: ElfImage, loops: int) -> float:
 
 def floor_trap_us(floor: ElfImage) -> float:
     """µs per ecall round trip on the machine without a kernel."""
-    m = Machine(MachineConfig(kernel=floor.path, output=lambda b: None))
+    m = Launch(MachineConfig(kernel=floor.path)).machine
     try:
         t = time.perf_counter()
         res = m.run()
@@ -134,17 +135,11 @@ def floor_trap_us(floor: ElfImage) -> float:
 
 def guest(kernel: Path, fs: Path, cmd: str, timeout: float = 300) -> str:
     """Run commands in the guest; its console output."""
-    out = bytearray()
-    m = Machine(MachineConfig(kernel=kernel, fs=fs, cmd=cmd, timeout=timeout, output=out.extend))
-    try:
-        res = m.run()
-    finally:
-        m.close()
-    text = out.decode(errors="replace")
-    if res.exit != Exit.POWEROFF or res.status:
+    res = launch(MachineConfig(kernel=kernel, fs=fs, cmd=cmd, timeout=timeout))
+    if not res.ok:
         raise click.ClickException(f"'{cmd}' failed in the guest ({res.exit.value} "
-                                   f"{res.status} {res.message}):\n{text[-500:]}")
-    return text
+                                   f"{res.status} {res.message}):\n{res.output[-500:]}")
+    return res.output
 
 
 def _field(text: str, key: str) -> float:
@@ -166,7 +161,7 @@ def interactive(kernel: Path, fs: Path, at_prompt: Callable[[Machine, float], No
             ready.set()
 
     t0 = time.perf_counter()
-    m = Machine(MachineConfig(kernel=kernel, fs=fs, timeout=600, output=hook))
+    m = Launch(MachineConfig(kernel=kernel, fs=fs, timeout=600), echo=hook).machine
     worker = threading.Thread(target=m.run, name="bench-guest", daemon=True)
     worker.start()
     try:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from harness.cmd_run import DEFAULT_FS, DEFAULT_KERNEL, ROOT, _file, _size
+from harness.cmd_run import _check_model, _file, _size
+from harness.launch import DEFAULT_FS, DEFAULT_KERNEL, HOST_LOG, ROOT, add_ai_device, new_machine
 
 DEFAULT_USER = ROOT / "build" / "user"
 
@@ -67,23 +68,21 @@ def debug(cmd: str | None, ex: tuple[str, ...], script: Path | None, batch: bool
     """
     _file("kernel", kernel, "build it with `make build`")
     _file("disk image", fs, "build it with `make build`")
-    from harness.cmd_run import _add_ai_device, _check_model
     from harness.debug import DebugError
     from harness.debug.commands import Interpreter
-    from harness.debug.programs import Programs
     from harness.debug.target import Target
-    from harness.elf import ElfLoadError
-    from harness.machine import Machine, MachineConfig
+    from harness.guest.programs import Programs
+    from harness.machine import MachineConfig
 
     config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd=cmd or "")
     if model is not None:
         _check_model(model)
-        _add_ai_device(config, model, [], quiet=False)
+        add_ai_device(config, model, log=HOST_LOG, allow_load=(model,))
     try:
         programs = Programs(kernel, user_dir)
-        machine = Machine(config)
-    except (ElfLoadError, ValueError, DebugError) as e:
+    except DebugError as e:
         raise click.ClickException(str(e)) from None
+    machine = new_machine(config)
     try:
         target = Target(machine, programs)
         interp = Interpreter(target)
@@ -116,8 +115,8 @@ def _prompt(interp, commands: list[str], batch: bool, banner: str) -> int:  # no
 
 
 def _serve_gdb(target, interp, port: int) -> int:  # noqa: ANN001
-    from harness.cmd_run import _finish
     from harness.debug.gdbserver import serve
+    from harness.launch import finish
 
     def announce(actual: int) -> None:
         click.echo(f"[harness] GDB stub listening on 127.0.0.1:{actual}; connect with:\n"
@@ -125,4 +124,4 @@ def _serve_gdb(target, interp, port: int) -> int:  # noqa: ANN001
                    f":{actual}'", err=True)
 
     result = serve(target, port, announce, monitor=interp.execute)
-    return _finish(target.m, result, quiet=False)
+    return finish(target.m, result, quiet=False)

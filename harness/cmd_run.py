@@ -4,27 +4,15 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import sys
-import time
 from pathlib import Path
 
 import click
 
-from harness.console import Console
-from harness.elf import ElfLoadError
-from harness.machine import Exit, Machine, MachineConfig, RunResult
+from harness.launch import DEFAULT_FS, DEFAULT_KERNEL, HOST_LOG, add_ai_device, console_boot
+from harness.machine import MachineConfig
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_KERNEL = ROOT / "build" / "kernel" / "kernel.elf"
-DEFAULT_FS = ROOT / "build" / "fs.img"
-
-# process exit codes besides the guest's own status (0-255)
-EXIT_PANIC = 101     # the kernel panicked (POWER_FAIL)
-EXIT_FAULT = 102     # the machine stopped the guest (unknown MMIO, unmapped memory, ...)
-EXIT_HANG = 103      # no guest progress for --hang-timeout seconds (harness/hang.py)
-EXIT_TIMEOUT = 124   # --timeout passed (like coreutils timeout)
-EXIT_INTERRUPTED = 130
+__all__ = ["DEFAULT_FS", "DEFAULT_KERNEL", "run"]  # the defaults too, for the bench commands
 DEMO_TEXT = "The capital of France is"  # --demo, `make run`
 
 
@@ -78,6 +66,10 @@ def _file(what: str, path: Path, hint: str) -> Path:
               help="Plug in the AI device serving this model: smol, qwen, or a path to a "
                    ".gguf file / HF checkpoint folder. It loads on a host thread while the "
                    "guest boots (ai_daemon waits for it).")
+@click.option("--kv-cache", "kv_cache", metavar="SIZE",
+              help="Memory of the AI device's prefix cache (pyllm/prefix_cache.py), e.g. 512M; "
+                   "0 turns it off. Default 256M (or PYLLM_KV_CACHE). The guest sees it in "
+                   "ai_info (kv_cache_bytes) and its counters with `aitest --cacheprobe`.")
 @click.option("--prompt", metavar="TEXT",
               help="Tokenise TEXT on the host, run `llmrun --timing` in the guest through the "
                    "AI service, print the generated text and the lifecycle timings "
@@ -111,7 +103,7 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
         persist: bool, clock: str, quiet: bool, model: str | None, prompt: str | None,
         max_new_tokens: int, demo: bool, trace: Path | None, gdb_port: int | None,
         hang_timeout: float | None = None, ai_fault: str | None = None,
-        fs_check: bool = True) -> None:
+        fs_check: bool = True, kv_cache: str | None = None) -> None:
     """Boot the kernel and attach the terminal to its console.
 
     \b
@@ -146,6 +138,8 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
         raise click.UsageError("--gdb cannot be combined with --prompt or --demo")
     if (prompt is not None or demo) and model is None:
         model = "smol"
+    if kv_cache is not None:
+        _set_kv_cache(kv_cache)
     plan = _fault_plan(ai_fault, model)
     if model is not None:
         _check_model(model)
@@ -160,10 +154,11 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
                            persist=persist, timeout=timeout, hang_timeout=hang_timeout)
     created: list = []
     if model is not None:
-        _add_ai_device(config, model, created, quiet, plan)
+        add_ai_device(config, model, log=None if quiet else HOST_LOG, plan=plan,
+                      allow_load=(model,), created=created)
         _add_course_files(config, model, quiet)
     try:
-        code = boot(config, interactive=cmd is None, quiet=quiet, gdb=gdb_port)
+        code = console_boot(config, interactive=cmd is None, quiet=quiet, gdb=gdb_port)
     finally:
         for dev in created:
             if plan is not None and not quiet:
@@ -208,6 +203,17 @@ def _nlink_high(problem: str) -> bool:
     return bool(m) and int(m.group(1)) > int(m.group(2))
 
 
+def _set_kv_cache(size: str) -> None:
+    """--kv-cache: checked here, then handed to every engine this process starts."""
+    from pyllm.prefix_cache import parse_size
+
+    try:
+        parse_size(size)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--kv-cache") from None
+    os.environ["PYLLM_KV_CACHE"] = size
+
+
 def _check_model(model: str) -> None:
     """Unknown names and missing files: one line and exit status 1, before booting."""
     from harness.session import check_model
@@ -231,42 +237,6 @@ def _fault_plan(spec: str | None, model: str | None):  # -> FaultPlan | None
         return FaultPlan.parse(spec)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--ai-fault") from None
-
-
-class _HostLog:
-    """Where the devices' host messages go: the running boot's console, which keeps them
-    from cutting a guest line in two, else straight to stderr."""
-
-    def __init__(self) -> None:
-        self.console: Console | None = None
-
-    def __call__(self, msg: str) -> None:
-        if self.console is not None:
-            self.console.host_line(msg)
-        else:
-            click.echo(msg, err=True)
-
-
-HOST_LOG = _HostLog()
-
-
-def _add_ai_device(config: MachineConfig, model: str, created: list, quiet: bool,
-                   plan=None) -> None:  # noqa: ANN001
-    """Plug the AI device (harness/devices/virtio_ai.py) in at VIRTIO1, loading `model`;
-    with a FaultPlan, the fault-injecting one (harness/devices/ai_faults.py)."""
-    from harness import bootinfo
-    from harness.devices.virtio_ai import device_entry
-
-    log = None if quiet else HOST_LOG
-    if plan is not None:
-        from harness.devices.ai_faults import fault_device_entry
-
-        config.extra_devices.append(fault_device_entry(model, plan, log=log,
-                                                       allow_load=(model,), created=created))
-    else:
-        config.extra_devices.append(device_entry(model, log=log, allow_load=(model,),
-                                                 created=created))
-    config.flags |= bootinfo.F_AIDEV
 
 
 def _add_course_files(config: MachineConfig, model: str, quiet: bool) -> None:
@@ -307,96 +277,6 @@ def _add_course_files(config: MachineConfig, model: str, quiet: bool) -> None:
     config.disk_data = bytearray(image)
     if not quiet:
         click.echo(f"[harness] /AI: {', '.join(sorted(files))} from the model", err=True)
-
-
-def boot(config: MachineConfig, *, interactive: bool, quiet: bool,
-         gdb: int | None = None) -> int:
-    """Run the machine (rebooting on POWER_RESET) and return the process exit code;
-    with `gdb` (a port) the machine is served to gdb instead (harness/debug/gdbserver.py)."""
-    while True:
-        t0 = time.perf_counter()
-        holder: list[Machine] = []  # the console exists before the machine it feeds
-        console = _console(holder)
-        config.output = console.write
-        HOST_LOG.console = console
-        try:
-            machine = Machine(config)
-            holder.append(machine)
-        except (ElfLoadError, ValueError) as e:
-            raise click.ClickException(str(e)) from None
-        if not quiet:
-            ready_ms = (time.perf_counter() - t0) * 1e3
-            click.echo(f"{machine.banner()} (ready in {ready_ms:.0f} ms)", err=True)
-        try:
-            if interactive:
-                with console:
-                    result = _run_machine(machine, gdb)
-            else:
-                with _quit_on_signals(machine):
-                    result = _run_machine(machine, gdb)
-        finally:
-            machine.close()
-            console.flush_held()
-            HOST_LOG.console = None
-        if result.exit != Exit.RESET:
-            return _finish(machine, result, quiet)
-        if not quiet:
-            click.echo("\r\n[harness] the guest asked for a reset: rebooting", err=True)
-        config.disk_data = machine.disk.disk
-
-
-def _run_machine(machine: Machine, gdb: int | None) -> RunResult:
-    if gdb is None:
-        return machine.run()
-    from harness.debug.gdbserver import serve_machine
-
-    return serve_machine(machine, gdb)
-
-
-def _console(holder: list[Machine]) -> Console:
-    return Console(lambda data: holder[0].send_input(data),
-                   lambda why: holder[0].request_quit(why))
-
-
-def _finish(machine: Machine, result: RunResult, quiet: bool) -> int:
-    from harness.report import format_report
-
-    if result.exit == Exit.POWEROFF:
-        return result.status & 0xFF
-    if result.exit == Exit.QUIT:
-        if not quiet:
-            click.echo(f"\r\n[harness] {result.message}", err=True)
-        return 0 if result.message == "Ctrl-A X" else EXIT_INTERRUPTED
-    sys.stdout.flush()
-    click.echo("", err=True)
-    if result.exit == Exit.TIMEOUT:
-        click.echo(f"[harness] {result.message}; the guest was at "
-                   f"{result.pc or 0:#x} {machine.kernel.symbolize(result.pc or 0)}", err=True)
-        return EXIT_TIMEOUT
-    click.echo(format_report(machine, result), err=True)
-    if result.exit == Exit.HANG:
-        from harness.hang import format_processes
-
-        click.echo(format_processes(machine), err=True)
-        return EXIT_HANG
-    return EXIT_PANIC if result.exit == Exit.PANIC else EXIT_FAULT
-
-
-class _quit_on_signals:
-    """SIGTERM/SIGHUP end the run cleanly (the machine stops, output is flushed)."""
-
-    def __init__(self, machine: Machine) -> None:
-        self.machine = machine
-        self.old: dict[int, object] = {}
-
-    def __enter__(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            self.old[sig] = signal.signal(
-                sig, lambda n, f: self.machine.request_quit(f"received {signal.Signals(n).name}"))
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, old in self.old.items():
-            signal.signal(sig, old)  # type: ignore[arg-type]
 
 
 if os.name != "posix":  # pragma: no cover

@@ -16,29 +16,41 @@ So a deadlocked kernel (everything asleep, nothing pending: a lost wakeup) is fo
 after N seconds, and so is a kernel loop that never returns to user mode, while a
 `sleep 600` or a slow device are not hangs.
 
-`format_hang_report` adds the process table to the usual panic report: every process
+`format_processes` adds the process table to the usual panic report: every process
 with its state, what it sleeps on (the wait channel, symbolised) and its kernel
-backtrace from the context saved by its last `swtch`.
+backtrace from the context saved by its last `swtch` (read by harness/guest/).
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.clock import NEVER
-from harness.hart import PRIV_U, REG_PRIV
+from harness.hart import PRIV_U, REG_PRIV, Hart
 
 if TYPE_CHECKING:
-    from harness.machine import Machine
+    from harness.guest.spaces import Guest
 
 CHECK_S = 1.0   # look at least this often (a run is stopped for it)
+
+
+class Watched(Protocol):
+    """What HangWatch reads of its machine (harness/machine.py's Machine)."""
+
+    hart: Hart
+    traps: Any     # .counts: synchronous traps delivered, by cause
+    uart: Any      # .tx_count: bytes sent to the console
+    clint: Any     # .mtimecmp: the armed timer deadline (NEVER: none)
+    devices: dict[str, Any]  # each with .busy() and .name
+    config: Any    # .cmd: "" for the interactive shell
+    idle: bool
 
 
 class HangWatch:
     """Tracks guest progress for one machine (emulation thread only)."""
 
-    def __init__(self, machine: Machine, timeout_s: float) -> None:
+    def __init__(self, machine: Watched, timeout_s: float) -> None:
         self.m = machine
         self.timeout_ns = int(timeout_s * 1e9)
         self.interval_ns = int(min(CHECK_S, timeout_s / 4) * 1e9)
@@ -102,57 +114,33 @@ class HangWatch:
                 "mode, making a system call or printing (a loop in the kernel?)")
 
 
-def format_processes(m: Machine) -> str:
+def format_processes(g: Guest) -> str:
     """The process table with wait channels and kernel backtraces, read through the
-    kernel's DWARF (harness/debug/procs.py); a line saying why if it cannot be read."""
-    try:
-        from harness.debug.procs import ProcTable
-        from harness.debug.programs import Program
-        from harness.debug.vmem import AddressSpace, Phys
+    kernel's DWARF (harness/guest/procs.py); a line saying why if it cannot be read."""
+    from harness.guest.backtrace import process_backtrace
 
-        kernel = Program("kernel", m.config.kernel, user=False)
-        phys = Phys(m)
-        table = ProcTable(kernel, phys)
-        kpt_sym = kernel.dwarf.variable("kernel_pagetable")
-        root = phys.u64(kpt_sym.addr) if kpt_sym is not None else None
-        space = AddressSpace(phys, root, "kernel") if root else None
-        ctx = table.ptype.field("context")
+    try:
+        if g.procs is None:
+            raise ValueError(g.procs_error)
+        table = g.procs
+        paged = g.kernel_space().root is not None  # else no saved context can be followed
         procs = table.all()
         current = table.current_addr()
     except Exception as exc:  # the report must never fail the harness
         return f"process table: cannot be read ({exc})"
-    elf = m.kernel
+    kernel = g.programs.kernel
     out = [f"process table ({len(procs)} processes):",
            "  pid  ppid  state      killed  name             waits on / kernel backtrace"]
     for p in procs:
         chan = ""
         if p.state == "sleeping" and p.chan:
-            chan = elf.symbolize(p.chan) or f"{p.chan:#x}"
+            chan = kernel.elf.symbolize(p.chan) or f"{p.chan:#x}"
         mark = "  <- on the CPU" if p.addr == current else ""
         out.append(f"  {p.pid:<4} {p.ppid:<5} {p.state:<10} {p.killed:<7} {p.name:<16} "
                    f"{chan}{mark}".rstrip())
-        if space is not None and ctx is not None and p.state in ("sleeping", "runnable") \
-                and p.addr != current:
-            frames = _saved_backtrace(space, phys, p.addr + ctx.offset, elf)
-            if frames:
-                out.append("        " + " <- ".join(frames))
+        if paged and p.state in ("sleeping", "runnable") and p.addr != current:
+            names = [f.function() if f.function() != "??" else f"{f.pc:#x}"
+                     for f in process_backtrace(g, p) if f.program is kernel and f.pc]
+            if names:
+                out.append("        " + " <- ".join(names))
     return "\n".join(out)
-
-
-def _saved_backtrace(space, phys, ctx_addr: int, elf, limit: int = 12) -> list[str]:  # noqa: ANN001
-    """Return addresses from a struct context saved by swtch: ra, then the s0 chain."""
-    ra, s0 = phys.u64(ctx_addr), phys.u64(ctx_addr + 16)
-    frames = []
-    pc, fp = ra, s0
-    for _ in range(limit):
-        if not pc:
-            break
-        name = elf.symbolize(pc - 1) if pc else ""
-        frames.append(name.split("+")[0] if name else f"{pc:#x}")
-        if not fp:
-            break
-        raw = space.vread(fp - 16, 16)
-        if raw is None:
-            break
-        fp, pc = int.from_bytes(raw[:8], "little"), int.from_bytes(raw[8:], "little")
-    return frames

@@ -17,20 +17,15 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import click
 
-from harness import bootinfo
-from harness.machine import Exit, Machine, MachineConfig, RunResult
+from harness.launch import DEFAULT_FS, DEFAULT_KERNEL, add_ai_device, launch, report
+from harness.machine import MachineConfig
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_KERNEL = ROOT / "build" / "kernel" / "kernel.elf"
-DEFAULT_FS = ROOT / "build" / "fs.img"
 OK_LINE = re.compile(r"^ok c=(\d+) id=(-?\d+) n=(\d+) p=(\d+) prompt=([\d,]+) len=(\d+) "
                      r"fnv=([0-9a-f]+)$", re.M)
 
@@ -61,44 +56,20 @@ def boot(cmd: str, *, model: object = None, faults: str | None = None,
          hang_timeout: float = 60.0, timeout: float = 3600.0, kernel: Path = DEFAULT_KERNEL,
          fs: Path = DEFAULT_FS, echo: Callable[[bytes], None] | None = None) -> Boot:
     """Run `cmd` in the guest (`model`: a LoadedModel or a registry name/path, or None)."""
-    from harness.devices.ai_faults import FaultPlan, fault_device_entry
-    from harness.devices.virtio_ai import device_entry
-
-    out = bytearray()
-    lock = threading.Lock()
-
-    def sink(data: bytes) -> None:
-        with lock:
-            out.extend(data)
-        if echo is not None:
-            echo(data)
-
-    created: list = []
-    config = MachineConfig(kernel=kernel, fs=fs, cmd=cmd, timeout=timeout, output=sink,
+    config = MachineConfig(kernel=kernel, fs=fs, cmd=cmd, timeout=timeout,
                            hang_timeout=hang_timeout)
     if model is not None:
-        entry = (fault_device_entry(model, FaultPlan.parse(faults), created=created)  # type: ignore[arg-type]
-                 if faults else device_entry(model, created=created))  # type: ignore[arg-type]
-        config.extra_devices.append(entry)
-        config.flags |= bootinfo.F_AIDEV
-    t0 = time.perf_counter()
-    m = Machine(config)
-    try:
-        r: RunResult = m.run()
-    finally:
-        m.close()
-    report = ""
-    if r.exit not in (Exit.POWEROFF,):
-        from harness.report import format_report
+        plan = None
+        if faults:
+            from harness.devices.ai_faults import FaultPlan
 
-        report = format_report(m, r)
-        if r.exit == Exit.HANG:
-            from harness.hang import format_processes
-
-            report += "\n" + format_processes(m)
-    dev = created[0] if created else None
-    return Boot(out.decode(errors="replace").replace("\r\n", "\n"), r.exit.value, r.status,
-                r.message, report, time.perf_counter() - t0,
+            plan = FaultPlan.parse(faults)
+        add_ai_device(config, model, plan=plan)  # type: ignore[arg-type]
+    run = launch(config, echo=echo)
+    dev = run.device
+    assert run.machine is not None and run.result is not None
+    return Boot(run.output, run.exit.value, run.status, run.message,
+                report(run.machine, run.result), run.wall_s,
                 dict(getattr(dev, "faults", {})), getattr(dev, "requests", 0))
 
 

@@ -21,9 +21,10 @@ from pathlib import Path
 import click
 
 from harness import ai_trace, bootinfo, cheader
-from harness.devices.virtio_ai import TraceEvent, VirtioAi, device_entry
+from harness.devices.virtio_ai import TraceEvent, VirtioAi
+from harness.launch import ExitCode, GuestRun, add_ai_device, console_boot, exit_code
 from harness.machine import Exit, MachineConfig
-from harness.session import AI_MAX_TOKENS, AiSession, GuestRun, LlmResult, parse_llmrun
+from harness.session import AI_MAX_TOKENS, AiSession, LlmResult, parse_llmrun
 
 AI_MAX_PREDICT = cheader.load("ai.h")["AI_MAX_PREDICT"]
 
@@ -106,20 +107,18 @@ def _short(cmd: str, n: int = 100) -> str:
 
 def _report(run: GuestRun, session: AiSession, ids: list[int], text: str, quiet: bool) -> int:
     """Print the decoded text and the timings; the exit code."""
-    from harness.cmd_run import EXIT_FAULT, EXIT_INTERRUPTED, EXIT_PANIC, EXIT_TIMEOUT
-
     results = parse_llmrun(run.output)
     if run.exit in (Exit.PANIC, Exit.FAULT) and run.machine is not None and run.result:
         from harness.report import format_report
 
         click.echo(format_report(run.machine, run.result), err=True)
-        return EXIT_PANIC if run.exit == Exit.PANIC else EXIT_FAULT
+        return exit_code(run.result)
     if run.exit == Exit.TIMEOUT:
         click.echo(f"[harness] {run.message}", err=True)
-        return EXIT_TIMEOUT
-    if run.exit == Exit.QUIT:
+        return ExitCode.TIMEOUT
+    if run.exit == Exit.QUIT:  # a signal: never the terminal's Ctrl-A X (not attached)
         click.echo(f"[harness] {run.message}", err=True)
-        return EXIT_INTERRUPTED
+        return ExitCode.INTERRUPTED
     if not results:
         if quiet:  # the console was not shown: show it now
             click.echo(run.output, err=True)
@@ -163,15 +162,13 @@ def format_timings(res: LlmResult, n_prompt: int) -> str:
 def _shell(session: AiSession, kernel: Path, fs: Path, ram: int, clock: str, quiet: bool,
            boots: list[tuple[str, list[TraceEvent]]]) -> int:
     """Boot the interactive shell with the session's (already loaded) model."""
-    from harness.cmd_run import boot
-
     if not quiet:
         click.echo("\n[harness] interactive shell with the model loaded (Ctrl-A X quits); "
                    "try: llmrun --timing --predict 16 504 3575 282 4649 314", err=True)
     created: list[VirtioAi] = []
     config = interactive_config(session, kernel, fs, ram, clock, created)
     try:
-        return boot(config, interactive=True, quiet=quiet)
+        return console_boot(config, interactive=True, quiet=quiet)
     finally:
         if created:
             boots.append(("boot 2: interactive", list(created[-1].trace)))
@@ -180,6 +177,7 @@ def _shell(session: AiSession, kernel: Path, fs: Path, ram: int, clock: str, qui
 def interactive_config(session: AiSession, kernel: Path, fs: Path, ram: int, clock: str,
                        created: list[VirtioAi]) -> MachineConfig:
     model = session.lm if session.lm is not None else session.spec
-    return MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd="",
-                         flags=bootinfo.F_AIDEV,
-                         extra_devices=[device_entry(model, log=session.log, created=created)])
+    assert model is not None, "the session has a model"
+    config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd="")
+    add_ai_device(config, model, log=session.log, created=created)
+    return config

@@ -15,23 +15,20 @@ the Model Loading Time the guest sees) and later boots reuse it.
 from __future__ import annotations
 
 import re
-import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import bootinfo, cheader
-from harness.devices.virtio_ai import LoadedModel, TraceEvent, VirtioAi, device_entry
-from harness.machine import Exit, Machine, MachineConfig, RunResult
+from harness import cheader
+from harness.devices.virtio_ai import LoadedModel, VirtioAi
+from harness.launch import DEFAULT_FS, DEFAULT_KERNEL, GuestRun, add_ai_device, ai_device, launch
+from harness.machine import Machine, MachineConfig
 
 if TYPE_CHECKING:
     from pyllm.tokenizers.base import Tokenizer
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_KERNEL = ROOT / "build" / "kernel" / "kernel.elf"
-DEFAULT_FS = ROOT / "build" / "fs.img"
+__all__ = ["AiSession", "GuestError", "GuestRun", "LlmResult", "check_model", "parse_llmrun"]
 AI_MAX_TOKENS = cheader.load("ai.h")["AI_MAX_TOKENS"]  # prompt tokens per request
 LLMRUN_TIMING = re.compile(r"^timing: (.*)$", re.M)
 IDS_LINE = re.compile(r"^\d+( \d+)*$")
@@ -42,32 +39,14 @@ class GuestError(Exception):
 
 
 @dataclass
-class GuestRun:
-    """What one boot produced."""
-
-    output: str                 # console text ("\\r\\n" folded to "\\n")
-    exit: Exit
-    status: int                 # guest exit status (POWEROFF) or failure code
-    message: str                # the harness's reason for FAULT/PANIC/TIMEOUT/QUIT
-    wall_s: float
-    trace: list[TraceEvent] = field(default_factory=list)
-    device: VirtioAi | None = None
-    machine: Machine | None = None  # closed; still readable for a panic/fault report
-    result: RunResult | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.exit == Exit.POWEROFF and self.status == 0
-
-
-@dataclass
 class LlmResult:
     """One `llmrun --timing` result: the generated ids and the guest-measured timings."""
 
     ids: list[int]
     timing: dict[str, Any]  # the `timing:` line: model, synthetic, load_us, ttft_us, tpot_us,
                             # e2e_us, prompt, generated, submit, dispatch, accept, first, done,
-                            # waited (ints except model)
+                            # waited, cached (prompt tokens from the prefix cache) (ints
+                            # except model)
 
     @property
     def synthetic(self) -> bool:
@@ -158,50 +137,30 @@ class AiSession:
                output: Callable[[bytes], None] | None,
                created: list[VirtioAi]) -> MachineConfig:
         """The MachineConfig of one boot (with the AI device unless the session has none)."""
-        extra, flags = [], 0
+        config = MachineConfig(kernel=self.kernel, fs=self.fs, ram_size=self.ram_size,
+                               clock=self.clock, cmd=cmd, timeout=timeout, output=output)
         model = self.lm if self.lm is not None else self.spec
         if model is not None:
-            allow = (self.spec,) if self.spec else ()
-            extra.append(device_entry(model, log=self.log, allow_load=allow, created=created))
-            flags = bootinfo.F_AIDEV
-        return MachineConfig(kernel=self.kernel, fs=self.fs, ram_size=self.ram_size,
-                             clock=self.clock, cmd=cmd, timeout=timeout, output=output,
-                             flags=flags, extra_devices=extra)
+            add_ai_device(config, model, log=self.log,
+                          allow_load=(self.spec,) if self.spec else (), created=created)
+        return config
 
     def run(self, cmd: str, *, timeout: float | None = 300.0,
             echo: Callable[[bytes], None] | None = None,
             during: Callable[[Machine], None] | None = None) -> GuestRun:
         """Boot, run `cmd` through init's `sh -c`, power off; the console is captured (and
         also passed to `echo`). `during(machine)` runs on a host thread meanwhile."""
-        out = bytearray()
-        lock = threading.Lock()
 
-        def sink(data: bytes) -> None:
-            with lock:
-                out.extend(data)
-            if echo is not None:
-                echo(data)
-
-        created: list[VirtioAi] = []
-        t0 = time.perf_counter()
-        machine = Machine(self.config(cmd, timeout=timeout, output=sink, created=created))
-        side = threading.Thread(target=during, args=(machine,), daemon=True) if during else None
-        try:
-            if side is not None:
-                side.start()
-            result = machine.run()
-        finally:
-            if side is not None:
-                side.join(timeout=10)
-            dev = created[0] if created else None
+        def keep_model(machine: Machine) -> None:
+            dev = ai_device(machine)
             if dev is not None and self.lm is None:
                 self.lm = dev.release_model()  # the next boot reuses what this one loaded
                 self._own_lm = self.lm is not None
-            machine.close()
+
+        config = self.config(cmd, timeout=timeout, output=None, created=[])
+        run = launch(config, echo=echo, during=during, before_close=keep_model)
         self.runs += 1
-        return GuestRun(out.decode(errors="replace").replace("\r\n", "\n"), result.exit,
-                        result.status, result.message, time.perf_counter() - t0,
-                        list(dev.trace) if dev else [], dev, machine, result)
+        return run
 
     def llmrun(self, ids: list[int], predict: int, *, timeout: float | None = 300.0,
                prog: str = "llmrun", extra: str = "") -> LlmResult:

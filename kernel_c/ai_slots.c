@@ -133,6 +133,7 @@ found:
   s->top_p_milli = a->top_p_milli;
   memmove(s->tokens, tokens, a->ntokens * sizeof(uint32));
   s->ngenerated = 0;
+  s->ncached = 0;
   s->result_len = 0;
   s->t_submit = now;
   s->t_dispatch = s->t_accept = s->t_first = s->t_done = 0;
@@ -424,6 +425,7 @@ ais_status(const struct aislot *s, struct ai_status *st)
   st->ntokens = s->ntokens;
   st->npredict = s->npredict;
   st->ngenerated = s->ngenerated;
+  st->ncached = s->ncached;
   st->result_len = s->state == AI_DONE ? s->result_len : 0;
   st->owner = s->owner;
   st->t_submit = s->t_submit;

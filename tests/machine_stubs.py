@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.launch import Launch
 from harness.machine import Machine, MachineConfig, RunResult
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,27 +32,22 @@ def build(name: str, outdir: Path) -> Path:
 
 
 class Captured:
-    """A Machine whose console output is captured; the base of every test boot.
+    """A machine whose console output is captured (harness/launch.py's Launch); the base
+    of every test boot.
 
-    Subclasses build `self.machine` with `output=self._sink`. `run(during)` runs the
-    machine to its end while `during(self.target())` runs on a host thread.
+    Subclasses pass their MachineConfig to `__init__`. `run(during)` runs the machine to
+    its end while `during(self.target())` runs on a host thread.
     """
 
     join_timeout = 5.0
-    machine: Machine
 
-    def __init__(self) -> None:
-        self._out = bytearray()
-        self._lock = threading.Lock()
-
-    def _sink(self, data: bytes) -> None:
-        with self._lock:
-            self._out += data
+    def __init__(self, config: MachineConfig) -> None:
+        self.launch = Launch(config)
+        self.machine: Machine = self.launch.machine
 
     @property
     def text(self) -> str:
-        with self._lock:
-            return self._out.decode(errors="replace")
+        return self.launch.text
 
     def target(self) -> object:
         """What `during` is given."""
@@ -60,15 +55,10 @@ class Captured:
 
     def run(self, during: Callable[[Any], None] | None = None) -> RunResult:
         """Run to the end; `during(self.target())` runs on a host thread meanwhile."""
-        t = threading.Thread(target=during, args=(self.target(),), daemon=True) if during else None
-        if t:
-            t.start()
-        try:
-            return self.machine.run()
-        finally:
-            if t:
-                t.join(timeout=self.join_timeout)
-            self.machine.close()
+        side = (lambda m: during(self.target())) if during else None
+        run = self.launch.run(side, join_timeout=self.join_timeout)
+        assert run.result is not None
+        return run.result
 
     def wait_for(self, needle: str, timeout: float = 60.0) -> None:
         """Block (helper thread) until needle has appeared in the output."""
@@ -83,9 +73,8 @@ class Run(Captured):
     """A machine running a stub; `during` is given the Machine."""
 
     def __init__(self, elf: Path, **kw: object) -> None:
-        super().__init__()
         kw.setdefault("timeout", 20.0)
-        self.machine = Machine(MachineConfig(kernel=elf, output=self._sink, **kw))  # type: ignore[arg-type]
+        super().__init__(MachineConfig(kernel=elf, **kw))  # type: ignore[arg-type]
 
     def target(self) -> object:
         return self.machine

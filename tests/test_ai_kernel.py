@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from machine_stubs import Captured
 
-from harness import bootinfo, cheader
+from harness import cheader
 from harness.fsimage import build_image
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,15 +104,14 @@ class Boot(Captured):
 
     def __init__(self, fs: Path, cmd: str, model: object, *, device: bool = True,
                  timeout: float = 180.0) -> None:
-        from harness.devices.virtio_ai import device_entry
-        from harness.machine import Machine, MachineConfig
+        from harness.launch import add_ai_device
+        from harness.machine import MachineConfig
 
-        super().__init__()
         self.created: list = []
-        extra = [device_entry(model, created=self.created)] if device else []
-        self.machine = Machine(MachineConfig(
-            kernel=KERNEL, fs=fs, cmd=cmd, timeout=timeout, output=self._sink,
-            flags=bootinfo.F_AIDEV if device else 0, extra_devices=extra))
+        config = MachineConfig(kernel=KERNEL, fs=fs, cmd=cmd, timeout=timeout)
+        if device:
+            add_ai_device(config, model, created=self.created)  # type: ignore[arg-type]
+        super().__init__(config)
 
     @property
     def text(self) -> str:

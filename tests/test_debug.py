@@ -14,10 +14,11 @@ import pytest
 
 from harness.debug import DebugError
 from harness.debug.commands import Interpreter
-from harness.debug.programs import Programs
 from harness.debug.target import Target
+from harness.guest.programs import Programs
 from harness.hart import STIP
-from harness.machine import Machine, MachineConfig
+from harness.launch import Launch
+from harness.machine import MachineConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"
@@ -37,9 +38,9 @@ class Session:
     """A booted-but-stopped machine under the interpreter, console output captured."""
 
     def __init__(self, programs: Programs, cmd: str) -> None:
-        self.out = bytearray()
-        self.machine = Machine(MachineConfig(kernel=KERNEL, fs=FS, cmd=cmd, clock="icount",
-                                             output=self.out.extend, timeout=120))
+        self.launch = Launch(MachineConfig(kernel=KERNEL, fs=FS, cmd=cmd, clock="icount",
+                                           timeout=120))
+        self.machine = self.launch.machine
         self.target = Target(self.machine, programs)
         self.dbg = Interpreter(self.target)
 
@@ -48,7 +49,7 @@ class Session:
 
     @property
     def console(self) -> str:
-        return self.out.decode(errors="replace").replace("\r\n", "\n")
+        return self.launch.text.replace("\r\n", "\n")
 
 
 @pytest.fixture

@@ -20,10 +20,11 @@ import pytest
 from harness import cheader
 from harness.debug.gdbregs import FIRST_CSR, PRIV_REGNUM, target_xml
 from harness.debug.gdbserver import GdbServer
-from harness.debug.programs import Programs
 from harness.debug.rsp import RspConnection, frame
 from harness.debug.target import Target
-from harness.machine import Machine, MachineConfig
+from harness.guest.programs import Programs
+from harness.launch import Launch
+from harness.machine import MachineConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"
@@ -149,9 +150,9 @@ class Client:
     """The gdb side of a socketpair, with the server's replies produced by dispatch()."""
 
     def __init__(self, programs: Programs, cmd: str) -> None:
-        self.out = bytearray()
-        self.machine = Machine(MachineConfig(kernel=KERNEL, fs=FS, cmd=cmd, clock="icount",
-                                             output=self.out.extend, timeout=120))
+        self.launch = Launch(MachineConfig(kernel=KERNEL, fs=FS, cmd=cmd, clock="icount",
+                                           timeout=120))
+        self.machine = self.launch.machine
         self.target = Target(self.machine, programs)
         self.gdb_sock, server_sock = socket.socketpair()
         self.conn = RspConnection(server_sock)
@@ -261,7 +262,7 @@ def test_breakpoint_continue_step_and_remove(client: Client, programs: Programs)
     assert client("vCont;s:1") == b"T05thread:1;"
     assert client(f"z0,{fork:x},2") == b"OK"
     assert client("vCont;c") == b"W00"
-    assert client.out.decode().replace("\r\n", "\n").endswith("hi\n")
+    assert client.launch.text.replace("\r\n", "\n").endswith("hi\n")
     assert client("c") == b"W00"  # still over
 
 

@@ -15,12 +15,12 @@ from machine_stubs import CC, CFLAGS, STUBS
 from harness.debug import DebugError
 from harness.debug.commands import Interpreter
 from harness.debug.disasm import branch_target, disassemble
-from harness.debug.dwarf import c_string
 from harness.debug.expr import _tokens
-from harness.debug.programs import Programs
 from harness.debug.target import Target
 from harness.debug.values import _runs
-from harness.debug.vmem import PTE_U
+from harness.guest.dwarf import c_string
+from harness.guest.memory import PTE_U
+from harness.guest.programs import Programs
 from harness.machine import Exit, Machine, MachineConfig
 
 ROOT = Path(__file__).resolve().parent.parent

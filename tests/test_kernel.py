@@ -75,11 +75,10 @@ class Boot(Captured):
 
     def __init__(self, fs: Path, cmd: str = "", *, timeout: float = 120.0,
                  ram_size: int = 128 << 20) -> None:
-        from harness.machine import Machine, MachineConfig
+        from harness.machine import MachineConfig
 
-        super().__init__()
-        self.machine = Machine(MachineConfig(kernel=KERNEL, fs=fs, cmd=cmd, timeout=timeout,
-                                             ram_size=ram_size, output=self._sink))
+        super().__init__(MachineConfig(kernel=KERNEL, fs=fs, cmd=cmd, timeout=timeout,
+                                       ram_size=ram_size))
 
 
 def run_cmd(image: Path, cmd: str, timeout: float = 300.0) -> tuple[str, int]:

@@ -1,17 +1,11 @@
 """The debugger: `harness debug` (a gdb-like prompt) and the GDB remote stub (`--gdb PORT`).
 
-One file per concept:
+What it reads of the guest (memory, programs, DWARF, processes, backtraces) is in
+harness/guest/. One file per concept:
 
-    vmem.py         guest memory: physical RAM and Sv39 address spaces walked in Python
-    lines.py        DWARF line tables (address <-> file:line, statement starts)
-    dwarf.py        DWARF types and global variables (print, info proc)
-    locals.py       frame #0's locals and arguments from DWARF location lists
-    programs.py     the kernel and user-program ELFs; location specs (func, file:line, *addr)
-    procs.py        the kernel's process table, read from guest memory
     breakpoints.py  breakpoints and watchpoints: range-restricted Unicorn hooks
     target.py       run control: resume, one instruction, run to an address; stop reasons
     stepping.py     step/next by source line, nexti, finish
-    frames.py       backtraces across the user/kernel boundary
     disasm.py       capstone disassembly with resolved, symbolised branch targets
     expr.py         the expression language of print, x, break ... if
     values.py       gdb's notation for values
@@ -29,7 +23,9 @@ One file per concept:
 
 from __future__ import annotations
 
+from harness.guest import GuestError
 
-class DebugError(Exception):
-    """A debugger command cannot do what was asked (unknown symbol, unmapped address,
-    no line info, ...); the message is meant for the user."""
+# A debugger command cannot do what was asked (unknown symbol, unmapped address, no line
+# info, ...); the message is meant for the user. The same class as the guest readers'
+# error, so what they raise reaches the prompt as it is.
+DebugError = GuestError

@@ -22,16 +22,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from unicorn import UC_HOOK_CODE, UC_HOOK_MEM_WRITE, Uc
 
 from harness.debug import DebugError
-from harness.debug.programs import Location, Program
+from harness.guest.memory import Phys
+from harness.guest.procs import ProcTable
+from harness.guest.programs import Location, Program
 from harness.hart import PRIV_U
-
-if TYPE_CHECKING:
-    from harness.debug.target import Target
+from harness.machine import Machine
 
 MAX_WATCH = 4096
 
@@ -92,11 +91,12 @@ class Hit:
 
 
 class BreakpointTable:
-    """All breakpoints and watchpoints of one target, and their hooks."""
+    """All breakpoints and watchpoints of one machine, and their hooks (`procs`: the
+    kernel's process table, which says what program runs; None without debug info)."""
 
-    def __init__(self, target: Target) -> None:
-        self.t = target
-        self.uc: Uc = target.m.uc
+    def __init__(self, machine: Machine, phys: Phys, procs: ProcTable | None) -> None:
+        self.m, self.phys, self.procs = machine, phys, procs
+        self.uc: Uc = machine.uc
         self.points: dict[int, Breakpoint | Watchpoint] = {}
         self.internal: list[Breakpoint] = []  # next/finish/until helpers
         self._next = 1
@@ -193,10 +193,10 @@ class BreakpointTable:
         that program; None: anything)?"""
         if program is None:
             return True
-        user = self.t.hart.priv == PRIV_U
+        user = self.m.hart.priv == PRIV_U
         if not program.user:
             return not user
-        return user and self.t.procs is not None and self.t.procs.current_name() == program.name
+        return user and self.procs is not None and self.procs.current_name() == program.name
 
     def _on_code(self, uc: Uc, addr: int, size: int, data: tuple[Breakpoint, Location]) -> None:
         if self._skip_left and addr == self._skip_addr:
@@ -216,15 +216,15 @@ class BreakpointTable:
                 error = f"Error in testing condition for breakpoint {bp.number}: {e}"
         bp.hits += 1
         self.hit = Hit(bp, addr, error=error)
-        self.t.m.pause(f"breakpoint {bp.number}")
+        self.m.pause(f"breakpoint {bp.number}")
 
     def _on_write(self, uc: Uc, access: int, addr: int, size: int, value: int,
                   wp: Watchpoint) -> None:
         if (not wp.enabled or self.hit is not None or addr + size <= wp.pa
                 or addr >= wp.pa + wp.size):
             return  # (any mode: the physical bytes belong to the watched variable)
-        hart = self.t.hart
-        phys = self.t.phys
+        hart = self.m.hart
+        phys = self.phys
         old = phys.read(wp.pa, wp.size)
         store_old = phys.read(addr, size)
         if old is None or store_old is None:
@@ -244,4 +244,4 @@ class BreakpointTable:
                 pass
         wp.hits += 1
         self.hit = Hit(wp, hart.pc, old, bytes(new), addr, size, store_old)
-        self.t.m.pause(f"watchpoint {wp.number}")
+        self.m.pause(f"watchpoint {wp.number}")

@@ -9,8 +9,8 @@ from harness.debug import DebugError
 from harness.debug.cmdbase import PER_LINE, SIZES, CommandBase
 from harness.debug.disasm import disassemble
 from harness.debug.expr import CSR_REGS, REGISTERS
-from harness.debug.programs import Program
 from harness.debug.values import format_value
+from harness.guest.programs import Program
 
 
 class DataCommands(CommandBase):
@@ -109,7 +109,7 @@ class DataCommands(CommandBase):
                     if b == b"\0":
                         break
                     raw += b
-                from harness.debug.dwarf import c_string
+                from harness.guest.dwarf import c_string
 
                 out.append(f"{addr:#x}{self._sym_tag(prog, addr)}:\t{c_string(bytes(raw))}")
                 addr += len(raw) + 1

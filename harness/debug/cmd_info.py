@@ -16,10 +16,10 @@ from harness.debug.cmdbase import (
     ListPos,
 )
 from harness.debug.expr import CSR_REGS, REGISTERS
-from harness.debug.frames import process_backtrace
-from harness.debug.programs import Program
 from harness.debug.values import format_value
-from harness.debug.vmem import flags_text, satp_root
+from harness.guest.backtrace import process_backtrace
+from harness.guest.memory import flags_text, satp_root
+from harness.guest.programs import Program
 from harness.hart import ABI_NAMES
 from harness.traps import cause_name
 

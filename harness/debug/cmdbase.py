@@ -11,13 +11,13 @@ from pathlib import Path
 
 from harness.debug import DebugError
 from harness.debug.breakpoints import Breakpoint, Watchpoint
-from harness.debug.dwarf import CType
 from harness.debug.expr import Evaluator, Value
-from harness.debug.frames import Frame, backtrace
-from harness.debug.locals import Local, evaluate
-from harness.debug.programs import Program
 from harness.debug.target import Stop, Target, describe_end
 from harness.debug.values import _bytes
+from harness.guest.backtrace import Frame, backtrace, in_prologue, sp_allocation
+from harness.guest.dwarf import CType
+from harness.guest.locals import Local, evaluate
+from harness.guest.programs import Program
 from harness.machine import ML
 
 LIST_LINES = 10
@@ -103,8 +103,6 @@ class CommandBase:
     def _cfa(self, prog: Program, pc: int) -> int:
         """The frame's CFA: s0 once the prologue has set it, before that sp plus what
         the prologue has allocated so far."""
-        from harness.report import _sp_allocation, in_prologue
-
         h = self.t.hart
         if not in_prologue(h, prog.elf, pc):
             return h.x(8)
@@ -114,7 +112,7 @@ class CommandBase:
             got = h.fetch(pos)
             if got is None:
                 break
-            size = _sp_allocation(*got)
+            size = sp_allocation(*got)
             if size is not None:
                 return h.x(2) + size
             pos += got[1]
@@ -130,7 +128,7 @@ class CommandBase:
 
     def frames(self) -> list[Frame]:
         if self._frames is None:
-            self._frames = backtrace(self.t)
+            self._frames = backtrace(self.t, self.t.hart)
         return self._frames
 
     def selected(self) -> Frame | None:

@@ -24,10 +24,10 @@ from dataclasses import dataclass, replace
 from unicorn import riscv_const as R
 
 from harness.debug import DebugError
-from harness.debug.dwarf import VOID, CType, scalar
-from harness.debug.programs import Program
 from harness.debug.target import Target
-from harness.debug.vmem import AddressSpace
+from harness.guest.dwarf import VOID, CType, scalar
+from harness.guest.memory import AddressSpace
+from harness.guest.programs import Program
 from harness.hart import ABI_NAMES
 
 MASK = (1 << 64) - 1

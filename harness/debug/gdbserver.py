@@ -27,9 +27,9 @@ from collections.abc import Callable
 from harness.debug import DebugError
 from harness.debug.breakpoints import Breakpoint, Watchpoint
 from harness.debug.gdbregs import BY_NUMBER, G_PACKET, GdbReg, target_xml
-from harness.debug.programs import Location
 from harness.debug.rsp import INTERRUPT, RspConnection, RspError
 from harness.debug.target import Stop, Target
+from harness.guest.programs import Location
 from harness.machine import Exit, Machine, RunResult
 
 SIGINT, SIGTRAP, SIGABRT, SIGSEGV, SIGALRM = 2, 5, 6, 11, 14
@@ -340,7 +340,7 @@ def serve_machine(machine: Machine, port: int) -> RunResult:
     from the build directory next to the kernel's) with `harness debug`'s commands as
     gdb's `monitor` commands."""
     from harness.debug.commands import Interpreter
-    from harness.debug.programs import Programs
+    from harness.guest.programs import Programs
 
     kernel = machine.config.kernel
     target = Target(machine, Programs(kernel, kernel.resolve().parent.parent / "user"))

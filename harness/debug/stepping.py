@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from harness.debug import DebugError
 from harness.debug.disasm import is_call
-from harness.debug.frames import backtrace
-from harness.debug.programs import Location, Program
 from harness.debug.target import Stop, Target
 from harness.elf import Symbol
+from harness.guest.backtrace import backtrace
+from harness.guest.programs import Location, Program
 from harness.hart import PRIV_U
 
 MAX_STEPS = 200_000  # instructions one step/next may take before giving up
@@ -48,7 +48,7 @@ def nexti(t: Target) -> Stop:
 def finish(t: Target) -> tuple[Stop, str]:
     """Run until the current function returns; (stop, the function's name)."""
     t.check_alive()
-    frames = backtrace(t)
+    frames = backtrace(t, t.hart)
     if len(frames) < 2 or frames[1].pc is None:
         raise DebugError('"finish" not meaningful in the outermost frame.')
     name = frames[0].function()

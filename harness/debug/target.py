@@ -11,8 +11,8 @@ instruction. This module adds what a debugger needs around that:
   write already happened when a hook stops it, and would run it again on resume (an
   AMO would then apply twice). So the store is completed here: the PC moves past it,
   an AMO's rd gets the old memory value and an SC's rd gets 0 (it succeeded).
-- Address spaces: the current one (satp), the kernel's (`kernel_pagetable`) and each
-  process's (`p->pagetable`); reads fall back from the current space to the kernel's.
+- Address spaces, processes and programs are the guest's (harness/guest/spaces.py):
+  a Target is a Guest read through the machine's hart.
 """
 
 from __future__ import annotations
@@ -25,17 +25,16 @@ from unicorn import riscv_const as R
 
 from harness.debug import DebugError
 from harness.debug.breakpoints import Breakpoint, BreakpointTable, Hit, Watchpoint
-from harness.debug.procs import Proc, ProcTable
-from harness.debug.programs import Location, Program, Programs
-from harness.debug.vmem import AddressSpace, Phys, satp_root
-from harness.hart import PRIV_NAMES, PRIV_U, REG_PC, SSTATUS_SIE
-from harness.machine import ML, Exit, Machine, RunResult
+from harness.guest.programs import Location, Programs
+from harness.guest.spaces import Guest
+from harness.hart import PRIV_U, REG_PC, SSTATUS_SIE
+from harness.machine import Exit, Machine, RunResult
+from harness.machine_guest import machine_phys
 from harness.traps import mem_operand
 
 END_KINDS = {Exit.POWEROFF: "exited", Exit.PANIC: "panic", Exit.FAULT: "fault",
              Exit.TIMEOUT: "timeout", Exit.QUIT: "quit", Exit.RESET: "reset"}
 CSR_SIE, CSR_MIE = 0x104, 0x304
-KERNBASE = ML["KERNBASE"]
 
 
 @dataclass
@@ -54,21 +53,14 @@ class Stop:
         return self.result is not None
 
 
-class Target:
-    """A machine under a debugger."""
+class Target(Guest):
+    """A machine under a debugger: its guest (harness/guest/spaces.py) read through the
+    machine's hart, plus run control and breakpoints."""
 
     def __init__(self, machine: Machine, programs: Programs) -> None:
+        super().__init__(machine.hart, machine_phys(machine), programs)
         self.m = machine
-        self.hart = machine.hart
-        self.programs = programs
-        self.phys = Phys(machine)
-        try:
-            self.procs: ProcTable | None = ProcTable(programs.kernel, self.phys)
-        except DebugError:
-            self.procs = None  # a kernel without debug info (or a bare-metal stub)
-        self.bps = BreakpointTable(self)
-        kpt = programs.kernel.symbol("kernel_pagetable")
-        self._kpt_addr = kpt.addr if kpt is not None else None
+        self.bps = BreakpointTable(machine, self.phys, self.procs)
 
     # ---------------------------------------------------------------- state
     @property
@@ -79,120 +71,6 @@ class Target:
         r = self.m.result
         if r is not None:
             raise DebugError(f"The machine is not running: {describe_end(r)}.")
-
-    @property
-    def pc(self) -> int:
-        return self.hart.pc
-
-    @property
-    def priv(self) -> int:
-        return self.hart.priv
-
-    @property
-    def sp(self) -> int:
-        return self.hart.x(2)
-
-    def satp(self) -> int:
-        return self.hart.csr(R.UC_RISCV_REG_SATP)
-
-    def current_proc(self) -> Proc | None:
-        return self.procs.current() if self.procs is not None else None
-
-    def program_at(self, pc: int | None = None, priv: int | None = None) -> Program | None:
-        """The program whose code runs at pc in privilege priv (default: now)."""
-        pc = self.pc if pc is None else pc
-        priv = self.priv if priv is None else priv
-        if priv == PRIV_U:
-            name = self.procs.current_name() if self.procs is not None else None
-            return self.programs.user(name) if name else None
-        return self.programs.kernel
-
-    # ---------------------------------------------------------------- address spaces
-    def kernel_space(self) -> AddressSpace:
-        root = self.phys.u64(self._kpt_addr) if self._kpt_addr is not None else None
-        return AddressSpace(self.phys, root or None, "the kernel")
-
-    def space(self) -> AddressSpace:
-        """The address space the hart uses now (satp)."""
-        root = satp_root(self.satp())
-        kernel = self.kernel_space()
-        if root is None or root == kernel.root:
-            return AddressSpace(self.phys, root, "the kernel" if root == kernel.root
-                                else "physical memory (paging off)")
-        return self.proc_space_by_root(root)
-
-    def proc_space_by_root(self, root: int) -> AddressSpace:
-        p = self.procs.by_pagetable(root) if self.procs is not None else None
-        name = f"pid {p.pid} ({p.name})" if p else f"page table {root:#x}"
-        return AddressSpace(self.phys, root, name)
-
-    def proc_space(self, proc: Proc) -> AddressSpace:
-        return AddressSpace(self.phys, proc.pagetable, f"pid {proc.pid} ({proc.name})")
-
-    def space_for(self, program: Program | None) -> AddressSpace:
-        """Where a program's addresses are valid: the kernel's space for the kernel; for
-        a user program, the current process if it runs that program (even from the
-        kernel), else the first process that does."""
-        if program is None or not program.user:
-            return self.kernel_space() if program is not None else self.space()
-        cur = self.current_proc()
-        if cur is not None and cur.name == program.name:
-            return self.proc_space(cur)
-        for p in self.procs.all() if self.procs is not None else []:
-            if p.name == program.name and p.state != "zombie":
-                return self.proc_space(p)
-        raise DebugError(f"No process runs {program.name}: its memory exists only in a "
-                         "process's address space")
-
-    def fallback_spaces(self, addr: int) -> list[AddressSpace]:
-        """Where an address without a program is looked up, in order: the current space
-        and the kernel's (kernel addresses from U-mode); from the kernel, an address
-        below KERNBASE is first looked up in the current process's space (user
-        pointers, e.g. a system call's arguments: the kernel maps only devices and the
-        boot info page down there)."""
-        p = self.current_proc()
-        user = self.proc_space(p) if p is not None and p.pagetable else None
-        order = [self.space(), self.kernel_space(), user]
-        if user is not None and addr < KERNBASE:
-            order = [user, *order[:2]]
-        out: list[AddressSpace] = []
-        for sp in order:
-            if sp is not None and sp not in out:
-                out.append(sp)
-        return out
-
-    def read(self, addr: int, n: int, space: AddressSpace | None = None) -> bytes:
-        """Guest memory in the given space, else in the first of fallback_spaces() that
-        maps it."""
-        if space is not None:
-            return space.read(addr, n)
-        spaces = self.fallback_spaces(addr)
-        for sp in spaces:
-            data = sp.vread(addr, n)
-            if data is not None:
-                return data
-        unmapped = [sp for sp in spaces if sp.translate(addr) is None]
-        if len(unmapped) == len(spaces) > 1:
-            names = " or ".join(sp.name for sp in spaces)
-            raise DebugError(f"Cannot access memory at address {addr:#x}: not mapped in the "
-                             f"page table of {names}")
-        mapped = [sp for sp in spaces if sp not in unmapped]
-        raise DebugError((mapped or spaces)[0].why(addr, n))
-
-    def physical(self, addr: int, space: AddressSpace | None = None) -> int:
-        """The physical address of addr (in space, else by read()'s rules)."""
-        for sp in [space] if space is not None else self.fallback_spaces(addr):
-            pa = sp.translate(addr)
-            if pa is not None:
-                return pa
-        raise DebugError(f"Cannot access memory at address {addr:#x}: not mapped")
-
-    def write(self, addr: int, data: bytes, space: AddressSpace | None = None) -> None:
-        target = space
-        if target is None:
-            spaces = self.fallback_spaces(addr)
-            target = next((sp for sp in spaces if sp.translate(addr) is not None), spaces[0])
-        target.write(addr, data)
 
     # ---------------------------------------------------------------- running
     def _interrupt_first(self) -> bool:
@@ -289,13 +167,6 @@ class Target:
                 self.hart.set_x(rd, old)
         self.hart.set(REG_PC, pc + n)
         hit.pc = pc
-
-    # ---------------------------------------------------------------- descriptions
-    def context(self) -> str:
-        """"S-mode, pid 3 (sh)" for stop lines."""
-        mode = PRIV_NAMES.get(self.priv, str(self.priv))
-        p = self.current_proc()
-        return f"{mode}-mode, pid {p.pid} ({p.name})" if p else f"{mode}-mode, no process"
 
 
 def describe_end(r: RunResult) -> str:

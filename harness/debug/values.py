@@ -14,8 +14,8 @@
 from __future__ import annotations
 
 from harness.debug import DebugError
-from harness.debug.dwarf import CType, c_string, scalar
 from harness.debug.expr import Evaluator, Value
+from harness.guest.dwarf import CType, c_string, scalar
 
 MAX_ELEMENTS = 200
 MAX_STRING = 200

@@ -1,4 +1,4 @@
-"""The programs a debugger knows: the kernel and the user programs, with their symbols,
+"""The programs of a guest: the kernel and the user programs, with their symbols,
 line tables and types; and location specs, which name code in them.
 
 User programs are all linked at virtual address 0 (user_c/user.ld), so an address alone
@@ -27,11 +27,11 @@ from functools import cached_property
 from pathlib import Path
 
 from harness import cheader
-from harness.debug import DebugError
-from harness.debug.dwarf import DwarfInfo
-from harness.debug.lines import LineTable, Row
-from harness.debug.locals import Scopes
 from harness.elf import ElfImage, ElfLoadError, Symbol
+from harness.guest import GuestError
+from harness.guest.dwarf import DwarfInfo
+from harness.guest.lines import LineTable, Row
+from harness.guest.locals import Scopes
 
 _VM = cheader.parse_defines((cheader.KERNEL_DIR / "vmlayout.h").read_text(),
                             {**cheader.load("param.h").defines,
@@ -48,7 +48,7 @@ class Program:
         try:
             self.elf = ElfImage.load(path)
         except ElfLoadError as e:
-            raise DebugError(str(e)) from None
+            raise GuestError(str(e)) from None
         # ElfImage keeps one name per address; the STT_FILE names are the sources
         self._by_name, self._files = _all_symbols(path)
         # the trampoline page runs at TRAMPOLINE, not where it is linked
@@ -222,17 +222,17 @@ class Programs:
     # ---------------------------------------------------------------- location specs
     def resolve(self, spec: str, current: Program | None, current_file: str | None,
                 eval_addr) -> list[Location]:  # noqa: ANN001 - eval_addr(str) -> int
-        """The locations a spec names (see the module docstring); DebugError if none."""
+        """The locations a spec names (see the module docstring); GuestError if none."""
         spec = spec.strip()
         if not spec:
-            raise DebugError("no location given")
+            raise GuestError("no location given")
         prog: Program | None = None
         m = re.match(r"([A-Za-z_][\w.-]*):(?=[*A-Za-z_/.\d])(.*)$", spec)
         if m and not re.search(r"\.[chSs]$", m.group(1)) and self.get(m.group(1)) is not None:
             prog = self.get(m.group(1))
             spec = m.group(2)
         elif m and not re.search(r"\.[chSs]$", m.group(1)) and not m.group(2).isdigit():
-            raise DebugError(f"No program \"{m.group(1)}\" (programs: kernel, "
+            raise GuestError(f"No program \"{m.group(1)}\" (programs: kernel, "
                              f"{', '.join(self.user_names())})")
         if spec.startswith("*"):
             addr = eval_addr(spec[1:])
@@ -247,7 +247,7 @@ class Programs:
             return self._file_line(m.group(1), int(m.group(2)), prog)
         if spec.isdigit():
             if current_file is None or current is None:
-                raise DebugError("No current source file; give FILE:LINE")
+                raise GuestError("No current source file; give FILE:LINE")
             return self._file_line(current_file, int(spec), current)
         return self._function(spec, prog, current)
 
@@ -273,9 +273,9 @@ class Programs:
                         out.append(Location(p, p.runtime(a), found))
         if not known:
             where = f" in {prog.name}" if prog is not None else ""
-            raise DebugError(f"No source file named {file}{where}.")
+            raise GuestError(f"No source file named {file}{where}.")
         if not out:
-            raise DebugError(f"No line {line} in file \"{file}\" (no code at or after it).")
+            raise GuestError(f"No line {line} in file \"{file}\" (no code at or after it).")
         return out
 
     def _function(self, name: str, prog: Program | None, current: Program | None) -> list[Location]:
@@ -295,7 +295,7 @@ class Programs:
                 out.append(Location(p, p.runtime(addr)))
         if not out:
             where = f" in {prog.name}" if prog is not None else ""
-            raise DebugError(f"Function \"{name}\" not defined{where}.")
+            raise GuestError(f"Function \"{name}\" not defined{where}.")
         return out
 
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.debug import DebugError
-from harness.debug.dwarf import CType, scalar
-from harness.debug.programs import Program
-from harness.debug.vmem import Phys
+from harness.guest import GuestError
+from harness.guest.dwarf import CType, scalar
+from harness.guest.memory import Phys
+from harness.guest.programs import Program
 
 FIELDS = ("state", "pid", "parent", "killed", "xstate", "chan", "kstack", "sz", "pagetable",
           "trapframe", "name")
@@ -47,17 +47,19 @@ class ProcTable:
         d = kernel.dwarf
         procs, cpus = d.variable("proc"), d.variable("cpus")
         if procs is None or cpus is None or procs.type.kind != "array":
-            raise DebugError(f"{kernel.path}: no debug info for proc[] and cpus[] "
+            raise GuestError(f"{kernel.path}: no debug info for proc[] and cpus[] "
                              "(the kernel must be built with -g)")
         self.base, self.count = procs.addr, procs.type.count or 0
         self.ptype: CType = procs.type.target  # type: ignore[assignment]
         self.cpus = cpus.addr
+        cpu_type = cpus.type.target if cpus.type.kind == "array" else None
+        self.cpu_size = cpu_type.size if cpu_type is not None else 0
         self.size = self.ptype.size
         self.fields = {}
         for name in FIELDS:
             f = self.ptype.field(name)
             if f is None:
-                raise DebugError(f"struct proc has no field '{name}' in {kernel.path}")
+                raise GuestError(f"struct proc has no field '{name}' in {kernel.path}")
             self.fields[name] = f
         state = self.fields["state"].type
         self.states = {v: n.lower() for v, n in state.enumerators.items()}
@@ -92,9 +94,9 @@ class ProcTable:
     def all(self) -> list[Proc]:
         return [p for p in (self.read(i) for i in range(self.count)) if p is not None]
 
-    def current_addr(self) -> int:
-        """cpus[0].proc: the struct proc on the CPU, 0 if none (scheduler, boot)."""
-        v = self.phys.u64(self.cpus)
+    def current_addr(self, cpu: int = 0) -> int:
+        """cpus[cpu].proc: the struct proc on that hart, 0 if none (scheduler, boot)."""
+        v = self.phys.u64(self.cpus + cpu * self.cpu_size)
         return v or 0
 
     def current(self) -> Proc | None:

@@ -1,44 +1,52 @@
-"""Guest memory as the debugger sees it: physical RAM and Sv39 address spaces.
+"""Guest memory as the harness reads it: physical RAM and Sv39 address spaces.
 
-The debugger does not read through Unicorn's MMU, which applies the hart's current
-privilege and satp. It walks the page tables itself (the same Sv39 format the kernel
-builds in kernel_c/vm.c), so it can read kernel memory while the hart is in U-mode, the
+Reads do not go through Unicorn's MMU, which applies a hart's current privilege and satp.
+The page tables are walked here (the same Sv39 format the kernel builds in
+kernel_c/vm.c), so the debugger can read kernel memory while the hart is in U-mode, the
 current process's memory from a kernel breakpoint, or any process's memory by its page
-table. Only RAM (and the read-only boot info page) can be accessed: device registers
-have side effects (reading the UART pops a byte), so they are refused with a message.
-Writes go through `PhysMem.write`, which drops translated code for the range.
+table (and a report can follow a sleeping process's kernel stack). Only RAM (and the
+read-only boot info page) can be accessed: device registers have side effects (reading
+the UART pops a byte), so they are refused with a message. Writes go through
+`PhysMem.write`, which drops translated code for the range.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from unicorn import UC_PROT_READ
 from unicorn import riscv_const as R
 
-from harness.debug import DebugError
-from harness.machine import ML, Machine
+from harness import cheader
+from harness.guest import GuestError
+from harness.physmem import PhysMem
 
 PAGE = 4096
 SATP_MODE_SV39 = 8
 PTE_V, PTE_R, PTE_W, PTE_X, PTE_U = 1, 2, 4, 8, 16
 PPN_MASK = (1 << 44) - 1
 MASK64 = (1 << 64) - 1
+BOOTINFO = cheader.load("memlayout.h")["BOOTINFO"]  # the read-only boot info page
 
 
 class Phys:
-    """Physical memory of one machine: RAM, the boot info page, and names for the rest."""
+    """Physical memory of one machine: RAM, the boot info page, and names for the rest.
 
-    def __init__(self, machine: Machine) -> None:
-        self.m = machine
-        self.ram = machine.ram
-        self.bootinfo = ML["BOOTINFO"]
+    `device_at(pa)` names the device whose registers are at pa (None: no device), for
+    error messages only.
+    """
+
+    def __init__(self, ram: PhysMem,
+                 device_at: Callable[[int], str | None] = lambda pa: None) -> None:
+        self.ram = ram
+        self.device_at = device_at
+        self.bootinfo = BOOTINFO
 
     def read(self, pa: int, n: int) -> bytes | None:
         if self.ram.contains(pa, n):
             return self.ram.read(pa, n)
         if self.bootinfo <= pa and pa + n <= self.bootinfo + PAGE:
-            return bytes(self.m.uc.mem_read(pa, n))
+            return bytes(self.ram.uc.mem_read(pa, n))
         return None
 
     def u64(self, pa: int) -> int | None:
@@ -57,9 +65,9 @@ class Phys:
         """What lives at a physical address, for error messages."""
         if self.ram.contains(pa):
             return "RAM"
-        hit = self.m.bus.device_at(pa)
-        if hit is not None:
-            return f"device registers of {hit[1].name} (the debugger does not touch devices)"
+        device = self.device_at(pa)
+        if device is not None:
+            return f"device registers of {device} (the debugger does not touch devices)"
         if self.bootinfo <= pa < self.bootinfo + PAGE:
             return "the boot info page"
         return "no memory"
@@ -69,7 +77,7 @@ class AddressSpace:
     """Virtual memory as one Sv39 page table maps it; root None means bare (VA = PA).
 
     Also offers the read interface of harness.hart.Hart (vread, read_u64, fetch), so the
-    frame walker of harness/report.py can run over any address space.
+    frame walker (backtrace.py) can run over any address space.
     """
 
     def __init__(self, phys: Phys, root: int | None, name: str) -> None:
@@ -120,10 +128,10 @@ class AddressSpace:
         return bytes(out)
 
     def read(self, va: int, n: int) -> bytes:
-        """n bytes at va, or DebugError naming why they cannot be read."""
+        """n bytes at va, or GuestError naming why they cannot be read."""
         data = self.vread(va, n)
         if data is None:
-            raise DebugError(self.why(va, n))
+            raise GuestError(self.why(va, n))
         return data
 
     def why(self, va: int, n: int = 1) -> str:
@@ -146,7 +154,7 @@ class AddressSpace:
             pa = self.translate(a)
             chunk = min(len(data) - pos, PAGE - (a % PAGE))
             if pa is None or not self.phys.write(pa, data[pos : pos + chunk]):
-                raise DebugError(self.why(a, chunk))
+                raise GuestError(self.why(a, chunk))
             pos += chunk
 
     def read_u64(self, va: int) -> int | None:
@@ -199,8 +207,8 @@ def flags_text(flags: int) -> str:
 
 
 class RegsView:
-    """A Hart-like object over saved registers and an address space: lets
-    harness/report.py's frame walker run on a process's user registers."""
+    """A Hart-like object over saved registers and an address space: lets the frame
+    walker (backtrace.py) run on registers a process saved (its trap frame, its context)."""
 
     def __init__(self, space: AddressSpace, regs: dict[int, int], stvec: int = 0) -> None:
         self.space = space

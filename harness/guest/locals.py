@@ -26,7 +26,7 @@ from elftools.dwarf.dwarf_expr import DWARFExprOp, DWARFExprParser
 from elftools.dwarf.locationlists import LocationEntry, LocationExpr, LocationParser
 from elftools.elf.elffile import ELFFile
 
-from harness.debug.dwarf import VOID, CType, DwarfInfo
+from harness.guest.dwarf import VOID, CType, DwarfInfo
 
 MASK = (1 << 64) - 1
 
