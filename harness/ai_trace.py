@@ -115,6 +115,8 @@ def _instant(pid: int, rid: int, e: TraceEvent) -> dict[str, Any]:
         args["status"] = STATUS_NAMES.get(e.arg, e.arg)
     elif e.event == "accept":
         args["prompt_tokens"] = e.arg
+    elif e.event == "first":
+        args["cached_prompt_tokens"] = e.arg  # from the engine's prefix cache
     elif e.event == "cancel":
         args["hits"] = e.arg
     return {"name": e.event, "cat": e.source, "ph": "i", "s": "t", "pid": pid, "tid": rid,

@@ -118,7 +118,7 @@ def service(model: str, reps: int, pairs: int, tokens: int, no_busy: bool, kerne
     _file("kernel", kernel, "build it with `make build`")
     _file("disk image", fs, "build it with `make build`")
     try:
-        lm = LoadedModel.load(model)
+        lm = LoadedModel.load(model, kv_cache=0)  # TTFT of a prefill, not of a hit
     except PyllmError as e:
         raise click.ClickException(str(e)) from None
     info = lm.model.info

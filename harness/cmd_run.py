@@ -66,6 +66,10 @@ def _file(what: str, path: Path, hint: str) -> Path:
               help="Plug in the AI device serving this model: smol, qwen, or a path to a "
                    ".gguf file / HF checkpoint folder. It loads on a host thread while the "
                    "guest boots (ai_daemon waits for it).")
+@click.option("--kv-cache", "kv_cache", metavar="SIZE",
+              help="Memory of the AI device's prefix cache (pyllm/prefix_cache.py), e.g. 512M; "
+                   "0 turns it off. Default 256M (or PYLLM_KV_CACHE). The guest sees it in "
+                   "ai_info (kv_cache_bytes) and its counters with `aitest --cacheprobe`.")
 @click.option("--prompt", metavar="TEXT",
               help="Tokenise TEXT on the host, run `llmrun --timing` in the guest through the "
                    "AI service, print the generated text and the lifecycle timings "
@@ -103,7 +107,7 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
         persist: bool, clock: str, quiet: bool, model: str | None, prompt: str | None,
         max_new_tokens: int, demo: bool, trace: Path | None, gdb_port: int | None,
         hang_timeout: float | None = None, ai_fault: str | None = None,
-        fs_check: bool = True, chat: bool = False) -> None:
+        fs_check: bool = True, kv_cache: str | None = None, chat: bool = False) -> None:
     """Boot the kernel and attach the terminal to its console.
 
     \b
@@ -143,6 +147,8 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
                                "or --persist")
     if (prompt is not None or demo or chat) and model is None:
         model = "smol"
+    if kv_cache is not None:
+        _set_kv_cache(kv_cache)
     plan = _fault_plan(ai_fault, model)
     if model is not None:
         _check_model(model)
@@ -161,10 +167,6 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
         add_ai_device(config, model, log=None if quiet else HOST_LOG, plan=plan,
                       allow_load=(model,), created=created)
         _add_course_files(config, model, quiet)
-    if chat:
-        from harness.guest_tokenizer import vocab_files
-
-        _add_files(config, vocab_files(model or "smol"), "the tokenizer's vocabulary")
     try:
         code = console_boot(config, interactive=cmd is None, quiet=quiet, gdb=gdb_port)
     finally:
@@ -211,6 +213,17 @@ def _nlink_high(problem: str) -> bool:
     return bool(m) and int(m.group(1)) > int(m.group(2))
 
 
+def _set_kv_cache(size: str) -> None:
+    """--kv-cache: checked here, then handed to every engine this process starts."""
+    from pyllm.prefix_cache import parse_size
+
+    try:
+        parse_size(size)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--kv-cache") from None
+    os.environ["PYLLM_KV_CACHE"] = size
+
+
 def _check_model(model: str) -> None:
     """Unknown names and missing files: one line and exit status 1, before booting."""
     from harness.session import check_model
@@ -237,41 +250,43 @@ def _fault_plan(spec: str | None, model: str | None):  # -> FaultPlan | None
 
 
 def _add_course_files(config: MachineConfig, model: str, quiet: bool) -> None:
-    """Course assets as the model: their PMT.BIN / EXP.BIN go into the guest's file system
-    at /AI/SMOL or /AI/QWEN, where the lab's aitest reads its reference prompt and answer
-    (the weights stay on the host, in the AI device). In memory only: not with --persist."""
+    """The model's guest files, under /AI/SMOL or /AI/QWEN: the guest tokenizer's
+    vocabulary (VOCAB.TOK, harness/guest_tokenizer.py) and, for course assets, their
+    PMT.BIN / EXP.BIN, where the lab's aitest reads its reference prompt and answer (the
+    weights stay on the host, in the AI device). In memory only: not with --persist."""
+    from harness.guest_tokenizer import vocab_files
     from pyllm.errors import PyllmError
     from pyllm.loaders.course import reference_files
     from pyllm.registry import resolve
 
+    files: dict[str, bytes] = {}
     try:
-        files = reference_files(resolve(model)[1])
+        files.update(reference_files(resolve(model)[1]))
     except PyllmError:
-        return  # not course assets, or reported by the device when it loads them
+        pass  # not course assets, or reported by the device when it loads them
+    try:
+        files.update({k.removeprefix("AI/"): v for k, v in vocab_files(model).items()})
+    except PyllmError as exc:  # no tokenizer: the guest's tok cannot run, all else can
+        if not quiet:
+            click.echo(f"[harness] no guest tokenizer vocabulary: {exc}", err=True)
     if not files:
         return
     if config.persist:
         if not quiet:
-            click.echo("[harness] --persist: the assets' PMT.BIN/EXP.BIN are not copied into "
-                       "the guest's /AI", err=True)
+            click.echo(f"[harness] --persist: {', '.join(sorted(files))} are not copied "
+                       "into the guest's /AI", err=True)
         return
-    _add_files(config, {f"AI/{name}": data for name, data in files.items()},
-               "the assets' reference files")
-    if not quiet:
-        click.echo(f"[harness] /AI: {', '.join(sorted(files))} from the model's assets", err=True)
-
-
-def _add_files(config: MachineConfig, files: dict[str, bytes], what: str) -> None:
-    """Add files ({image path: contents}) to the boot's disk, in memory (the --fs image
-    itself is untouched)."""
     from harness.fsimage import FsError, with_files
 
     try:
-        image = (bytes(config.disk_data) if config.disk_data is not None
-                 else Path(config.fs).read_bytes())
-        config.disk_data = bytearray(with_files(image, files))
+        image = with_files(Path(config.fs).read_bytes(),
+                           {f"AI/{name}": data for name, data in files.items()}, grow=True)
     except (OSError, FsError) as exc:
-        raise click.ClickException(f"cannot add {what} to {config.fs}: {exc}") from None
+        raise click.ClickException(f"cannot add the model's files to "
+                                   f"{config.fs}: {exc}") from None
+    config.disk_data = bytearray(image)
+    if not quiet:
+        click.echo(f"[harness] /AI: {', '.join(sorted(files))} from the model", err=True)
 
 
 if os.name != "posix":  # pragma: no cover

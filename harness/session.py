@@ -45,7 +45,8 @@ class LlmResult:
     ids: list[int]
     timing: dict[str, Any]  # the `timing:` line: model, synthetic, load_us, ttft_us, tpot_us,
                             # e2e_us, prompt, generated, submit, dispatch, accept, first, done,
-                            # waited (ints except model)
+                            # waited, cached (prompt tokens from the prefix cache) (ints
+                            # except model)
 
     @property
     def synthetic(self) -> bool:

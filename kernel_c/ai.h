@@ -68,6 +68,7 @@ struct ai_status {
   int ntokens;          // prompt tokens
   int npredict;         // tokens asked for
   int ngenerated;       // tokens generated so far (live while RUNNING)
+  int ncached;          // prompt tokens the device's prefix cache held (once DONE)
   int result_len;       // bytes of the result text once DONE (excl. NUL)
   int owner;            // pid of the submitter
   // guest time in microseconds since boot, the clock of time_us(); 0 = not yet
@@ -86,6 +87,21 @@ struct ai_work {
   int owner;
 };
 
+// the device's prefix cache (ai_info.cache): the counters of the course's
+// `aitest --cacheprobe` line, read from the VIRTIO_AI_CACHE registers
+struct ai_cache {
+  uint32 valid;         // 1 if any block is cached
+  uint32 prefix_len;    // prompt tokens the latest request took from the cache
+  uint32 hits;          // requests that reused a prefix
+  uint32 misses;        // requests that found none
+  uint32 restores;      // blocks copied into requests
+  uint32 saves;         // blocks cached
+  uint32 bypasses;      // requests that could not use it (off, one block or less)
+  uint32 evictions;     // blocks dropped to stay within the budget
+  uint32 blocks;        // blocks held now
+  uint32 kib;           // KiB held now
+};
+
 // the AI device and its model (ai_info)
 struct ai_info {
   int present;          // 1 if the AI device exists
@@ -100,7 +116,9 @@ struct ai_info {
   char name[32];        // model name, e.g. "SmolLM2-135M-Instruct"
   char arch[16];        // "llama" or "qwen3_5"
   int workers;          // ai_daemon workers registered now
-  int reserved;
+  int kv_block;         // tokens per prefix cache block
+  uint64 kv_cache_bytes; // prefix cache budget (0 = off)
+  struct ai_cache cache;
 };
 
 // service counters (ai_stats), for leak checks and the benchmarks

@@ -116,6 +116,7 @@ finish(struct aislot *s)
   if(err == AI_OK && ais_finish_ids(s, virtio_ai_out(s->chain), n) < 0)
     err = AI_EDEVICE;   // no memory for the result text
   s->ngenerated = n;
+  s->ncached = r->ncached <= (uint32)s->ntokens ? r->ncached : 0;
   virtio_ai_release(s->chain);
   s->chain = -1;
   wakeup(&ai.chainpool);
@@ -665,6 +666,9 @@ ai_service_info(uint64 uinfo)
   memmove(info.name, m->name, sizeof(info.name));
   memmove(info.arch, m->arch, sizeof(info.arch));
   info.workers = ais_nworkers(&ai.sv);
+  info.kv_block = m->kv_block;
+  info.kv_cache_bytes = m->kv_cache_bytes;
+  virtio_ai_cache(&info.cache);
   release(&ai_lock);
   if(copyout(myproc()->pagetable, uinfo, (char *)&info, sizeof(info)) < 0)
     return -AI_EINVAL;

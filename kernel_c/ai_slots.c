@@ -134,6 +134,7 @@ found:
   memmove(s->tokens, tokens, a->ntokens * sizeof(uint32));
   s->ngenerated = 0;
   s->nread = 0;
+  s->ncached = 0;
   s->result_len = 0;
   s->t_submit = now;
   s->t_dispatch = s->t_accept = s->t_first = s->t_done = 0;
@@ -465,6 +466,7 @@ ais_status(const struct aislot *s, struct ai_status *st)
   st->ntokens = s->ntokens;
   st->npredict = s->npredict;
   st->ngenerated = s->ngenerated;
+  st->ncached = s->ncached;
   st->result_len = s->state == AI_DONE ? s->result_len : 0;
   st->owner = s->owner;
   st->t_submit = s->t_submit;

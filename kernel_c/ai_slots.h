@@ -26,6 +26,7 @@ struct aislot {
   uint32 tokens[AI_MAX_TOKENS];
   int ngenerated;       // tokens the device produced (final once DONE)
   int nread;            // the furthest id ai_read handed out (for the trace)
+  int ncached;          // prompt tokens from the device's prefix cache
   int result_len;       // bytes of text, excluding the NUL
   char *text[AIS_TEXTPAGES];  // the result, "id id id\0", page by page
   uint64 t_submit, t_dispatch, t_accept, t_first, t_done;

@@ -1,6 +1,7 @@
 // defs.h: the kernel's index: every function one file offers the others,
 // by file.
 
+struct ai_cache;
 struct buf;
 struct context;
 struct file;
@@ -226,6 +227,7 @@ void            virtio_ai_init(void);
 int             virtio_ai_present(void);
 int             virtio_ai_sampling(void);
 struct virtio_ai_config* virtio_ai_model(int refresh);
+void            virtio_ai_cache(struct ai_cache*);
 void            virtio_ai_trace(int event, int id);
 int             virtio_ai_start(struct aislot*, int slot);
 void            virtio_ai_cancel(int);

@@ -4,7 +4,12 @@
 #define NCPU          1   // harts; the harness has one
 #define NOFILE       16   // open files per process
 #define NFILE       128   // open files in the whole system
-#define NINODE       64   // in-memory inodes
+// In-memory inodes. Sized so that iget can never run out, whatever user programs
+// do: every open file holds at most one (NFILE), and every process one for its
+// cwd plus at most three while a system call walks a path (namex holds two,
+// create/link a third). Smaller, and enough processes holding open files panic
+// the kernel in iget (usertests allopen).
+#define NINODE  (NFILE + 4 * NPROC)
 #define NDEV         10   // device major numbers (device.h)
 #define ROOTDEV       1   // device number of the root file system disk
 #define MAXARG       32   // exec arguments

@@ -218,6 +218,16 @@ virtio_ai_model(int refresh)
   return &dev.cfg;
 }
 
+// The device's prefix-cache counters, one register per field.
+void
+virtio_ai_cache(struct ai_cache *c)
+{
+  uint32 *w = (uint32 *)c;
+
+  for(int i = 0; i < sizeof(*c) / sizeof(uint32); i++)
+    w[i] = dev.present ? *R(VIRTIO_AI_CACHE + 4 * i) : 0;
+}
+
 // Write one event of a request's life to the trace register.
 void
 virtio_ai_trace(int event, int id)

@@ -63,6 +63,9 @@ struct virtio_ai_config {
   uint64 load_us;           // weights file -> ready, measured by the device
   char name[32];
   char arch[16];
+  uint64 kv_cache_bytes;    // prefix cache budget (0 = off)
+  uint32 kv_block;          // tokens per prefix cache block
+  uint32 reserved;
 };
 
 // write-only trace register (device-specific, after the config struct):
@@ -76,6 +79,10 @@ struct virtio_ai_config {
 #define AI_TR_FAILED            5   // failed (any reason)
 #define AI_TR_FREED             6   // slot reclaimed without a wait (exit)
 #define AI_TR_READ              7   // the owner's ai_read got its first ids
+
+// read-only prefix-cache counters (device-specific, after the trace
+// register): struct ai_cache (ai.h), one 32-bit register per field, in order
+#define VIRTIO_AI_CACHE         0x210
 
 // ai_dev_req.type
 #define AI_REQ_GENERATE         1
@@ -112,4 +119,6 @@ struct ai_dev_resp {
   uint64 t_accept;
   uint64 t_first;
   uint64 t_done;
+  uint32 ncached;           // prompt tokens taken from the prefix cache
+  uint32 reserved;
 };

@@ -188,7 +188,7 @@ def measure_engine(model: Any, s: Samples, lens: list[int], gen: int) -> None:
     """TTFT/TPOT through pyllm.Engine (scheduler thread and token streaming)."""
     from pyllm.engine import Engine
 
-    with Engine(model) as eng:
+    with Engine(model, kv_cache=0) as eng:  # TTFT of a prefill, not of a prefix-cache hit
         eng.run(prompt_ids(TPOT_PROMPT), max_new_tokens=4, stop_ids=())
         for n in lens:
             req = eng.run(prompt_ids(n), max_new_tokens=1, stop_ids=())

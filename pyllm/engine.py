@@ -11,6 +11,14 @@ scheduler advances every running request by one token and feeds the oldest reque
 one prompt chunk, all in one `model.step` call (one batched forward when the architecture supports
 it). So requests interleave fairly: a long prompt stalls the others for at most one chunk.
 
+Prefix caching (pyllm/prefix_cache.py, on unless `kv_cache=0`): when a request is first scheduled
+it takes the longest cached prefix of its prompt into its fresh state and prefills only the rest
+(`Timings.n_cached` tokens came from the cache). Prefill chunks end on block boundaries, and the
+full blocks of every chunk are cached after it; a KV-only model also caches the blocks of the
+generated text when a request ends (the next turn of a conversation reuses them). For a model
+with a recurrent state the chunk ends are where its snapshots are taken, so a chunk also ends at
+the last block boundary before the prompt's end (an identical prompt then resumes there).
+
 Times are `time.perf_counter()` seconds, recorded on the scheduler thread:
 submitted (submit called) -> started (first scheduled) -> first_token (after prefill + sampling)
 -> token_times[i] (each token) -> done.  TTFT = first_token - submitted (includes queueing;
@@ -33,6 +41,7 @@ import numpy as np
 
 from pyllm.errors import EngineClosedError, PyllmError
 from pyllm.models.base import Model, ModelInfo, ModelState
+from pyllm.prefix_cache import DEFAULT_BLOCK, PrefixCache, default_budget
 from pyllm.sampling import Sampler, SamplingParams
 
 
@@ -64,6 +73,7 @@ class Timings:
 
     load_s: float  # model load time (file -> ready), the same for every request
     n_prompt: int
+    n_cached: int = 0  # prompt tokens taken from the prefix cache (not prefilled)
     submitted: float = 0.0
     started: float = 0.0
     first_token: float = 0.0
@@ -103,7 +113,8 @@ class Timings:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "load_s": self.load_s, "n_prompt": self.n_prompt, "n_generated": self.n_generated,
+            "load_s": self.load_s, "n_prompt": self.n_prompt, "n_cached": self.n_cached,
+            "n_generated": self.n_generated,
             "queue_s": self.queue_s, "prefill_s": self.prefill_s, "ttft_s": self.ttft_s,
             "tpot_s": self.tpot_s, "e2e_s": self.e2e_s, "decode_steps_s": self.decode_steps_s,
             "stop_reason": self.stop_reason,
@@ -129,6 +140,7 @@ class Request:
         # scheduler-side
         self.state: ModelState | None = None
         self.fed = 0  # prompt tokens consumed so far
+        self.saved = 0  # blocks of this sequence in the prefix cache (restored or saved)
         self.sampler = Sampler(params.sampling())
 
     @property
@@ -161,8 +173,11 @@ class Engine:
     """Serves one model to any number of threads; see the module docstring."""
 
     def __init__(self, model: Model, *, max_batch: int = 8, prefill_chunk: int = 256,
-                 switch_interval: float | None = 0.0005) -> None:
-        """`switch_interval`: lower Python's GIL switch interval to this many seconds (if it is
+                 switch_interval: float | None = 0.0005, kv_cache: int | None = None,
+                 cache_block: int = DEFAULT_BLOCK) -> None:
+        """`kv_cache`: bytes the prefix cache may hold (0 = off; None = PYLLM_KV_CACHE from
+        the environment, else 256 MiB); `cache_block`: its tokens per block.
+        `switch_interval`: lower Python's GIL switch interval to this many seconds (if it is
         higher), because each return from the kernels into Python may wait that long while
         another thread (the emulator) runs Python code; None leaves it alone."""
         if switch_interval is not None and sys.getswitchinterval() > switch_interval:
@@ -170,6 +185,11 @@ class Engine:
         self.model = model
         self.max_batch = max_batch  # sequences decoded together at most
         self.prefill_chunk = prefill_chunk  # prompt tokens fed per step at most
+        if kv_cache is None:
+            kv_cache = default_budget()
+        self.cache = PrefixCache(kv_cache, cache_block, recurrent=model.recurrent)
+        if kv_cache and prefill_chunk >= cache_block:  # chunks end on block boundaries
+            self.prefill_chunk = prefill_chunk // cache_block * cache_block
         self._pending: collections.deque[Request] = collections.deque()
         self._active: list[Request] = []
         self._cv = threading.Condition()
@@ -283,7 +303,8 @@ class Engine:
                 if r.state is None:
                     r.timings.started = now
                     r.state = self.model.new_state(int(r.prompt.size) + r.params.max_new_tokens)
-                chunk = r.prompt[r.fed: r.fed + self.prefill_chunk]
+                    self._restore_prefix(r)
+                chunk = r.prompt[r.fed: self._chunk_end(r)]
                 r.fed += chunk.size
                 batch.append((r.state, chunk))
             else:
@@ -294,6 +315,8 @@ class Engine:
         logits = self.model.step(batch)
         greedy = getattr(logits, "greedy", None)  # argmax from the kernels, if they made it
         for k, (r, row) in enumerate(zip(owners, logits, strict=True)):
+            if not r.tokens:  # a prefill chunk went in: cache its blocks
+                self._save_prefix(r, r.prompt)
             if r.fed < r.prompt.size:  # a chunk of a longer prompt: no token yet
                 continue
             if greedy is not None and r.params.temperature <= 0.0:
@@ -319,9 +342,45 @@ class Engine:
             elif len(r.tokens) >= r.params.max_new_tokens:
                 self._finish(r, "length")
 
+    # ------------------------------------------------------------------ prefix cache
+    def _restore_prefix(self, r: Request) -> None:
+        """Take the longest cached prefix of r's prompt into its new state."""
+        cache = self.cache
+        if not cache.enabled or r.prompt.size <= cache.block:  # nothing to reuse
+            cache.stats.bypasses += 1
+            r.saved = 0 if cache.enabled else -1  # -1: nothing of it goes into the cache
+            return
+        n = cache.restore(r.prompt, r.state)
+        r.fed = r.timings.n_cached = n
+        r.saved = n // cache.block
+
+    def _chunk_end(self, r: Request) -> int:
+        """Where r's next prefill chunk ends: at most prefill_chunk tokens on, on a block
+        boundary while the cache is on (and, for a recurrent model, at the last boundary
+        before the prompt's end, where its snapshot is taken)."""
+        size, b = int(r.prompt.size), self.cache.block
+        end = min(size, r.fed + self.prefill_chunk)
+        if r.saved < 0 or end == r.fed:
+            return end
+        if end < size and end // b * b > r.fed:
+            end = end // b * b
+        last = (size - 1) // b * b
+        if self.model.recurrent and r.fed < last < end:
+            end = last
+        return end
+
+    def _save_prefix(self, r: Request, ids: np.ndarray) -> None:
+        """Cache the full blocks of `ids` r's state holds and the cache does not (the
+        recurrent state only at a block ending exactly at the state's position)."""
+        if r.saved >= 0 and r.state is not None:
+            r.saved = self.cache.save(r.state, ids, r.saved)
+
     def _finish(self, r: Request, reason: str, error: BaseException | None = None) -> None:
         if r.done:
             return
+        if error is None and not self.model.recurrent and r.tokens and r.fed == r.prompt.size:
+            # the generated text's blocks too (the last token was never fed)
+            self._save_prefix(r, np.concatenate([r.prompt, np.asarray(r.tokens, np.int32)]))
         r.timings.done = time.perf_counter()
         r.timings.stop_reason = reason
         r.error = error

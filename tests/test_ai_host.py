@@ -207,3 +207,15 @@ def test_bench_service_runs_and_reports_ratios(tmp_path: Path) -> None:
     assert "identical to the engine's" in p.stdout and "busy guest" in p.stdout
     data = json.loads(out.read_text())
     assert len(data["pairs"]) == 3 and all(x["same_ids"] for x in data["pairs"])
+
+
+def test_kv_cache_option_reaches_the_guest() -> None:
+    _need_smol()
+    p = harness("run", "--model", "smol", "--kv-cache", "lots", "-c", "true")
+    assert p.returncode == 2 and "256M" in p.stderr, p.stderr
+    p = harness("run", "-q", "--model", "smol", "--kv-cache", "0", "-c",
+                "aitest --cacheprobe 1 2 3")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "[aitest] cacheprobe cache: 0 blocks of 64 tokens, 0 KiB of 0\n" in p.stdout
+    assert "prefix_cache: valid=0 prefix_len=0 hits=0 misses=0 restores=0 saves=0 " \
+           "bypasses=2\n" in p.stdout

@@ -190,10 +190,11 @@ def test_llmrun_stdin_service() -> None:
 
 TIMING = re.compile(
     r"Model Loading Time: (\d+) us\nTTFT: (\d+) us\nTPOT: (\d+ us|n/a \(1 token\))\n"
-    r"E2E: (\d+) us\n"
+    r"E2E: (\d+) us\nPrefix cache: \d+ of \d+ prompt tokens\n"
     r"timing: model=(\S+) synthetic=([01]) load_us=(\d+) ttft_us=(\d+) tpot_us=(-?\d+) "
     r"e2e_us=(\d+) prompt=(\d+) generated=(\d+) submit=(\d+) dispatch=(\d+) accept=(\d+) "
-    r"first=(\d+) done=(\d+) waited=(\d+) shown=(\d+) reqid=(\d+)\n")
+    r"first=(\d+) done=(\d+) waited=(\d+) cached=0 shown=(\d+) reqid=(\d+)\n")  # prompts
+    # within one block: nothing cached
 
 
 def test_llmrun_timing_format() -> None:
@@ -262,6 +263,10 @@ def test_aitest_course_checks() -> None:
     assert "[aitest] batch: PASS\n" in batch
     assert re.search(r"\[aitest\] cacheprobe: cold run\n\[aitest\] cacheprobe cold ticks: \d+\n"
                      r"\[aitest\] cacheprobe: warm run\n\[aitest\] cacheprobe warm ticks: \d+\n"
+                     r"\[aitest\] cacheprobe cold us: \d+ warm us: \d+\n"
+                     r"prefix_cache: valid=\d prefix_len=0 hits=\d+ misses=\d+ restores=\d+ "
+                     r"saves=\d+ bypasses=[1-9]\d*\n"  # one token: nothing to reuse
+                     r"\[aitest\] cacheprobe cache: .*\n"
                      r"\[aitest\] cacheprobe: PASS\n", blocks[4])
     assert blocks[5] == "0\naitest: invalid predict count 33\n"
     assert blocks[6] == "1\naitest: batch too large\n"
@@ -270,6 +275,31 @@ def test_aitest_course_checks() -> None:
     assert blocks[9] == "1\n"
     for rc in blocks[1:5]:
         assert rc.startswith("0\n")
+
+
+@pytest.mark.parametrize("model", [SMOL, QWEN_TINY], ids=["smol", "qwen"])
+def test_cacheprobe_warm_run_reuses_the_prompt(model: str, tmp_path: Path) -> None:
+    """A prompt of 200 ids, twice: the warm run takes its prefix from the device's prefix
+    cache (the course's counters line says so, llmrun --timing and the trace), with the same
+    result."""
+    write = "; ".join("echo " + " ".join(str(10 + 25 * k + i) for i in range(25)) + " >> p.txt"
+                      for k in range(8))  # 200 ids, in pieces (exec takes 32 arguments)
+    r = ai_guest(f"{write}; aitest --cacheprobe --predict 4 --prompt-file p.txt; echo rc=$?; "
+                 "llmrun --timing --predict 2 --prompt-file p.txt", model, 300.0,
+                 "--trace", str(tmp_path / "t.json"))
+    out = r.output
+    assert "[aitest] cacheprobe: PASS" in out and "rc=0" in out
+    m = re.search(r"prefix_cache: valid=1 prefix_len=(\d+) hits=1 misses=1 restores=(\d+) "
+                  r"saves=(\d+) bypasses=0\n", out)
+    # the 3 full blocks of 64 (Qwen3.5: its DeltaNet snapshot at 192 too)
+    assert m and int(m.group(1)) == 192 and int(m.group(2)) == 3 and int(m.group(3)) >= 3, out
+    cold, warm = map(int, re.search(r"cold us: (\d+) warm us: (\d+)", out).groups())
+    print(f"[cacheprobe {Path(model).name}] cold {cold} us, warm {warm} us")  # not asserted
+    assert re.search(r"Prefix cache: 192 of 200 prompt tokens\n", out), out
+    assert re.search(r"timing: .* cached=192\n", out)
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    firsts = [e["args"]["cached_prompt_tokens"] for e in events if e["name"] == "first"]
+    assert firsts == [0, 192, 192]  # cold, warm, llmrun
 
 
 def test_aitest_our_checks() -> None:

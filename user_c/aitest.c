@@ -27,6 +27,9 @@
 //                   new workers and the service answers again
 //   --killdaemon    kill the ai_daemon supervisor: init starts a new one,
 //                   which retires the old workers; the service answers again
+//   --prompt-file F the prompt's ids from text file F (more than exec's
+//                   MAXARG allows: a --cacheprobe prompt must exceed one
+//                   block of the device's prefix cache)
 // `--` ends the flags. Without token ids the prompt is PMT.BIN of /AI/SMOL
 // or /AI/QWEN when present (u32 count, then count u32 ids), else the
 // single token 0; without --predict the count is EXP.BIN's (the prompt's
@@ -109,6 +112,25 @@ load_bin(const char *path, uint32 *ids, int max)
   }
   close(fd);
   return count;
+}
+
+// The prompt's ids from a text file ("1 42 314 ..."), like llmrun's.
+static void
+file_prompt(const char *path)
+{
+  struct ai_idparser p;
+  char buf[512];
+  int n, fd = open(path, O_RDONLY);
+
+  if(fd < 0)
+    die("cannot open prompt file %s", path);
+  ai_ids_init(&p, tokens, TOKEN_MAX);
+  while((n = read(fd, buf, sizeof(buf))) > 0 && ai_ids_feed(&p, buf, n) == 0)
+    ;
+  close(fd);
+  ntokens = ai_ids_end(&p);
+  if(n < 0 || ntokens <= 0)
+    die("bad prompt file %s (at most %d ids)", path, TOKEN_MAX);
 }
 
 static void
@@ -219,6 +241,24 @@ check_batch(int n)
   pass("batch");
 }
 
+// The device's prefix cache, as the course's counters line.
+static void
+print_prefix_cache(void)
+{
+  struct ai_info info;
+
+  if(ai_info(&info) < 0)
+    die("ai_info failed");
+  struct ai_cache *c = &info.cache;
+  printf("prefix_cache: valid=%d prefix_len=%d hits=%d misses=%d restores=%d "
+         "saves=%d bypasses=%d\n", c->valid, c->prefix_len, c->hits, c->misses,
+         c->restores, c->saves, c->bypasses);
+  printf("[aitest] cacheprobe cache: %d blocks of %d tokens, %d KiB of %lu\n",
+         c->blocks, info.kv_block, c->kib, info.kv_cache_bytes >> 10);
+}
+
+// Two identical ai_calls: the warm one finds the cold one's prompt in the
+// device's prefix cache (a prompt longer than one cache block is needed).
 static void
 check_cacheprobe(void)
 {
@@ -226,14 +266,19 @@ check_cacheprobe(void)
 
   printf("[aitest] cacheprobe: cold run\n");
   int t0 = uptime();
+  uint64 u0 = time_us();
   if(ai_call(tokens, ntokens, predict, cold, sizeof(cold)) < 0)
     die("ai_call failed");
   int t1 = uptime();
+  uint64 u1 = time_us();
   printf("[aitest] cacheprobe cold ticks: %d\n", t1 - t0);
   printf("[aitest] cacheprobe: warm run\n");
   if(ai_call(tokens, ntokens, predict, warm, sizeof(warm)) < 0)
     die("ai_call failed");
   printf("[aitest] cacheprobe warm ticks: %d\n", uptime() - t1);
+  printf("[aitest] cacheprobe cold us: %lu warm us: %lu\n", u1 - u0,
+         time_us() - u1);
+  print_prefix_cache();
   if(strcmp(cold, warm) != 0){
     printf("[aitest] cacheprobe note: result mismatch between cold and warm "
            "runs\n");
@@ -549,6 +594,7 @@ main(int argc, char *argv[])
   int cacheprobe = 0, batch = 0, nonblock = 0, smallcap = 0, stats = 0;
   int predict_set = 0, killworker = 0, killdaemon = 0, i;
   struct stat sb;
+  char *prompt_file = 0;
 
   for(i = 1; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i++){
     char *a = argv[i];
@@ -585,10 +631,13 @@ main(int argc, char *argv[])
       predict = atoi(argv[++i]), predict_set = 1;
     else if(strcmp(a, "--batch") == 0 && i + 1 < argc)
       batch = atoi(argv[++i]);
+    else if(strcmp(a, "--prompt-file") == 0 && i + 1 < argc)
+      prompt_file = argv[++i];
     else
       die("unknown flag %s (flags: --async --query --fork-unauth "
           "--doublewait --badwait --batch N --cacheprobe --predict N "
-          "--nonblock --smallcap --stats --all --killworker --killdaemon)",
+          "--nonblock --smallcap --stats --all --killworker --killdaemon "
+          "--prompt-file F)",
           a);
   }
   for(; i < argc; i++){
@@ -598,6 +647,10 @@ main(int argc, char *argv[])
       die("invalid token id %s", argv[i]);
     ntokens++;
   }
+  if(prompt_file && ntokens)
+    die("cannot mix --prompt-file with inline token ids");
+  if(prompt_file)
+    file_prompt(prompt_file);
   int prompt_default = ntokens == 0;
   if(ntokens == 0)
     default_prompt();

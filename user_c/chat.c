@@ -34,6 +34,7 @@
 #include "virtio_ai.h"
 #include "user.h"
 #include "bpe.h"
+#include "tokmodel.h"
 
 #define LINE_MAX   1024
 #define HIST_MAX   (4 * AI_MAX_TOKENS)  // ids of the turns kept
@@ -321,7 +322,6 @@ trim(char *s)
 static void
 setup(const char *system)
 {
-  const char *vocab;
   int said = 0;
 
   for(;;){
@@ -335,12 +335,8 @@ setup(const char *system)
       printf("[chat] waiting for the model to load\n");
     sleep(2);
   }
-  vocab = strcmp(ai_family(info.arch), "Qwen3.5") == 0 ? "/AI/QWEN/VOCAB.TOK"
-                                                       : "/AI/SMOL/VOCAB.TOK";
-  if(bpe_load(&bpe, vocab) < 0){
-    fprintf(2, "chat: %s: %s\n", vocab, bpe.err);
+  if(tok_load(&bpe, 0, "chat") < 0)   // the model's /AI/.../VOCAB.TOK
     exit(1);
-  }
   if(system == 0 && strcmp(ai_family(info.arch), "SmolLM") == 0)
     system = SMOL_SYSTEM;
   if(system && (enc("<|im_start|>system\n", sysids, &nsys, AI_MAX_TOKENS) < 0 ||

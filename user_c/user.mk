@@ -17,7 +17,7 @@ UBUILD := $(BUILD)/user
 UPROGS := init sh \
 	cat echo grep wc ls mkdir rm ln kill sleep uptime ps halt \
 	sysbench usertests \
-	ai_daemon llmrun aitest aibench aireadtest chat \
+	ai_daemon llmrun aitest aibench aireadtest chat tok \
 	sysfuzz aistress fscrash
 UPROG_ALIASES := poweroff=halt llmrun_smol=llmrun llmrun_qwen=llmrun \
 	ai_worker=ai_daemon
@@ -27,7 +27,7 @@ UCFLAGS := -Wall -Werror -O2 -fno-omit-frame-pointer -ggdb \
 	-ffreestanding -fno-common -nostdlib -fno-builtin -fno-stack-protector \
 	-fno-pie -no-pie -fno-tree-loop-distribute-patterns \
 	-fno-asynchronous-unwind-tables -fno-unwind-tables \
-	-I kernel_c -I $(U) -I $(UBUILD) -MD
+	-I kernel_c -I $(U) -MD
 ULDFLAGS := -z max-page-size=4096 -T $(U)/user.ld
 
 ULIB := $(UBUILD)/ulib.o $(UBUILD)/printf.o $(UBUILD)/umalloc.o $(UBUILD)/usys.o
@@ -43,6 +43,12 @@ fsimg: $(FS_IMG)
 
 $(UBUILD):
 	@mkdir -p $@
+
+# the tokenizer's Unicode classes come from Python's unicodedata
+$(UBUILD)/uniclass.h: scripts/gen_uniclass.py | $(UBUILD)
+	$(PY) scripts/gen_uniclass.py $@
+$(UBUILD)/bpe.o: $(UBUILD)/uniclass.h
+UCFLAGS_bpe := -I $(UBUILD)
 
 # the stubs come from the single list of system calls
 $(UBUILD)/usys.S: kernel_c/syscall.h scripts/gen_usys.py | $(UBUILD)
@@ -75,9 +81,7 @@ $(UBUILD)/_usertests: $(UBUILD)/ut_proc.o $(UBUILD)/ut_fs.o $(UBUILD)/ut_mem.o \
 $(UBUILD)/_sh: $(UBUILD)/shparse.o
 # the AI programs share ailib.c (ai_submit, ai_wait_status, id parsing)
 $(UBUILD)/_init $(UBUILD)/_ai_daemon $(UBUILD)/_llmrun $(UBUILD)/_aitest \
-	$(UBUILD)/_aibench $(UBUILD)/_aistress $(UBUILD)/_aireadtest $(UBUILD)/_chat: $(UBUILD)/ailib.o
-# the guest tokenizer (bpe.c) and its Unicode class table, generated
-$(UBUILD)/uniclass.h: scripts/gen_uniclass.py | $(UBUILD)
-	$(PY) scripts/gen_uniclass.py $@
-$(UBUILD)/bpe.o: $(UBUILD)/uniclass.h
-$(UBUILD)/_chat: $(UBUILD)/bpe.o
+	$(UBUILD)/_aibench $(UBUILD)/_aistress $(UBUILD)/_aireadtest: $(UBUILD)/ailib.o
+# the guest tokenizer (bpe.c) and its model glue (tokmodel.c)
+$(UBUILD)/_tok $(UBUILD)/_llmrun $(UBUILD)/_chat: $(UBUILD)/bpe.o $(UBUILD)/tokmodel.o \
+	$(UBUILD)/ailib.o

@@ -284,6 +284,62 @@ fname(char *buf, char prefix, int i)
   buf[4] = 0;
 }
 
+// Every process keeps as many distinct files open as it may, all at once: more
+// files than the system-wide open-file table holds, each with its own inode.
+// The in-memory inode table must outlast the open-file table (an exhausted
+// inode table used to panic the kernel); opens past NFILE fail cleanly.
+static void
+allopen(char *s)
+{
+  enum { NKID = 10, PER = 13 };   // 10 x 13 distinct files > NFILE 128 > NINODE 64 (old)
+  int ready[2], go[2], pid[NKID], st, got = 0;
+  char name[8], c;
+
+  for(int i = 0; i < NKID * PER; i++){
+    fname(name, 'o', i);
+    writefile(s, name, "x", 1);
+  }
+  if(pipe(ready) < 0 || pipe(go) < 0)
+    fail(s, "pipe failed");
+  for(int k = 0; k < NKID; k++){
+    if((pid[k] = fork()) < 0)
+      fail(s, "fork failed");
+    if(pid[k] == 0){
+      int n = 0;
+      close(ready[0]);
+      close(go[1]);
+      for(int i = 0; i < PER; i++){
+        fname(name, 'o', k * PER + i);
+        if(open(name, O_RDONLY) >= 0)
+          n++;
+      }
+      c = n;
+      write(ready[1], &c, 1);
+      read(go[0], &c, 1);        // hold them until the parent has counted
+      exit(0);
+    }
+  }
+  close(ready[1]);
+  close(go[0]);
+  for(int k = 0; k < NKID; k++){
+    if(read(ready[0], &c, 1) != 1)
+      fail(s, "a child died before reporting");
+    got += c;
+  }
+  if(got < NKID * 8)
+    fail(s, "only %d of %d distinct files could be open at once", got, NKID * PER);
+  close(go[1]);                   // every child's read returns: they exit
+  for(int k = 0; k < NKID; k++)
+    if(wait(&st) < 0 || st != 0)
+      fail(s, "a child failed");
+  close(ready[0]);
+  for(int i = 0; i < NKID * PER; i++){
+    fname(name, 'o', i);
+    if(unlink(name) != 0)
+      fail(s, "unlink %s failed", name);
+  }
+}
+
 // many files in one directory
 static void
 manyfiles(char *s)
@@ -538,6 +594,7 @@ struct test fs_quick[] = {
   { unlinkopen, "unlinkopen" },
   { fds, "fds" },
   { manyfiles, "manyfiles" },
+  { allopen, "allopen" },
   { bigfile, "bigfile" },
   { deepdir, "deepdir" },
   { sharedfd, "sharedfd" },

@@ -288,7 +288,7 @@ def run(opts: Options, progress: Progress, say: Callable[[str], None]) -> Result
         for spec in specs:
             progress(f"{spec}: loading into this process", 0)
             try:
-                lm = LoadedModel.load(spec)
+                lm = LoadedModel.load(spec, kv_cache=0)  # TTFT of a prefill, not of a hit
             except PyllmError as exc:
                 skipped[spec] = str(exc)
                 say(f"skipping model '{spec}': {exc}")

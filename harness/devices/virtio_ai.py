@@ -86,9 +86,13 @@ RESP = A.struct("ai_dev_resp")
 REQ_FIELDS = ("type", "id", "ntokens", "npredict", "flags", "seed", "temp_milli", "top_k",
               "top_p_milli", "target")
 REQ_FMT = REQ.scalar_struct(*REQ_FIELDS)
-RESP_FMT = RESP.scalar_struct("status", "ngenerated", "t_accept", "t_first", "t_done")
+RESP_FMT = RESP.scalar_struct("status", "ngenerated", "t_accept", "t_first", "t_done",
+                              "ncached", "reserved")
 NGEN_OFF, TFIRST_OFF = RESP.offset("ngenerated"), RESP.offset("t_first")
 TRACE = A["VIRTIO_AI_TRACE"]
+CACHE_REG = A["VIRTIO_AI_CACHE"]  # read-only: struct ai_cache, one register per field
+CACHE = AI_H.struct("ai_cache")
+CACHE_FIELDS = {CACHE_REG + CACHE.offset(f): f for f in CACHE.fields}
 INT_CONFIG = V["VIRTIO_INT_CONFIG"]
 F_PROGRESS = 1 << A["VIRTIO_AI_F_PROGRESS"]
 F_SAMPLING = 1 << A["VIRTIO_AI_F_SAMPLING"]
@@ -118,8 +122,9 @@ class LoadedModel:
     spec: str     # what was asked for ("smol", a path, ...)
 
     @classmethod
-    def load(cls, spec: str, **opts: object) -> LoadedModel:
-        """Load `spec` (pyllm.registry name or path) and start its engine; raises PyllmError."""
+    def load(cls, spec: str, kv_cache: int | None = None, **opts: object) -> LoadedModel:
+        """Load `spec` (pyllm.registry name or path) and start its engine (`kv_cache`: its
+        prefix cache's bytes, None = the default, 0 = off); raises PyllmError."""
         from pyllm import registry
         from pyllm.engine import Engine
 
@@ -131,7 +136,7 @@ class LoadedModel:
         from pyllm.sampling import Sampler, SamplingParams
 
         Sampler(SamplingParams(seed=0))
-        return cls(model, Engine(model), load_us, spec)
+        return cls(model, Engine(model, kv_cache=kv_cache), load_us, spec)
 
     def close(self) -> None:
         self.engine.close()
@@ -156,7 +161,14 @@ class LoadedModel:
             "load_us": self.load_us,
             "name": name.encode()[:31],
             "arch": info.arch.encode()[:15],
+            "kv_cache_bytes": self.engine.cache.budget,
+            "kv_block": self.engine.cache.block,
         }
+
+    def cache_counters(self) -> dict[str, int]:
+        """struct ai_cache: the prefix cache's counters (pyllm.prefix_cache.PrefixCache)."""
+        st = self.engine.cache.status()
+        return {f: st["bytes"] >> 10 if f == "kib" else int(st.get(f, 0)) for f in CACHE.fields}
 
 
 @dataclass
@@ -170,7 +182,7 @@ class TraceEvent:
                  # cancel, load, loaded
     reqid: int   # the kernel's request id (0 for device-wide events)
     source: str  # "kernel" or "device"
-    arg: int = 0  # done: the AI_ST_* status; accept: prompt tokens
+    arg: int = 0  # done: the AI_ST_* status; accept: prompt tokens; first: cached ones
 
 
 class AiChain(Chain):
@@ -365,6 +377,10 @@ class VirtioAi(VirtioMmio):
             return self.config_generation
         if offset == TRACE:
             raise self.error(offset, size, "the trace register is write-only")
+        if offset in CACHE_FIELDS:
+            self.need_size(offset, size, 4)
+            lm = self.loaded
+            return lm.cache_counters()[CACHE_FIELDS[offset]] & 0xFFFF_FFFF if lm else 0
         return super().read(offset, size)
 
     def write(self, offset: int, size: int, value: int) -> None:
@@ -611,7 +627,8 @@ class VirtioAi(VirtioMmio):
                 if job.written == 0:
                     us = self._us_at(t_first)
                     job.t_first = us if us is not None else self.now_us()
-                    self._event(job.t_first, "first", job.reqid)
+                    self._event(job.t_first, "first", job.reqid,
+                                arg=job.request.timings.n_cached if job.request else 0)
                     ram.slice(job.resp + TFIRST_OFF, 8)[:] = _U64.pack(job.t_first)
                 job.written += len(new)
             if status is None:
@@ -659,7 +676,9 @@ class VirtioAi(VirtioMmio):
         (PhysMem.write), like every DMA write of the machine's devices."""
         if status != ST["RUNNING"] and not job.t_done:
             job.t_done = self.now_us()
-        data = RESP_FMT.pack(status, job.written, job.t_accept, job.t_first, job.t_done)
+        ncached = job.request.timings.n_cached if job.request is not None else 0
+        data = RESP_FMT.pack(status, job.written, job.t_accept, job.t_first, job.t_done,
+                             ncached, 0)
         if status == ST["RUNNING"]:
             self.ctx.ram.slice(job.resp, RESP.size)[:] = data
         else:

@@ -18,6 +18,11 @@ A model must provide (subclass `Model`):
   rows of different sequences into one GEMM overrides it (the engine always calls `step`). It may
   return `with_greedy(logits, argmax_ids)` when its kernels computed the argmax (see GreedyLogits).
 
+Prefix caching (pyllm/prefix_cache.py) needs a state to copy the per-position caches of a range
+out and in (`save_rows` / `load_rows`), and, for an architecture with a recurrent state
+(`Model.recurrent = True`: Qwen3.5's DeltaNet layers), to copy that state whole (`snapshot` /
+`restore`). A state that cannot raises NotImplementedError and the engine bypasses the cache.
+
 Threading: the engine calls a model from one thread at a time (its scheduler thread), which is not
 the thread that built it. Long kernels must release the GIL (cffi calls do), and must not
 spin-wait in a way that collapses when the other core is busy (see pyllm/kernels/pool.c).
@@ -105,11 +110,29 @@ class ModelState:
         """Forget the sequence (the memory stays allocated for reuse)."""
         self.pos = 0
 
+    def save_rows(self, start: int, end: int) -> dict[str, np.ndarray]:
+        """A copy of the per-position caches (KV rows) of positions [start, end) < pos."""
+        raise NotImplementedError(f"{type(self).__name__} has no prefix rows")
+
+    def load_rows(self, start: int, rows: dict[str, np.ndarray]) -> None:
+        """Put rows from `save_rows` (of any state of the same model) at positions start..;
+        the caller sets `pos` once all rows are in."""
+        raise NotImplementedError(f"{type(self).__name__} has no prefix rows")
+
+    def snapshot(self) -> dict[str, np.ndarray]:
+        """A copy of the recurrent state at `pos` (architectures with `Model.recurrent`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no recurrent state")
+
+    def restore(self, snap: dict[str, np.ndarray]) -> None:
+        """Set the recurrent state to a `snapshot`."""
+        raise NotImplementedError(f"{type(self).__name__} has no recurrent state")
+
 
 class Model(ABC):
     """Base class of every architecture; see the module docstring for the contract."""
 
     info: ModelInfo
+    recurrent: bool = False  # the state has a part that is not per position (see snapshot)
 
     @property
     @abstractmethod

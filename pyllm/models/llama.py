@@ -121,6 +121,26 @@ class LlamaState(ModelState):
         self.k[pos // KV_BLOCK, layer, :, :, pos % KV_BLOCK] = k
         self.v[pos // KV_BLOCK, layer, :, pos % KV_BLOCK, :] = v
 
+    def save_rows(self, start: int, end: int) -> dict[str, np.ndarray]:
+        """k, v of positions [start, end): (n, n_layers, n_kv_heads, head_dim) each; one
+        whole cache block is one contiguous copy."""
+        if start % KV_BLOCK == 0 and end - start == KV_BLOCK:
+            b = start // KV_BLOCK
+            return {"kb": self.k[b].copy(), "vb": self.v[b].copy()}
+        pos = np.arange(start, end)
+        return {"k": self.k[pos // KV_BLOCK, :, :, :, pos % KV_BLOCK],
+                "v": self.v[pos // KV_BLOCK, :, :, pos % KV_BLOCK, :]}
+
+    def load_rows(self, start: int, rows: dict[str, np.ndarray]) -> None:
+        if "kb" in rows:
+            if start % KV_BLOCK:
+                raise ValueError(f"a whole KV block cannot go at position {start}")
+            self.k[start // KV_BLOCK], self.v[start // KV_BLOCK] = rows["kb"], rows["vb"]
+            return
+        pos = np.arange(start, start + len(rows["k"]))
+        self.k[pos // KV_BLOCK, :, :, :, pos % KV_BLOCK] = rows["k"]
+        self.v[pos // KV_BLOCK, :, :, pos % KV_BLOCK, :] = rows["v"]
+
     def keys(self, layer: int, n: int) -> np.ndarray:
         """Keys of positions < n: (n_kv_heads, head_dim, n)."""
         k = self.k[:, layer].transpose(1, 2, 0, 3)  # (nkv, hd, blocks, B)

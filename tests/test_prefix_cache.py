@@ -1,0 +1,193 @@
+"""Prefix caching (pyllm/prefix_cache.py, pyllm/engine.py): the block table's keys and LRU
+eviction, and for SmolLM2 and Qwen3.5 (tiny_text, with its DeltaNet snapshots) that a cache hit
+gives the logits of a fresh prefill (exact path <= 1e-5, the C path the same greedy ids) for
+prompts sharing 0-100 % of a prefix, after evictions, for concurrent requests sharing blocks,
+with seeded sampling, and across the turns of a conversation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pyllm_util import smol
+
+from pyllm.engine import Engine, GenParams
+from pyllm.models import qwen35 as Q
+from pyllm.prefix_cache import PrefixCache, block_key, parse_size
+
+BLOCK = 16
+CHUNK = 32
+N = 96  # prompt tokens
+FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
+QWEN_DATA = Path(__file__).parent / "data" / "qwen35" / "tiny_text"
+
+
+def qwen(backend: str):  # noqa: ANN201
+    return Q.from_hf(QWEN_DATA, name="tiny_text", backend=backend, cache=False)
+
+
+MODELS = {"smol-f32": lambda: smol("numpy-f32"), "smol-c": lambda: smol("c"),
+          "qwen-f32": lambda: qwen("numpy-f32"), "qwen-c": lambda: qwen("c")}
+
+
+@pytest.fixture(scope="module", params=list(MODELS))
+def model(request):  # noqa: ANN001, ANN201
+    if request.param.endswith("-c"):
+        from pyllm.kernels import native
+
+        if native() is None:
+            pytest.skip("C kernels not built")
+    return MODELS[request.param]()
+
+
+def prompts(model, frac: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001
+    """A base prompt and one sharing its first `frac` of tokens."""
+    rng = np.random.default_rng(seed)
+    vocab = min(model.info.vocab_size, 40000)
+    a = rng.integers(10, vocab, N).astype(np.int32)
+    b = rng.integers(10, vocab, N).astype(np.int32)
+    k = int(frac * N)
+    return a, np.concatenate([a[:k], b[k:]]).astype(np.int32)
+
+
+def engine(model, budget: int = 64 << 20) -> Engine:  # noqa: ANN001
+    return Engine(model, kv_cache=budget, cache_block=BLOCK, prefill_chunk=CHUNK)
+
+
+def exact(model) -> bool:  # noqa: ANN001
+    return model.info.backend.startswith("numpy-f32")
+
+
+# ---------------------------------------------------------------- the block table
+
+def test_keys_name_whole_prefixes() -> None:
+    c = PrefixCache(1 << 20, block=4)
+    a = np.arange(12, dtype=np.int32)
+    b = a.copy()
+    b[1] = 99  # differs in the first block only
+    ka, kb = c.keys(a), c.keys(b)
+    assert len(ka) == 3 and ka[0] == block_key(b"", a[:4]) and ka[1] == block_key(ka[0], a[4:8])
+    assert all(x != y for x, y in zip(ka, kb, strict=True))  # later blocks differ too
+    assert c.keys(a[:9]) == ka[:2]
+
+
+def test_lru_eviction_takes_leaves_and_descendants() -> None:
+    rows = {"k": np.zeros(256, np.float32)}  # 1 KiB + 16 B of ids per block
+    c = PrefixCache(3 * 1040, block=4)
+    a, b = np.arange(8, dtype=np.int32), np.arange(100, 108, dtype=np.int32)
+    ka, kb = c.keys(a), c.keys(b)
+    assert c.insert(ka[0], b"", a[:4], rows) and c.insert(ka[1], ka[0], a[4:], rows)
+    assert not c.insert(kb[1], kb[0], b[4:], rows)  # its parent is not cached
+    assert c.insert(kb[0], b"", b[:4], rows)  # full now
+    assert c.lookup(np.concatenate([a, [1]]))[1] == 8  # touches a's chain
+    assert c.insert(kb[1], kb[0], b[4:], rows)  # evicts the LRU but its own parent: a's leaf
+    assert c.stats.evictions == 1 and list(c.blocks) == [kb[0], ka[0], kb[1]]
+    assert c.insert(b"c", b"", a[:4] + 50, rows)  # evicts b's first block and so its child
+    assert c.stats.evictions == 3 and list(c.blocks) == [ka[0], b"c"]
+    assert c.used <= c.budget and not c.insert(b"x", b"", a[:4], {"k": np.zeros(4096)})
+    assert c.status()["valid"] == 1 and c.status()["hits"] == 1
+
+
+def test_parse_size() -> None:
+    assert parse_size("256M") == 256 << 20 and parse_size("1G") == 1 << 30
+    assert parse_size("0") == 0 and parse_size("64k") == 64 << 10
+    with pytest.raises(ValueError, match="256M"):
+        parse_size("lots")
+
+
+# ---------------------------------------------------------------- hits equal fresh prefills
+
+@pytest.mark.parametrize("frac", FRACTIONS)
+def test_hit_gives_the_logits_of_a_fresh_prefill(model, frac) -> None:  # noqa: ANN001
+    a, b = prompts(model, frac)
+    with engine(model) as eng:
+        eng.run(a, max_new_tokens=1)
+        st = model.new_state(N + 1)
+        n = eng.cache.restore(b, st)  # the engine is idle: its cache is ours to read
+        shared = int(frac * N) // BLOCK * BLOCK
+        if model.recurrent:  # resumes at a snapshot: chunk ends and the last block start
+            assert n == max([s for s in (0, 32, 64, 80) if s <= shared])
+        else:
+            assert n == min(shared, N - 1)
+        warm = model.prefill(b[n:], st)
+    cold = model.new_state(N + 1)  # the same pieces, the first n in the engine's chunks
+    for i in range(0, n, CHUNK):
+        model.prefill(b[i:min(n, i + CHUNK)], cold)
+    split = model.prefill(b[n:], cold)
+    whole = model.prefill(b, model.new_state(N + 1))
+    if exact(model):  # equal up to float32 summation order (BLAS sums by the rows' count)
+        for cold_logits in (split, whole):
+            assert np.max(np.abs(warm - cold_logits)) <= 1e-5 * np.max(np.abs(cold_logits))
+    else:
+        assert int(np.argmax(warm)) == int(np.argmax(split)) == int(np.argmax(whole))
+
+
+@pytest.mark.parametrize("frac", FRACTIONS)
+def test_engine_output_with_and_without_the_cache(model, frac) -> None:  # noqa: ANN001
+    a, b = prompts(model, frac, seed=1)
+    with Engine(model, kv_cache=0) as off:
+        want = off.run(b, max_new_tokens=6, stop_ids=()).tokens
+        assert off.cache.stats.bypasses == 1 and not off.cache.blocks
+    with engine(model) as eng:
+        eng.run(a, max_new_tokens=2, stop_ids=())
+        req = eng.run(b, max_new_tokens=6, stop_ids=())
+    assert req.tokens == want
+    assert (req.timings.n_cached > 0) == (frac >= (0.5 if model.recurrent else 0.25))
+
+
+def test_after_evictions(model) -> None:  # noqa: ANN001
+    ps = [prompts(model, 0.0, seed=s)[0] for s in range(4)]
+    with Engine(model, kv_cache=0) as off:
+        want = [off.run(p, max_new_tokens=3, stop_ids=()).tokens for p in ps]
+    per_prompt = _cache_bytes(model, ps[0])
+    with engine(model, budget=int(per_prompt * 1.5)) as eng:
+        got = [eng.run(p, max_new_tokens=3, stop_ids=()).tokens for p in ps + ps[::-1]]
+        st = eng.cache.status()
+    assert got == want + want[::-1]
+    assert st["evictions"] > 0 and st["bytes"] <= st["budget"] and st["hits"] >= 1
+
+
+def _cache_bytes(model, p: np.ndarray) -> int:  # noqa: ANN001
+    with engine(model) as eng:
+        eng.run(p, max_new_tokens=3, stop_ids=())
+        return eng.cache.used
+
+
+def test_concurrent_requests_share_blocks(model) -> None:  # noqa: ANN001
+    a, _ = prompts(model, 0.0, seed=2)
+    others = [prompts(model, f, seed=2)[1] for f in (0.5, 0.75, 1.0)]
+    with Engine(model, kv_cache=0) as off:
+        want = [off.run(p, max_new_tokens=4, stop_ids=()).tokens for p in others]
+    with engine(model) as eng:
+        eng.run(a, max_new_tokens=1)
+        saves = eng.cache.stats.saves
+        reqs = [eng.submit(p, max_new_tokens=4, stop_ids=()) for p in others]
+        got = [r.wait(120) for r in reqs]
+    assert got == want
+    assert all(r.timings.n_cached >= 32 for r in reqs)  # the same blocks, one copy of each
+    assert eng.cache.stats.restores >= 3 * 2 and eng.cache.stats.saves > saves
+
+
+def test_seeded_sampling_is_the_same_warm(model) -> None:  # noqa: ANN001
+    a, _ = prompts(model, 0.0, seed=3)
+    params = GenParams(max_new_tokens=8, temperature=0.9, top_k=40, seed=7, stop_ids=())
+    with engine(model) as eng:
+        cold = eng.run(a, params)
+        warm = eng.run(a, params)
+    assert cold.timings.n_cached == 0 and warm.timings.n_cached > 0
+    assert warm.tokens == cold.tokens
+
+
+def test_a_conversation_reuses_the_previous_answer(model) -> None:  # noqa: ANN001
+    a, b = prompts(model, 0.0, seed=4)
+    with engine(model) as eng:
+        first = eng.run(a, max_new_tokens=40, stop_ids=())
+        turn2 = np.concatenate([a, first.tokens, b[:20]]).astype(np.int32)
+        second = eng.run(turn2, max_new_tokens=4, stop_ids=())
+    with Engine(model, kv_cache=0) as off:
+        assert off.run(turn2, max_new_tokens=4, stop_ids=()).tokens == second.tokens
+    if model.recurrent:  # up to the first prompt's end (the state after decoding is not kept)
+        assert second.timings.n_cached == N  # the snapshot at the prompt's end
+    else:  # the answer's blocks too
+        assert second.timings.n_cached == (N + 40 - 1) // BLOCK * BLOCK
