@@ -13,6 +13,7 @@ import threading
 import pytest
 from test_ai_host import _need_build, _need_smol, harness
 
+from harness.guest_tokenizer import vocab_files
 from harness.machine import Machine
 from harness.session import AiSession, parse_llmrun
 from harness.text_stream import IdStream
@@ -94,3 +95,32 @@ def test_id_stream_decodes_pieces_and_passes_the_rest(session: AiSession) -> Non
     assert "".join(pieces) == tok.decode(prompt + gen)[len(tok.decode(prompt)):] + "\n"
     assert "\ufffd" not in "".join(pieces)
     assert bytes(other) == b"[init] ready\ntiming: x=1\n"
+
+
+def test_stream_text_and_the_tokenize_detokenize_stages(session: AiSession) -> None:
+    """`llmrun --stream --timing --text`: the same text as without --stream, the guest's
+    tokenize/detokenize stages printed and in the trace with the streaming slices."""
+    from harness import ai_trace
+
+    text = '"The capital of France is"'
+    run = session.run(f"llmrun --stream --timing --predict 12 --text {text}; "
+                      f"llmrun --timing --predict 12 --text {text}", timeout=300,
+                      files=vocab_files("smol"))
+    assert run.ok, run.output
+    streamed, plain = run.output.split("Model Loading Time")[0:2]
+    answer = streamed.strip().splitlines()[-1]
+    assert answer and plain.strip().splitlines()[-1] == answer  # the same text either way
+    for name in ("Tokenize", "Detokenize", "First on console", "Time to first character"):
+        assert f"\n{name}: " in run.output, name
+    res = parse_llmrun(run.output)
+    assert len(res) == 2
+    t = res[0].timing
+    assert t["tokenize"] <= t["tokenized"] <= t["submit"] <= t["first"] <= t["shown"]
+    assert t["detok_us"] > 0 and res[1].timing["shown"] == 0
+    events = run.trace + [e for r in res for e in ai_trace.program_events(r.timing["reqid"],
+                                                                          r.timing)]
+    slices = {(e["tid"], e["name"]) for e in ai_trace.chrome_trace([("b", events)])["traceEvents"]
+              if e["ph"] == "X"}
+    first, second = t["reqid"], res[1].timing["reqid"]
+    assert {(first, "tokenize"), (first, "to reader"), (first, "to console")} <= slices
+    assert {(second, "tokenize"), (second, "detokenize")} <= slices

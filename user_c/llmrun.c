@@ -269,6 +269,7 @@ text_prompt(const char *text, uint32 *ids)
   memmove(ids, all, 4 * n);
   free(all);
   return n;
+}
 
 // --stream: print request reqid's ids (with --text their text) as the
 // device produces them, one line like the whole result. Returns the guest
