@@ -394,7 +394,7 @@ def test_progress_interrupt_is_rate_limited_and_coalesced(rig: Rig) -> None:
         return g.head in dict(rig.used())
 
     rig.pump(step, 60)
-    assert rig.dev.progress_irqs >= 2 and len(raised) == rig.dev.progress_irqs
+    assert rig.dev.progress_irqs >= 1 and len(raised) == rig.dev.progress_irqs
     assert all(b - a >= ai.PROGRESS_US for a, b in zip(raised, raised[1:], strict=False))
     elapsed = max(1, g.resp_fields["t_done"] - g.resp_fields["t_accept"])
     assert rig.dev.progress_irqs <= elapsed // ai.PROGRESS_US + 1

@@ -50,14 +50,6 @@ def harness(*args: str, timeout: float = 300, stdin: int | None = subprocess.DEV
                           capture_output=True, text=True, timeout=timeout, stdin=stdin)
 
 
-@pytest.fixture(scope="module")
-def smol_session() -> AiSession:
-    _need_build()
-    _need_smol()
-    with AiSession("smol") as s:
-        yield s
-
-
 # ---------------------------------------------------------------- ids and timings
 
 def test_guest_ids_equal_harness_generate(smol_session: AiSession) -> None:

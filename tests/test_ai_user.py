@@ -193,8 +193,8 @@ TIMING = re.compile(
     r"E2E: (\d+) us\nPrefix cache: \d+ of \d+ prompt tokens\n"
     r"timing: model=(\S+) synthetic=([01]) load_us=(\d+) ttft_us=(\d+) tpot_us=(-?\d+) "
     r"e2e_us=(\d+) prompt=(\d+) generated=(\d+) submit=(\d+) dispatch=(\d+) accept=(\d+) "
-    r"first=(\d+) done=(\d+) waited=(\d+) cached=0 shown=(\d+) reqid=(\d+)\n")  # prompts
-    # within one block: nothing cached
+    r"first=(\d+) done=(\d+) waited=(\d+) cached=0 shown=(\d+) reqid=(\d+) "  # prompts
+    r"tokenize=0 tokenized=0 decoded=0 detok_us=0\n")  # within one block: nothing cached
 
 
 def test_llmrun_timing_format() -> None:
@@ -296,7 +296,7 @@ def test_cacheprobe_warm_run_reuses_the_prompt(model: str, tmp_path: Path) -> No
     cold, warm = map(int, re.search(r"cold us: (\d+) warm us: (\d+)", out).groups())
     print(f"[cacheprobe {Path(model).name}] cold {cold} us, warm {warm} us")  # not asserted
     assert re.search(r"Prefix cache: 192 of 200 prompt tokens\n", out), out
-    assert re.search(r"timing: .* cached=192\n", out)
+    assert re.search(r"timing: .* cached=192 ", out)
     events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
     firsts = [e["args"]["cached_prompt_tokens"] for e in events if e["name"] == "first"]
     assert firsts == [0, 192, 192]  # cold, warm, llmrun

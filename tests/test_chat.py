@@ -12,20 +12,11 @@ import sys
 import time
 from collections.abc import Callable
 
-import pytest
 from test_ai_host import ROOT, _need_build, _need_smol
 
 from harness.guest_tokenizer import vocab_files
 from harness.machine import Machine
 from harness.session import AiSession
-
-
-@pytest.fixture(scope="module")
-def session() -> AiSession:
-    _need_build()
-    _need_smol()
-    with AiSession("smol") as s:
-        yield s
 
 
 class Console:
@@ -43,13 +34,13 @@ class Console:
             time.sleep(0.02)
 
 
-def _chat(session: AiSession, args: str, script: Callable[[Machine, Console], None]
+def _chat(smol_session: AiSession, args: str, script: Callable[[Machine, Console], None]
           ) -> tuple[str, list[list[int]]]:
     """Run `chat args` with script typing into it; the console and every prompt the device's
     engine was given."""
     con = Console()
     prompts: list[list[int]] = []
-    lm = session.lm
+    lm = smol_session.lm
     assert lm is not None
     submit = lm.engine.submit
 
@@ -59,7 +50,7 @@ def _chat(session: AiSession, args: str, script: Callable[[Machine, Console], No
 
     lm.engine.submit = spy  # type: ignore[method-assign]
     try:
-        run = session.run(f"chat {args}", echo=con.out.extend,
+        run = smol_session.run(f"chat {args}", echo=con.out.extend,
                           during=lambda m: script(m, con), files=vocab_files("smol"),
                           timeout=300)
     finally:
@@ -68,7 +59,7 @@ def _chat(session: AiSession, args: str, script: Callable[[Machine, Console], No
     return run.output, prompts
 
 
-def test_two_turns_carry_the_context_and_stats(session: AiSession) -> None:
+def test_two_turns_carry_the_context_and_stats(smol_session: AiSession) -> None:
     def script(m: Machine, con: Console) -> None:
         con.wait_for("> ")
         m.send_input(b"My name is Alice.\n")
@@ -79,8 +70,8 @@ def test_two_turns_carry_the_context_and_stats(session: AiSession) -> None:
         con.wait_for("> ", 4)
         m.send_input(b"/quit\n")
 
-    out, prompts = _chat(session, "--predict 24", script)
-    tok = session.tokenizer
+    out, prompts = _chat(smol_session, "--predict 24", script)
+    tok = smol_session.tokenizer
     assert len(prompts) == 2
     first, second = prompts
     system = ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by "
@@ -102,7 +93,7 @@ def test_two_turns_carry_the_context_and_stats(session: AiSession) -> None:
                      r"\[chat\] prompt \d+ tokens with 1 earlier turns", out), out
 
 
-def test_ctrl_c_stops_the_answer_on_the_device_then_reset(session: AiSession) -> None:
+def test_ctrl_c_stops_the_answer_on_the_device_then_reset(smol_session: AiSession) -> None:
     devs: list[Machine] = []
 
     def script(m: Machine, con: Console) -> None:
@@ -122,7 +113,7 @@ def test_ctrl_c_stops_the_answer_on_the_device_then_reset(session: AiSession) ->
         con.wait_for("> ", 4)
         m.send_input(b"/quit\n")
 
-    out, prompts = _chat(session, "--predict 1500", script)
+    out, prompts = _chat(smol_session, "--predict 1500", script)
     assert "[chat] conversation forgotten" in out
     dev = devs[0].devices["ai"]
     trace = list(dev.trace)  # type: ignore[attr-defined]
@@ -131,7 +122,7 @@ def test_ctrl_c_stops_the_answer_on_the_device_then_reset(session: AiSession) ->
     done = [e for e in trace if e.event == "done" and e.reqid == cancels[0].reqid]
     assert done and done[0].arg == 6  # AI_ST_ECANCELED
     # after /reset the prompt carries no history
-    tok = session.tokenizer
+    tok = smol_session.tokenizer
     assert tok.decode(prompts[-1]).count("<|im_start|>user") == 1
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from test_ai_host import _need_build, _need_smol, harness
+from test_ai_host import harness
 
 from harness.guest_tokenizer import vocab_files
 from harness.machine import Machine
@@ -21,15 +21,7 @@ from harness.text_stream import IdStream
 PROMPT = "504 3575 282 4649 314"  # "The capital of France is"
 
 
-@pytest.fixture(scope="module")
-def session() -> AiSession:
-    _need_build()
-    _need_smol()
-    with AiSession("smol") as s:
-        yield s
-
-
-def _ids_while_running(session: AiSession, cmd: str) -> tuple[int, str]:
+def _ids_while_running(smol_session: AiSession, cmd: str) -> tuple[int, str]:
     """Run cmd; count the id characters that reached the console while the device still had
     the request (read as the console produces them, on the emulation thread)."""
     machines: list[Machine] = []
@@ -46,14 +38,14 @@ def _ids_while_running(session: AiSession, cmd: str) -> tuple[int, str]:
         with lock:
             machines.append(m)
 
-    run = session.run(cmd, timeout=300, echo=echo, during=during)
+    run = smol_session.run(cmd, timeout=300, echo=echo, during=during)
     assert run.ok, run.output
     return seen["early"], run.output
 
 
-def test_stream_ids_reach_the_console_before_the_request_ends(session: AiSession) -> None:
-    early, out = _ids_while_running(session, f"llmrun --stream --predict 48 {PROMPT}")
-    plain_early, plain = _ids_while_running(session, f"llmrun --predict 48 {PROMPT}")
+def test_stream_ids_reach_the_console_before_the_request_ends(smol_session: AiSession) -> None:
+    early, out = _ids_while_running(smol_session, f"llmrun --stream --predict 48 {PROMPT}")
+    plain_early, plain = _ids_while_running(smol_session, f"llmrun --predict 48 {PROMPT}")
     line = [ln for ln in out.splitlines() if ln[:1].isdigit()]
     assert line == [ln for ln in plain.splitlines() if ln[:1].isdigit()]  # the same line
     assert len(line[0].split()) == 48
@@ -61,8 +53,8 @@ def test_stream_ids_reach_the_console_before_the_request_ends(session: AiSession
     assert plain_early == 0, plain  # the one-shot ai_wait: nothing before the end
 
 
-def test_stream_timing_has_the_console_stamp(session: AiSession) -> None:
-    run = session.run(f"llmrun --stream --timing --predict 8 {PROMPT}", timeout=300)
+def test_stream_timing_has_the_console_stamp(smol_session: AiSession) -> None:
+    run = smol_session.run(f"llmrun --stream --timing --predict 8 {PROMPT}", timeout=300)
     (res,) = parse_llmrun(run.output)
     t = res.timing
     assert len(res.ids) == 8
@@ -70,8 +62,8 @@ def test_stream_timing_has_the_console_stamp(session: AiSession) -> None:
 
 
 @pytest.mark.parametrize("n", [8, 32, 128, 255])
-def test_prompt_of_every_length_streams_text(session: AiSession, n: int) -> None:
-    tok = session.tokenizer
+def test_prompt_of_every_length_streams_text(smol_session: AiSession, n: int) -> None:
+    tok = smol_session.tokenizer
     text = "hello" + " hello" * (n - 1)
     assert len(tok.encode(text)) == n
     p = harness("run", "-q", "--model", "smol", "--prompt", text, "-n", "6")
@@ -81,8 +73,8 @@ def test_prompt_of_every_length_streams_text(session: AiSession, n: int) -> None
     assert "First on console" in p.stdout
 
 
-def test_id_stream_decodes_pieces_and_passes_the_rest(session: AiSession) -> None:
-    tok = session.tokenizer
+def test_id_stream_decodes_pieces_and_passes_the_rest(smol_session: AiSession) -> None:
+    tok = smol_session.tokenizer
     prompt = tok.encode("The capital of France is")
     gen = tok.encode(" Paris. 日本語 ok")
     pieces: list[str] = []
@@ -97,13 +89,13 @@ def test_id_stream_decodes_pieces_and_passes_the_rest(session: AiSession) -> Non
     assert bytes(other) == b"[init] ready\ntiming: x=1\n"
 
 
-def test_stream_text_and_the_tokenize_detokenize_stages(session: AiSession) -> None:
+def test_stream_text_and_the_tokenize_detokenize_stages(smol_session: AiSession) -> None:
     """`llmrun --stream --timing --text`: the same text as without --stream, the guest's
     tokenize/detokenize stages printed and in the trace with the streaming slices."""
     from harness import ai_trace
 
     text = '"The capital of France is"'
-    run = session.run(f"llmrun --stream --timing --predict 12 --text {text}; "
+    run = smol_session.run(f"llmrun --stream --timing --predict 12 --text {text}; "
                       f"llmrun --timing --predict 12 --text {text}", timeout=300,
                       files=vocab_files("smol"))
     assert run.ok, run.output

@@ -41,18 +41,6 @@ result(const char *check, const char *why)
   }
 }
 
-static int
-submit(int n)
-{
-  struct ai_submit_args a;
-
-  memset(&a, 0, sizeof(a));
-  a.tokens = (uint64)tokens;
-  a.ntokens = ntokens;
-  a.npredict = n;
-  return ai_submitx(&a);
-}
-
 // Do the ids equal the result text "id id id"?
 static int
 same(const uint32 *ids, int n, const char *t)
@@ -68,7 +56,7 @@ check_stream(int *id)
   struct ai_status st;
   int n = 0, k, reads = 0, early = 0;
 
-  if((*id = submit(predict)) < 0)
+  if((*id = ai_submit(tokens, ntokens, predict)) < 0)
     return "ai_submit failed";
   // every read returns at least one new id, or 0 at the end
   while((k = ai_read(*id, got + n, n, n < predict ? predict - n : 1, -1)) > 0){
@@ -137,7 +125,7 @@ check_timeout(void)
 {
   int id, n = 0, k;
 
-  if((id = submit(predict)) < 0)
+  if((id = ai_submit(tokens, ntokens, predict)) < 0)
     return "ai_submit failed";
   // nothing will ever come past npredict + 1: the request ends first or
   // the 20 ms run out; either way nothing is lost
@@ -161,7 +149,7 @@ check_timeout(void)
 static const char*
 check_badargs(void)
 {
-  int id = submit(2);
+  int id = ai_submit(tokens, ntokens, 2);
 
   if(id < 0)
     return "ai_submit failed";
@@ -201,7 +189,7 @@ check_kill(void)
   if((pid = fork()) < 0)
     return "fork failed";
   if(pid == 0){
-    int id = submit(PREDICT_MAX);
+    int id = ai_submit(tokens, ntokens, PREDICT_MAX);
     close(p[0]);
     write(p[1], id < 0 ? "n" : "y", 1);
     // sleeps until the very last id: only the kill ends it early

@@ -44,7 +44,7 @@
 #include "user.h"
 
 #define NSYS      64            // call numbers counted one by one; then "other"
-#define NAIERR    12            // AI_OK .. AI_ECANCELED
+#define NAIERR    13            // AI_OK .. AI_ETIMEDOUT
 #define QUOTA     200           // calls per fuzz process
 #define FLUSH     32            // calls between stats writes
 #define MAXPROCS  16
@@ -80,7 +80,7 @@ static char *callname[NSYS] = {
 
 static char *aierrname[NAIERR + 1] = {
   "OK", "EINVAL", "ERANGE", "ETOOLONG", "ENODEV", "EBUSY", "EPERM", "ESMALL",
-  "EWORKER", "EDEVICE", "EKILLED", "ECANCELED", "other",
+  "EWORKER", "EDEVICE", "EKILLED", "ECANCELED", "ETIMEDOUT", "other",
 };
 
 // ------------------------------------------------------------ options
