@@ -35,7 +35,7 @@ UPROG_BINS := $(UPROGS:%=$(UBUILD)/_%)
 
 FS_IMG   := $(BUILD)/fs.img
 FS_FILES += words.txt=$(U)/files/words.txt prompt.txt=$(U)/files/prompt.txt
-FS_IMG_ARGS ?= --size-blocks 4096 --ninodes 512
+FS_IMG_ARGS ?= --size-blocks 8192 --ninodes 512
 
 .PHONY: user fsimg
 user: $(UPROG_BINS)
