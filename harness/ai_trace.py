@@ -15,6 +15,17 @@ https://ui.perfetto.dev (or chrome://tracing).
     device completion done     -> used       the engine's last token -> used ring + interrupt
     interrupt to kernel used   -> complete   the kernel's interrupt handler, the worker wakes
     result waiting    complete -> waited     until the owner's ai_wait returns it
+
+Streaming and the program's own stages overlap those, so they are slices of their own, from
+the latest `from` event before each `to` event:
+
+    to reader         first    -> read       progress interrupt, the owner's ai_read wakes
+    to console        read     -> shown      the program writes the first id / character
+    tokenize          tokenize -> tokenized  the program encodes the prompt text (--text)
+    detokenize        waited   -> decoded    the program decodes the whole result (--text)
+
+`read` comes from the kernel (AI_TR_READ); `tokenize`, `tokenized`, `shown` and `decoded` are
+the program's own time_us() stamps from its `timing:` line (`program_events`).
 """
 
 from __future__ import annotations
@@ -40,6 +51,14 @@ PHASES: dict[tuple[str, str], str] = {
     ("submit", "freed"): "queued",
     ("complete", "freed"): "result waiting",
 }
+SIDE_PHASES: dict[tuple[str, str], str] = {
+    ("first", "read"): "to reader",
+    ("read", "shown"): "to console",
+    ("tokenize", "tokenized"): "tokenize",
+    ("waited", "decoded"): "detokenize",
+}
+PROGRAM_STAMPS = ("tokenize", "tokenized", "shown", "decoded")  # keys of llmrun's timing line
+SIDE_EVENTS = {"read", *PROGRAM_STAMPS}
 STATUS_NAMES = {v: k for k, v in ST.items()}
 REQID_MASK = 0xFF_FFFF  # the kernel writes 24-bit ids to the trace register
 
@@ -63,15 +82,31 @@ def chrome_trace(boots: Sequence[tuple[str, Sequence[TraceEvent]]]) -> dict[str,
                         "args": {"name": f"request {rid}"}})
             out.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": rid,
                         "args": {"sort_index": rid}})
-            for a, b in zip(evs, evs[1:], strict=False):
+            chain = [e for e in evs if e.event not in SIDE_EVENTS]
+            for a, b in zip(chain, chain[1:], strict=False):
                 name = PHASES.get((a.event, b.event))
                 if name is not None:
-                    out.append({"name": name, "cat": "ai", "ph": "X", "pid": pid, "tid": rid,
-                                "ts": a.t_us, "dur": max(0, b.t_us - a.t_us),
-                                "args": {"from": a.event, "to": b.event}})
+                    out.append(_slice(pid, rid, name, a, b))
+            latest: dict[str, TraceEvent] = {}
+            for b in evs:
+                for (fa, fb), name in SIDE_PHASES.items():
+                    if b.event == fb and fa in latest:
+                        out.append(_slice(pid, rid, name, latest[fa], b))
+                latest[b.event] = b
     return {"traceEvents": out, "displayTimeUnit": "ms",
             "otherData": {"clock": "guest microseconds since boot",
                           "source": "harness run --trace (kernel trace register + AI device)"}}
+
+
+def _slice(pid: int, rid: int, name: str, a: TraceEvent, b: TraceEvent) -> dict[str, Any]:
+    return {"name": name, "cat": "ai", "ph": "X", "pid": pid, "tid": rid, "ts": a.t_us,
+            "dur": max(0, b.t_us - a.t_us), "args": {"from": a.event, "to": b.event}}
+
+
+def program_events(reqid: int, timing: dict[str, Any]) -> list[TraceEvent]:
+    """The program's own stamps of one request (llmrun's `timing:` line) as trace events."""
+    return [TraceEvent(int(timing[k]), k, reqid, "program") for k in PROGRAM_STAMPS
+            if isinstance(timing.get(k), int) and timing[k] > 0]
 
 
 def _instant(pid: int, rid: int, e: TraceEvent) -> dict[str, Any]:

@@ -76,6 +76,10 @@ def _file(what: str, path: Path, hint: str) -> Path:
               help="Tokenise TEXT on the host, run `llmrun --timing` in the guest through the "
                    "AI service, print the generated text and the lifecycle timings "
                    "(Model Loading Time, TTFT, TPOT, E2E). Implies --model smol by default.")
+@click.option("--chat", is_flag=True,
+              help="Boot straight into the guest's `chat` (a multi-turn chat: tokenizer, "
+                   "template and streaming all in the guest; ^C stops an answer, /quit "
+                   "powers off). Implies --model smol by default.")
 @click.option("--max-new-tokens", "-n", type=click.IntRange(1), default=32, show_default=True,
               help="Tokens to generate for --prompt / --demo.")
 @click.option("--demo", is_flag=True,
@@ -113,7 +117,7 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
         max_new_tokens: int, demo: bool, trace: Path | None, gdb_port: int | None,
         hang_timeout: float | None = None, ai_fault: str | None = None,
         fs_check: bool = True, kv_cache: str | None = None, monitor: bool = False,
-        monitor_record: Path | None = None, cpus: int = 1) -> None:
+        monitor_record: Path | None = None, cpus: int = 1, chat: bool = False) -> None:
     """Boot the kernel and attach the terminal to its console.
 
     \b
@@ -128,6 +132,7 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
       harness run --model smol                          shell; try llmrun, aitest, aibench
       harness run --model smol --prompt "The capital of France is" -n 16
       harness run --demo --trace demo.json              the demo prompt, then the shell
+      harness run --chat                                chat with the model in the guest
 
     Exit codes: the guest's status (0-255) when it powers off; 101 kernel panic;
     102 machine fault (unknown MMIO, unmapped memory, ...); 103 hang (--hang-timeout);
@@ -146,7 +151,11 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
         raise click.UsageError("give --prompt or --demo, not both")
     if gdb_port is not None and (prompt is not None or demo):
         raise click.UsageError("--gdb cannot be combined with --prompt or --demo")
-    if (prompt is not None or demo) and model is None:
+    if chat and (cmd is not None or prompt is not None or demo or gdb_port is not None
+                 or persist):
+        raise click.UsageError("--chat cannot be combined with -c, --prompt, --demo, --gdb "
+                               "or --persist")
+    if (prompt is not None or demo or chat) and model is None:
         model = "smol"
     if kv_cache is not None:
         _set_kv_cache(kv_cache)
@@ -160,9 +169,9 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
                             max_new_tokens=max_new_tokens, kernel=kernel, fs=fs, ram=ram,
                             clock=clock, timeout=timeout, trace=trace, then_shell=demo,
                             quiet=quiet))
-    config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd=cmd or "",
-                           persist=persist, timeout=timeout, hang_timeout=hang_timeout,
-                           cpus=cpus)
+    config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock,
+                           cmd="chat" if chat else cmd or "", persist=persist, timeout=timeout,
+                           hang_timeout=hang_timeout, cpus=cpus)
     created: list = []
     if model is not None:
         add_ai_device(config, model, log=None if quiet else HOST_LOG, plan=plan,
@@ -257,35 +266,43 @@ def _fault_plan(spec: str | None, model: str | None):  # -> FaultPlan | None
 
 
 def _add_course_files(config: MachineConfig, model: str, quiet: bool) -> None:
-    """Course assets as the model: their PMT.BIN / EXP.BIN go into the guest's file system
-    at /AI/SMOL or /AI/QWEN, where the lab's aitest reads its reference prompt and answer
-    (the weights stay on the host, in the AI device). In memory only: not with --persist."""
+    """The model's guest files, under /AI/SMOL or /AI/QWEN: the guest tokenizer's
+    vocabulary (VOCAB.TOK, harness/guest_tokenizer.py) and, for course assets, their
+    PMT.BIN / EXP.BIN, where the lab's aitest reads its reference prompt and answer (the
+    weights stay on the host, in the AI device). In memory only: not with --persist."""
+    from harness.guest_tokenizer import vocab_files
     from pyllm.errors import PyllmError
     from pyllm.loaders.course import reference_files
     from pyllm.registry import resolve
 
+    files: dict[str, bytes] = {}
     try:
-        files = reference_files(resolve(model)[1])
+        files.update(reference_files(resolve(model)[1]))
     except PyllmError:
-        return  # not course assets, or reported by the device when it loads them
+        pass  # not course assets, or reported by the device when it loads them
+    try:
+        files.update({k.removeprefix("AI/"): v for k, v in vocab_files(model).items()})
+    except PyllmError as exc:  # no tokenizer: the guest's tok cannot run, all else can
+        if not quiet:
+            click.echo(f"[harness] no guest tokenizer vocabulary: {exc}", err=True)
     if not files:
         return
     if config.persist:
         if not quiet:
-            click.echo("[harness] --persist: the assets' PMT.BIN/EXP.BIN are not copied into "
-                       "the guest's /AI", err=True)
+            click.echo(f"[harness] --persist: {', '.join(sorted(files))} are not copied "
+                       "into the guest's /AI", err=True)
         return
     from harness.fsimage import FsError, with_files
 
     try:
         image = with_files(Path(config.fs).read_bytes(),
-                           {f"AI/{name}": data for name, data in files.items()})
+                           {f"AI/{name}": data for name, data in files.items()}, grow=True)
     except (OSError, FsError) as exc:
-        raise click.ClickException(f"cannot add the assets' reference files to "
+        raise click.ClickException(f"cannot add the model's files to "
                                    f"{config.fs}: {exc}") from None
     config.disk_data = bytearray(image)
     if not quiet:
-        click.echo(f"[harness] /AI: {', '.join(sorted(files))} from the model's assets", err=True)
+        click.echo(f"[harness] /AI: {', '.join(sorted(files))} from the model", err=True)
 
 
 if os.name != "posix":  # pragma: no cover

@@ -365,13 +365,19 @@ def build_image(out: str | Path, files: Mapping[str, str | Path | bytes], *,
     return fs
 
 
-def with_files(image: bytes, extra: Mapping[str, bytes]) -> bytes:
+def with_files(image: bytes, extra: Mapping[str, bytes], *, grow: bool = False) -> bytes:
     """A copy of `image` (same size and inode count) with the files of `extra` added or
     replaced ({path: contents}). Everything else is copied: directories, files, device
-    nodes, hard links (an inode reached by two names stays one inode)."""
+    nodes, hard links (an inode reached by two names stays one inode). With `grow`, the
+    copy is larger by the blocks the extra files take, so its free space stays as it was
+    (the guest's tokenizer vocabulary is bigger than a default image's free space)."""
     src = FsImage(image)
     lay = src.layout
-    out = FsBuilder(src.sb["size"], src.sb["ninodes"], lay)
+    size = src.sb["size"]
+    if grow:
+        sizer = FsBuilder(size, src.sb["ninodes"], lay)
+        size += sum(sizer._nblocks(len(data)) for data in extra.values()) + 8
+    out = FsBuilder(size, src.sb["ninodes"], lay)
     new_of: dict[int, int] = {}  # inode in image -> inode in the copy
     wanted = {"/" + "/".join(_split(p, lay.dirsiz)): data for p, data in extra.items()}
     for path, st in src.walk("/"):

@@ -1,10 +1,13 @@
 """`harness run --model M --prompt TEXT` and `--demo`: one prompt through the guest.
 
-The text is tokenised on the host with the model's tokenizer; the guest runs
-`llmrun --timing --predict N <ids>` (user_c/llmrun.c) through the real path: ai_submit ->
-the kernel's request queue -> ai_daemon -> virtio AI device -> pyllm engine -> interrupt ->
-ai_wait. Its output line of generated ids is decoded here and printed with the lifecycle
-timings the guest measured (Model Loading Time, TTFT, TPOT, E2E; see llmrun.c for where
+The text is tokenised on the host with the model's tokenizer; the ids go into a file on (an
+in-memory copy of) the disk image, PROMPT_FILE, so prompts of every length the service takes
+fit (a command line holds at most MAXARG words). The guest runs
+`llmrun --stream --timing --predict N --prompt-file PROMPT_FILE` (user_c/llmrun.c) through
+the real path: ai_submit -> the kernel's request queue -> ai_daemon -> virtio AI device ->
+pyllm engine -> progress interrupts -> ai_read. Its line of ids grows as the device produces
+them; harness/text_stream.py decodes it here as it comes, and the lifecycle timings the guest
+measured follow (Model Loading Time, TTFT, TPOT, E2E; see llmrun.c for where
 each timer starts and stops). `--demo` (what `make run` does) runs the demo prompt and then,
 when stdin is a terminal, boots the interactive shell with the model already loaded.
 """
@@ -20,13 +23,15 @@ from pathlib import Path
 
 import click
 
-from harness import ai_trace, bootinfo, cheader
+from harness import ai_trace, cheader
 from harness.devices.virtio_ai import TraceEvent, VirtioAi
 from harness.launch import ExitCode, GuestRun, add_ai_device, console_boot, exit_code
 from harness.machine import Exit, MachineConfig
 from harness.session import AI_MAX_TOKENS, AiSession, LlmResult, parse_llmrun
+from harness.text_stream import IdStream
 
 AI_MAX_PREDICT = cheader.load("ai.h")["AI_MAX_PREDICT"]
+PROMPT_FILE = "run.ids"  # the prompt's ids, in the guest's root directory
 
 
 def encode_prompt(model: str, text: str) -> list[int]:
@@ -50,10 +55,8 @@ def run_prompt(*, model: str, text: str, max_new_tokens: int, kernel: Path, fs: 
         raise click.ClickException(f"--max-new-tokens {max_new_tokens} is above the service "
                                    f"limit {AI_MAX_PREDICT} (AI_MAX_PREDICT)")
     ids = encode_prompt(model, text)
-    cmd = f"llmrun --timing --predict {max_new_tokens} " + " ".join(map(str, ids))
-    if len(cmd.encode()) >= bootinfo.CMD_MAX:
-        raise click.ClickException(f"the llmrun command line ({len(cmd)} bytes) does not fit "
-                                   f"in bootinfo.cmd ({bootinfo.CMD_MAX - 1} bytes)")
+    cmd = f"llmrun --stream --timing --predict {max_new_tokens} --prompt-file /{PROMPT_FILE}"
+    files = {PROMPT_FILE: (" ".join(map(str, ids)) + "\n").encode()}
     log = None if quiet else (lambda m: click.echo(m, err=True))
     session = AiSession(model, kernel=kernel, fs=fs, ram_size=ram, clock=clock, preload=False,
                         log=log)
@@ -62,11 +65,14 @@ def run_prompt(*, model: str, text: str, max_new_tokens: int, kernel: Path, fs: 
         if not quiet:
             click.echo(f"[harness] prompt {text!r}: {len(ids)} tokens; in the guest: "
                        f"{_short(cmd)}", err=True)
-        echo = None if quiet else _echo_console
+        stream = IdStream(session.tokenizer, ids, text=_echo_text,
+                          other=None if quiet else _echo_console, on_prompt=_echo_prompt)
         with _sigterm_as_interrupt():
-            run = session.run(cmd, timeout=timeout, echo=echo)
-        boots.append(("boot 1: " + _short(cmd), run.trace))
-        code = _report(run, session, ids, text, quiet)
+            run = session.run(cmd, timeout=timeout, echo=stream.feed, files=files)
+        stages = [e for r in parse_llmrun(run.output) if "reqid" in r.timing
+                  for e in ai_trace.program_events(r.timing["reqid"], r.timing)]
+        boots.append(("boot 1: " + _short(cmd), run.trace + stages))
+        code = _report(run, session, ids, stream.finished, quiet)
         if clock == "icount":
             click.echo("note: with --clock icount guest time follows the instruction count, so "
                        "the device's compute time is invisible in these timings", err=True)
@@ -101,12 +107,23 @@ def _echo_console(data: bytes) -> None:
     sys.stdout.buffer.flush()
 
 
+def _echo_prompt(text: str) -> None:
+    click.echo("")
+    click.echo(click.style(text, bold=True), nl=False)
+
+
+def _echo_text(text: str) -> None:
+    click.echo(text, nl=False)
+    sys.stdout.flush()
+
+
 def _short(cmd: str, n: int = 100) -> str:
     return cmd if len(cmd) <= n else cmd[: n - 5] + " ..."
 
 
-def _report(run: GuestRun, session: AiSession, ids: list[int], text: str, quiet: bool) -> int:
-    """Print the decoded text and the timings; the exit code."""
+def _report(run: GuestRun, session: AiSession, ids: list[int], streamed: bool,
+            quiet: bool) -> int:
+    """Print the decoded text (unless it was streamed) and the timings; the exit code."""
     results = parse_llmrun(run.output)
     if run.exit in (Exit.PANIC, Exit.FAULT) and run.machine is not None and run.result:
         from harness.report import format_report
@@ -125,13 +142,14 @@ def _report(run: GuestRun, session: AiSession, ids: list[int], text: str, quiet:
         click.echo("[harness] llmrun printed no result (see its output above)", err=True)
         return run.status if run.exit == Exit.POWEROFF and run.status else 1
     res = results[-1]
-    tok = session.tokenizer
-    click.echo("")
-    full = tok.decode(ids + res.ids).rstrip("\n")  # decoded together: exact spacing
-    head = tok.decode(ids)
-    if full.startswith(head):  # the prompt in bold on a terminal
-        full = click.style(head, bold=True) + full[len(head):]
-    click.echo(full)
+    if not streamed:
+        tok = session.tokenizer
+        click.echo("")
+        full = tok.decode(ids + res.ids).rstrip("\n")  # decoded together: exact spacing
+        head = tok.decode(ids)
+        if full.startswith(head):  # the prompt in bold on a terminal
+            full = click.style(head, bold=True) + full[len(head):]
+        click.echo(full)
     click.echo("")
     click.echo(format_timings(res, len(ids)))
     return 0 if run.ok else run.status or 1
@@ -151,6 +169,9 @@ def format_timings(res: LlmResult, n_prompt: int) -> str:
         ("TPOT", t.get("tpot_us"), f"mean time per token after the first ({n} generated)"),
         ("E2E", t.get("e2e_us"), "ai_submit -> ai_wait returned the result"),
     ]
+    if t.get("shown"):
+        rows.insert(2, ("First on console", t["shown"] - t["submit"],
+                        "ai_submit -> llmrun wrote the first id (ai_read)"))
     label = f"{model} (synthetic weights)" if res.synthetic else model
     lines = [f"lifecycle of the request, measured in the guest ({label}):"]
     for name, us, what in rows:

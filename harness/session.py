@@ -15,7 +15,7 @@ the Model Loading Time the guest sees) and later boots reuse it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -136,11 +136,17 @@ class AiSession:
     # ---------------------------------------------------------------- boots
     def config(self, cmd: str, *, timeout: float | None,
                output: Callable[[bytes], None] | None,
-               created: list[VirtioAi]) -> MachineConfig:
-        """The MachineConfig of one boot (with the AI device unless the session has none)."""
+               created: list[VirtioAi], files: Mapping[str, bytes] | None = None,
+               ) -> MachineConfig:
+        """The MachineConfig of one boot (with the AI device unless the session has none);
+        `files` ({path: contents}) are added to a copy of the disk image, in memory."""
         config = MachineConfig(kernel=self.kernel, fs=self.fs, ram_size=self.ram_size,
                                clock=self.clock, cmd=cmd, timeout=timeout, output=output,
                                cpus=self.cpus)
+        if files:
+            from harness.fsimage import with_files
+
+            config.disk_data = bytearray(with_files(Path(self.fs).read_bytes(), files))
         model = self.lm if self.lm is not None else self.spec
         if model is not None:
             add_ai_device(config, model, log=self.log,
@@ -149,9 +155,11 @@ class AiSession:
 
     def run(self, cmd: str, *, timeout: float | None = 300.0,
             echo: Callable[[bytes], None] | None = None,
-            during: Callable[[Machine], None] | None = None) -> GuestRun:
+            during: Callable[[Machine], None] | None = None,
+            files: Mapping[str, bytes] | None = None) -> GuestRun:
         """Boot, run `cmd` through init's `sh -c`, power off; the console is captured (and
-        also passed to `echo`). `during(machine)` runs on a host thread meanwhile."""
+        also passed to `echo`). `during(machine)` runs on a host thread meanwhile; `files`
+        are added to the disk (see config)."""
 
         def keep_model(machine: Machine) -> None:
             dev = ai_device(machine)
@@ -159,7 +167,7 @@ class AiSession:
                 self.lm = dev.release_model()  # the next boot reuses what this one loaded
                 self._own_lm = self.lm is not None
 
-        config = self.config(cmd, timeout=timeout, output=None, created=[])
+        config = self.config(cmd, timeout=timeout, output=None, created=[], files=files)
         run = launch(config, echo=echo, during=during, before_close=keep_model)
         self.runs += 1
         return run

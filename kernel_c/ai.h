@@ -9,6 +9,8 @@
 //   ai_submit claims a FREE slot and queues it; a worker's ai_worker_get
 //   takes it (RUNNING); the device finishes it (DONE or FAILED); the owner's
 //   first ai_wait copies the result out and frees the slot (one-shot).
+//   Meanwhile ai_read gives the owner the ids generated so far, as often as
+//   it likes (it never consumes the request).
 
 // limits
 #define AI_NSLOT        8     // request slots (== circular queue length)
@@ -42,6 +44,7 @@
 #define AI_EDEVICE      9     // the device failed the request
 #define AI_EKILLED      10    // the caller was killed while sleeping
 #define AI_ECANCELED    11    // cancelled (owner exited)
+#define AI_ETIMEDOUT    12    // ai_read: nothing new within the timeout
 
 // ai_submit_args.flags
 #define AI_NONBLOCK     0x1   // fail with AI_EBUSY instead of sleeping

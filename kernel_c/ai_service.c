@@ -18,6 +18,7 @@
 //   client      submit                a slot is free         &ai.sv.nfree   any slot freed
 //   client      submit                the model has loaded   &ai.loading    config interrupt
 //   client      ai_wait               its request finished   the slot       worker_run, worker_complete, worker exit
+//   client      ai_read               new ids, or the end    &slot->ngenerated  progress interrupt, the end (as ai_wait), timeout tick
 //   worker      ai_worker_run         a device chain free    &ai.chainpool  a chain freed
 //   worker      ai_worker_run         the device finished    &slot->chain   the device interrupt
 //
@@ -88,6 +89,15 @@ devstatus(uint32 st)
   }
 }
 
+// Request s has ended (DONE or FAILED): wake its owner, in ai_wait or
+// ai_read.
+static void
+tell_owner(struct aislot *s)
+{
+  wakeup(s);
+  wakeup(&s->ngenerated);
+}
+
 // Running request s came back from the device (its chain is no longer
 // busy): record the result, give the chain back, mark it DONE or FAILED
 // and tell its owner (or free it if the owner has gone). Returns AI_OK or
@@ -121,7 +131,7 @@ finish(struct aislot *s)
   if(s->owner == 0)
     reclaim(s, AI_TR_FREED);
   else
-    wakeup(s);
+    tell_owner(s);
   return err;
 }
 
@@ -139,6 +149,14 @@ void
 ai_chain_done(int i)
 {
   wakeup(&ai.sv.slot[i].chain);
+}
+
+// The device wrote more ids of the request in slot i (the progress
+// interrupt, at most one per VIRTIO_AI_PROGRESS_US).
+void
+ai_progress(int i)
+{
+  wakeup(&ai.sv.slot[i].ngenerated);
 }
 
 // A chain nobody waited for is free again.
@@ -290,6 +308,96 @@ ai_service_query(int id, uint64 st)
   if(copyout(p->pagetable, st, (char *)&status, sizeof(status)) < 0)
     return -AI_EINVAL;
   return 0;
+}
+
+// Copy the ids of finished request s from index `from` on (at most cap)
+// to user address uids, a piece at a time. Returns how many, or -1.
+static int
+copy_text_ids(struct aislot *s, uint64 uids, int from, int cap)
+{
+  uint32 buf[32];
+  int pos = 0, k, n = 0;
+
+  while(n < cap){
+    k = ais_text_ids(s, &pos, n == 0 ? from : 0, buf,
+                     cap - n < 32 ? cap - n : 32);
+    if(k == 0)
+      break;
+    if(copyout(myproc()->pagetable, uids + n * sizeof(uint32), (char *)buf,
+               k * sizeof(uint32)) < 0)
+      return -1;
+    n += k;
+  }
+  return n;
+}
+
+// The ids request id (submitter only) has generated from index `from` on,
+// at most cap of them, to user address uids (checked). Sleeps while there
+// is nothing past `from` and the request has not ended: until the device's
+// progress interrupt brings more, the request ends, timeout_ms passes
+// (AI_ETIMEDOUT; 0 = never sleep, < 0 = no timeout) or the caller is
+// killed (AI_EKILLED). Returns how many ids it copied; 0 means the request
+// has ended (DONE or FAILED: ai_wait tells which) with no ids past `from`.
+// Never consumes the request: ai_wait still returns the whole result.
+int
+ai_service_read(int id, uint64 uids, int from, int cap, int timeout_ms)
+{
+  struct proc *p = myproc();
+  struct aislot *s;
+  uint64 ta, tf;
+  uint at = 0;
+  int n = 0, ngen, err = AI_OK, wake = -1;
+
+  if(timeout_ms > 0)
+    at = uptime() + (timeout_ms * (uint64)TICK_HZ + 999) / 1000;
+  acquire(&ai_lock);
+  for(;;){
+    if((s = ais_owned(&ai.sv, id, p->pid)) == 0){
+      err = AI_EPERM;
+      break;
+    }
+    if(s->state == AI_DONE){
+      if((n = copy_text_ids(s, uids, from, cap)) < 0)
+        err = AI_EINVAL;
+      break;
+    }
+    if(s->state == AI_FAILED)
+      break;    // n = 0: ended
+    if(s->state == AI_RUNNING && s->chain >= 0){
+      virtio_ai_progress(s->chain, &ngen, &ta, &tf);
+      if(ngen > s->npredict)
+        ngen = s->npredict;
+      if(ngen > from){
+        n = ngen - from < cap ? ngen - from : cap;
+        // copyout() does not sleep, so the lock may stay held
+        if(copyout(p->pagetable, uids,
+                   (char *)(virtio_ai_out(s->chain) + from),
+                   n * sizeof(uint32)) < 0)
+          err = AI_EINVAL;
+        break;
+      }
+    }
+    if(timeout_ms == 0 || (timeout_ms > 0 && (int)(uptime() - at) >= 0)){
+      err = AI_ETIMEDOUT;
+      break;
+    }
+    if(killed(p)){
+      err = AI_EKILLED;
+      break;
+    }
+    if(timeout_ms > 0 && wake < 0)
+      wake = timer_wake_at(at, &s->ngenerated);
+    sleep(&s->ngenerated, &ai_lock);
+  }
+  if(err == AI_OK && n > 0 && from + n > s->nread){
+    if(s->nread == 0)
+      virtio_ai_trace(AI_TR_READ, id);
+    s->nread = from + n;
+  }
+  release(&ai_lock);
+  if(wake >= 0)
+    timer_wake_cancel(wake);
+  return err == AI_OK ? n : -err;
 }
 
 // ai_submit + ai_wait. The caller never learns the id, so a result it
@@ -523,7 +631,7 @@ ai_service_worker_complete(int id, uint64 out, int len, int status)
   if(s->owner == 0)
     reclaim(s, AI_TR_FREED);
   else
-    wakeup(s);
+    tell_owner(s);
   release(&ai_lock);
   return 0;
 
@@ -617,7 +725,7 @@ ai_exit(struct proc *p)
   failed = ais_worker_gone(&ai.sv, p->pid);
   for(i = 0; i < AI_NSLOT; i++)
     if(failed & (1u << i))
-      wakeup(&ai.sv.slot[i]);
+      tell_owner(&ai.sv.slot[i]);
 
   // as an owner: nothing it submitted outlives it
   for(s = ai.sv.slot; s < &ai.sv.slot[AI_NSLOT]; s++)

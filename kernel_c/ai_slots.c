@@ -133,6 +133,7 @@ found:
   s->top_p_milli = a->top_p_milli;
   memmove(s->tokens, tokens, a->ntokens * sizeof(uint32));
   s->ngenerated = 0;
+  s->nread = 0;
   s->ncached = 0;
   s->result_len = 0;
   s->t_submit = now;
@@ -280,6 +281,46 @@ ais_finish_ids(struct aislot *s, const uint32 *ids, int n)
   }
   s->ngenerated = n;
   return 0;
+}
+
+// Read ids back from the result text of s ("id id id"), for ai_read of a
+// finished request: from byte *pos on, skip `skip` ids, then store up to
+// cap in ids[]; *pos moves past what was read, so a caller can go on in
+// pieces. A word that is not a decimal number ends the ids (a course
+// worker's text need not be ids). Returns the ids stored.
+int
+ais_text_ids(struct aislot *s, int *pos, int skip, uint32 *ids, int cap)
+{
+  int n = 0, room, digits;
+  uint32 v;
+  char c;
+
+  while(n < cap && *pos < s->result_len){
+    c = *ais_text_at(s, *pos, &room);
+    if(c == ' ' || c == '\n' || c == '\t'){
+      (*pos)++;
+      continue;
+    }
+    v = 0;
+    digits = 0;
+    while(*pos < s->result_len){
+      c = *ais_text_at(s, *pos, &room);
+      if(c < '0' || c > '9')
+        break;
+      v = v * 10 + (c - '0');
+      digits++;
+      (*pos)++;
+    }
+    if(digits == 0 || (*pos < s->result_len && c != ' ' && c != '\n' && c != '\t')){
+      *pos = s->result_len;   // not ids
+      break;
+    }
+    if(skip > 0)
+      skip--;
+    else
+      ids[n++] = v;
+  }
+  return n;
 }
 
 // Request s finished with its result text in place.

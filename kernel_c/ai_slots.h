@@ -25,6 +25,7 @@ struct aislot {
   uint32 seed, temp_milli, top_k, top_p_milli;
   uint32 tokens[AI_MAX_TOKENS];
   int ngenerated;       // tokens the device produced (final once DONE)
+  int nread;            // the furthest id ai_read handed out (for the trace)
   int ncached;          // prompt tokens from the device's prefix cache
   int result_len;       // bytes of text, excluding the NUL
   char *text[AIS_TEXTPAGES];  // the result, "id id id\0", page by page
@@ -73,6 +74,8 @@ int             ais_finish_ids(struct aislot *, const uint32 *ids, int n);
 int             ais_text_alloc(struct aislot *, int len);
 void            ais_text_free(struct aislot *);
 char*           ais_text_at(struct aislot *, int off, int *n);
+int             ais_text_ids(struct aislot *, int *pos, int skip, uint32 *ids,
+                             int cap);
 void            ais_done(struct aisvc *, struct aislot *);
 void            ais_fail(struct aisvc *, struct aislot *, int err);
 void            ais_free(struct aisvc *, struct aislot *);

@@ -24,6 +24,7 @@ void            ai_service_init(void);
 int             ai_service_submit(struct ai_submit_args*);
 int             ai_service_wait(int, uint64, int);
 int             ai_service_query(int, uint64);
+int             ai_service_read(int, uint64, int, int, int);
 int             ai_service_call(struct ai_submit_args*, uint64, int);
 int             ai_service_worker_register(void);
 int             ai_service_worker_get(uint64, int, uint64);
@@ -34,6 +35,7 @@ int             ai_service_stats(uint64);
 void            ai_model_changed(void);
 void            ai_chain_done(int);
 void            ai_chain_freed(void);
+void            ai_progress(int);
 
 // bio.c
 void            binit(void);
@@ -205,6 +207,8 @@ void            timer_idle(void);
 uint64          boottime(void);
 uint64          time_us(void);
 int             ticksleep(int);
+int             timer_wake_at(uint, void*);
+void            timer_wake_cancel(int);
 uint            uptime(void);
 
 // trap.c

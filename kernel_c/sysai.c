@@ -97,6 +97,25 @@ sys_ai_query(void)
   return outcome(ai_service_query(id, st));
 }
 
+// int ai_read(int reqid, uint32 *ids, int from, int cap, int timeout_ms):
+// the ids generated from index `from` on (at most cap); 0 once the request
+// has ended with nothing past `from`
+uint64
+sys_ai_read(void)
+{
+  uint64 ids;
+  int id, from, cap, timeout;
+
+  argint(0, &id);
+  argint(2, &from);
+  argint(3, &cap);
+  argint(4, &timeout);
+  if(from < 0 || cap <= 0 || cap > AI_MAX_PREDICT ||
+     argptr(1, &ids, (uint64)cap * sizeof(uint32), sizeof(uint32), 1) < 0)
+    return outcome(-AI_EINVAL);
+  return outcome(ai_service_read(id, ids, from, cap, timeout));
+}
+
 // int ai_call(const uint32 *tokens, int n, int predict, char *out, int cap):
 // submit and wait with default settings; the result text's length
 uint64

@@ -135,6 +135,7 @@ extern uint64 sys_ai_worker_complete(void);
 extern uint64 sys_ai_info(void);
 extern uint64 sys_ai_stats(void);
 extern uint64 sys_ai_lasterr(void);
+extern uint64 sys_ai_read(void);
 
 // number -> handler; numbers come from syscall.h only
 static uint64 (*syscalls[])(void) = {
@@ -175,6 +176,7 @@ static uint64 (*syscalls[])(void) = {
   [SYS_ai_info]            sys_ai_info,
   [SYS_ai_stats]           sys_ai_stats,
   [SYS_ai_lasterr]         sys_ai_lasterr,
+  [SYS_ai_read]            sys_ai_read,
 };
 
 void

@@ -47,3 +47,4 @@
 #define SYS_ai_info            38  // int ai_info(struct ai_info *info): the device and its model
 #define SYS_ai_stats           39  // int ai_stats(struct ai_stats *st): slot and request counters
 #define SYS_ai_lasterr         40  // int ai_lasterr(void): AI_OK or the AI_E* reason of the last AI call
+#define SYS_ai_read            41  // int ai_read(int reqid, uint32 *ids, int from, int cap, int timeout_ms): ids from..; 0 = ended

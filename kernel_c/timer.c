@@ -30,6 +30,7 @@ struct spinlock tickslock;
 uint ticks;                     // timer ticks since boot; tickslock
 static int ticksleepers;        // processes in sleep(n); tickslock
 static uint wakeat[NPROC];      // their wake-up ticks (0 = free); tickslock
+static void *wakechan[NPROC];   // a timer_wake_at() entry's channel, else 0
 // per hart, used only by that hart with interrupts off
 static uint64 deadline[NCPU];   // what its MTIMECMP holds (NEVER = disarmed)
 static int ticking[NCPU];       // deadline is a preemption tick, not idle's
@@ -117,13 +118,43 @@ void
 timerintr(void)
 {
   uint64 now = r_time();
+  int i;
 
   acquire(&tickslock);
   ticks = (now - bootinfo.boot_mtime) / TICK_INTERVAL;
   wakeup(&ticks);
+  for(i = 0; i < NPROC; i++)
+    if(wakechan[i] && (int)(ticks - wakeat[i]) >= 0)
+      wakeup(wakechan[i]);
   release(&tickslock);
   setdeadline(now + TICK_INTERVAL);
   ticking[cpuid()] = 1;
+}
+
+// A wake-up entry for tick at (chan: see timer_wake_at; 0 for ticksleep,
+// which sleeps on &ticks). Each process has at most one at a time, so one
+// is free. Called with tickslock held.
+static int
+claim(uint at, void *chan)
+{
+  int slot;
+
+  for(slot = 0; slot < NPROC && wakeat[slot] != 0; slot++)
+    ;
+  if(slot == NPROC)
+    panic("timer: no wake-up slot");
+  wakeat[slot] = at > 0 ? at : 1;
+  wakechan[slot] = chan;
+  ticksleepers++;
+  return slot;
+}
+
+static void
+unclaim(int slot)
+{
+  wakeat[slot] = 0;
+  wakechan[slot] = 0;
+  ticksleepers--;
 }
 
 // Sleep for n ticks. Returns 0, or -1 if the process was killed.
@@ -136,13 +167,7 @@ ticksleep(int n)
   acquire(&tickslock);
   ticks = boottime() / TICK_INTERVAL;
   ticks0 = ticks;
-  // at most NPROC processes sleep at once, so a slot is free
-  for(slot = 0; slot < NPROC && wakeat[slot] != 0; slot++)
-    ;
-  if(slot == NPROC)
-    panic("ticksleep: no wake-up slot");
-  wakeat[slot] = ticks0 + n > 0 ? ticks0 + n : 1;
-  ticksleepers++;
+  slot = claim(ticks0 + n, 0);
   while(ticks - ticks0 < n){
     if(killed(myproc())){
       r = -1;
@@ -150,10 +175,31 @@ ticksleep(int n)
     }
     sleep(&ticks, &tickslock);
   }
-  wakeat[slot] = 0;
-  ticksleepers--;
+  unclaim(slot);
   release(&tickslock);
   return r;
+}
+
+// Wake channel chan at tick `at` (and at every tick after it) until
+// timer_wake_cancel(): the timeout of a sleep on some other channel (the
+// sleeper re-checks the clock when it wakes). Returns the entry.
+int
+timer_wake_at(uint at, void *chan)
+{
+  int slot;
+
+  acquire(&tickslock);
+  slot = claim(at, chan);
+  release(&tickslock);
+  return slot;
+}
+
+void
+timer_wake_cancel(int slot)
+{
+  acquire(&tickslock);
+  unclaim(slot);
+  release(&tickslock);
 }
 
 // Ticks since boot, fresh from mtime.

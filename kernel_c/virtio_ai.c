@@ -131,7 +131,7 @@ virtio_ai_init(void)
   *R(VIRTIO_MMIO_DEVICE_FEATURES_SEL) = 0;
   features = *R(VIRTIO_MMIO_DEVICE_FEATURES) &
              ((1 << VIRTIO_AI_F_PROGRESS) | (1 << VIRTIO_AI_F_SAMPLING) |
-              (1 << VIRTIO_AI_F_CANCEL));
+              (1 << VIRTIO_AI_F_CANCEL) | (1 << VIRTIO_AI_F_PROGRESS_IRQ));
   *R(VIRTIO_MMIO_DRIVER_FEATURES_SEL) = 0;
   *R(VIRTIO_MMIO_DRIVER_FEATURES) = features;
   dev.features = features;
@@ -393,7 +393,7 @@ virtio_ai_abandon(int ci)
     virtio_ai_release(ci);
 }
 
-// The device finished chains or changed its model.
+// The device finished chains, wrote more ids, or changed its model.
 static void
 virtio_ai_intr(void)
 {
@@ -407,8 +407,15 @@ virtio_ai_intr(void)
   // acknowledge first, so a completion that lands while we scan raises a
   // new interrupt instead of being lost
   isr = *R(VIRTIO_MMIO_INTERRUPT_STATUS);
-  *R(VIRTIO_MMIO_INTERRUPT_ACK) = isr & (VIRTIO_INT_USED_RING | VIRTIO_INT_CONFIG);
+  *R(VIRTIO_MMIO_INTERRUPT_ACK) = isr & (VIRTIO_INT_USED_RING | VIRTIO_INT_CONFIG |
+                                         VIRTIO_AI_INT_PROGRESS);
   __sync_synchronize();
+
+  // wake every running request's readers (ai_read re-checks its own)
+  if(isr & VIRTIO_AI_INT_PROGRESS)
+    for(head = 0; head < NCHAIN; head++)
+      if(chains[head].busy && chains[head].slot >= 0)
+        ai_progress(chains[head].slot);
 
   if((isr & VIRTIO_INT_CONFIG) && readcfg())
     ai_model_changed();

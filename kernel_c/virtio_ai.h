@@ -11,7 +11,10 @@
 //   [2] uint32 out[npredict]     device writes, token by token
 //   [3] struct ai_dev_resp       device writes (progress, then the result)
 // The device answers the notify write at once and computes on a host
-// thread; the guest keeps running. When a request finishes the device puts
+// thread; the guest keeps running. While it runs, the device writes the
+// ids into [2] and resp.ngenerated as they come (VIRTIO_AI_F_PROGRESS) and
+// says so with a rate-limited progress interrupt (VIRTIO_AI_F_PROGRESS_IRQ),
+// which wakes ai_read. When a request finishes the device puts
 // the chain's head on the used ring and raises VIRTIO1_IRQ. All times are
 // guest microseconds since boot ((mtime - bootinfo.boot_mtime) / 10), the
 // clock of time_us().
@@ -24,6 +27,16 @@
 #define VIRTIO_AI_F_PROGRESS    0   // resp.ngenerated/t_first updated while running
 #define VIRTIO_AI_F_SAMPLING    1   // temperature / top-k / top-p honoured
 #define VIRTIO_AI_F_CANCEL      2   // AI_REQ_CANCEL supported
+#define VIRTIO_AI_F_PROGRESS_IRQ 3  // progress also raises VIRTIO_AI_INT_PROGRESS
+
+// InterruptStatus bit (device-specific, beside VIRTIO_INT_USED_RING and
+// VIRTIO_INT_CONFIG): more ids are in some running request's out[] and
+// resp.ngenerated. Rate-limited: at most one per VIRTIO_AI_PROGRESS_US of
+// guest time, and none while the last one is unacknowledged, so a fast model
+// costs the guest at most 100 interrupts a second, however many requests
+// run. The completion itself always comes at once (VIRTIO_INT_USED_RING).
+#define VIRTIO_AI_INT_PROGRESS  0x4
+#define VIRTIO_AI_PROGRESS_US   10000
 
 // config.state
 #define AI_DEV_NOMODEL          0
@@ -66,6 +79,7 @@ struct virtio_ai_config {
 #define AI_TR_WAITED            4   // the owner's ai_wait returned it
 #define AI_TR_FAILED            5   // failed (any reason)
 #define AI_TR_FREED             6   // slot reclaimed without a wait (exit)
+#define AI_TR_READ              7   // the owner's ai_read got its first ids
 
 // read-only prefix-cache counters (device-specific, after the trace
 // register): struct ai_cache (ai.h), one 32-bit register per field, in order

@@ -32,7 +32,7 @@ QNUM = 64
 DESC, AVAIL, USED = RAM_BASE + 0x1000, RAM_BASE + 0x2000, RAM_BASE + 0x3000
 ST = ai.ST
 GENERATE, CANCEL, LOAD = ai.REQ_TYPE["GENERATE"], ai.REQ_TYPE["CANCEL"], ai.REQ_TYPE["LOAD"]
-F_ALL = ai.F_PROGRESS | ai.F_SAMPLING | ai.F_CANCEL
+F_ALL = ai.F_PROGRESS | ai.F_SAMPLING | ai.F_CANCEL | ai.F_PROGRESS_IRQ
 W = V["VRING_DESC_F_WRITE"]
 NEXT = V["VRING_DESC_F_NEXT"]
 
@@ -396,6 +396,44 @@ def test_progress_is_visible_while_generating(rig: Rig, tiny: ai.LoadedModel) ->
     assert g.tokens == engine_ids_cached(tiny)
     # one posted closure per engine step at most, not one per token and register
     assert rig.dev.progress_posts <= 401
+
+
+def test_progress_interrupt_is_rate_limited_and_coalesced(rig: Rig) -> None:
+    """VIRTIO_AI_INT_PROGRESS: raised with new ids while running, never again while the driver
+    has not acknowledged it, and at most once per VIRTIO_AI_PROGRESS_US of guest time."""
+    g = Gen(rig, [11, 12, 13], 400).submit()
+    raised: list[int] = []  # guest µs of each progress interrupt seen (then acknowledged)
+    unacked = {"n": 0}
+
+    def step() -> bool:
+        isr = rig.r("INTERRUPT_STATUS")
+        if isr & ai.INT_PROGRESS:
+            if unacked["n"] < 3:  # leave a few pending: no new ones may come meanwhile
+                unacked["n"] += 1
+                before = rig.dev.progress_irqs
+                time.sleep(0.03)
+                while rig.posted:
+                    rig.posted.popleft()()
+                assert rig.dev.progress_irqs == before
+            raised.append(rig.dev.last_irq_us)  # when the device raised it
+            rig.w("INTERRUPT_ACK", ai.INT_PROGRESS)
+        return g.head in dict(rig.used())
+
+    rig.pump(step, 60)
+    assert rig.dev.progress_irqs >= 1 and len(raised) == rig.dev.progress_irqs
+    assert all(b - a >= ai.PROGRESS_US for a, b in zip(raised, raised[1:], strict=False))
+    elapsed = max(1, g.resp_fields["t_done"] - g.resp_fields["t_accept"])
+    assert rig.dev.progress_irqs <= elapsed // ai.PROGRESS_US + 1
+
+
+def test_no_progress_interrupt_without_the_feature(tiny: ai.LoadedModel) -> None:
+    r = Rig(tiny)
+    r.handshake(features=ai.F_PROGRESS)
+    g = Gen(r, [11, 12, 13], 100).submit()
+    r.pump(lambda: g.head in dict(r.used()), 60)
+    assert r.dev.progress_irqs == 0 and not r.r("INTERRUPT_STATUS") & ai.INT_PROGRESS
+    assert g.resp_fields["ngenerated"] == 100
+    r.close()
 
 
 _CACHE: dict[str, list[int]] = {}

@@ -202,7 +202,8 @@ TIMING = re.compile(
     r"E2E: (\d+) us\nPrefix cache: \d+ of \d+ prompt tokens\n"
     r'timing: model="([^"]*)" synthetic=([01]) load_us=(\d+) ttft_us=(\d+) tpot_us=(-?\d+) '
     r"e2e_us=(\d+) prompt=(\d+) generated=(\d+) submit=(\d+) dispatch=(\d+) accept=(\d+) "
-    r"first=(\d+) done=(\d+) waited=(\d+) cached=0 repack_us=(\d+)\n")  # prompts within one block
+    r"first=(\d+) done=(\d+) waited=(\d+) cached=0 repack_us=(\d+) shown=(\d+) reqid=(\d+) "
+    r"tokenize=0 tokenized=0 decoded=0 detok_us=0\n")  # prompts within one block: nothing cached
 
 
 def test_llmrun_timing_format() -> None:
@@ -222,6 +223,7 @@ def test_llmrun_timing_format() -> None:
         # the lifecycle in order, and the reported figures are its differences
         assert 0 < submit <= dispatch <= accept <= first <= done <= waited
         assert ttft == first - submit and e2e == waited - submit
+        assert g[19] == "0" and int(g[20]) > 0  # no --stream: nothing shown early
         if ngen > 1:
             assert g[2] == f"{(done - first) // (ngen - 1)} us" and int(g[8]) > 0
         else:
@@ -317,7 +319,7 @@ def test_cacheprobe_warm_run_reuses_the_prompt(model: str, tmp_path: Path) -> No
     cold, warm = map(int, re.search(r"cold us: (\d+) warm us: (\d+)", out).groups())
     print(f"[cacheprobe {Path(model).name}] cold {cold} us, warm {warm} us")  # not asserted
     assert re.search(r"Prefix cache: 192 of 200 prompt tokens\n", out), out
-    assert re.search(r"timing: .* cached=192 repack_us=\d+\n", out)
+    assert re.search(r"timing: .* cached=192 repack_us=\d+ ", out)
     events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
     firsts = [e["args"]["cached_prompt_tokens"] for e in events if e["name"] == "first"]
     assert firsts == [0, 192, 192]  # cold, warm, llmrun
@@ -538,3 +540,18 @@ def test_without_ai_device_every_program_says_so() -> None:
         "ai_daemon: no AI device", "rc=1",
     ]
     assert "ai_daemon" not in r.output.split("rc=1\n")[-1]  # init did not start one
+
+
+# ------------------------------------------------------------------ ai_read (streaming)
+
+
+def test_aireadtest_semantics_table_timeouts_and_kill() -> None:
+    """Every row of the semantics table with ai_read, timeouts, bad arguments and a reader
+    killed in its sleep (user_c/aireadtest.c); ids arrive while the request still runs."""
+    r = ai_guest("aireadtest --predict 48; echo rc=$?")
+    out = r.output
+    for name in ("stream", "done", "fork-unauth", "consumed", "timeout", "badargs", "kill"):
+        assert f"[aireadtest] {name}: PASS\n" in out, out
+    m = re.search(r"\[aireadtest\] stream: 48 ids in (\d+) reads, (\d+) while running\n", out)
+    assert m and int(m.group(2)) >= 1, out
+    assert out.endswith("rc=0\n"), out

@@ -297,4 +297,4 @@ def test_guest_aitest_finds_the_assets_reference_files(exported):
     r = run_guest("ls /AI/QWEN; aitest", 240.0, "--model", str(path))
     assert "PMT.BIN" in r.output and "EXP.BIN" in r.output, r.output
     assert "[aitest] expected: PASS" in r.output and r.status == 0, r.output
-    assert "/AI: QWEN/EXP.BIN, QWEN/PMT.BIN from the model's assets" in r.raw.stderr
+    assert "/AI: QWEN/EXP.BIN, QWEN/PMT.BIN, QWEN/VOCAB.TOK from the model" in r.raw.stderr

@@ -63,6 +63,7 @@ static const char *errnames[] = {
   [AI_EDEVICE]   "the AI device failed the request",
   [AI_EKILLED]   "killed while waiting",
   [AI_ECANCELED] "cancelled",
+  [AI_ETIMEDOUT] "nothing new within the timeout",
 };
 
 const char *

@@ -9,10 +9,18 @@
 //   llmrun [--asset-dir DIR] [--predict N] [--timing] token0 token1 ...
 //   llmrun [--asset-dir DIR] [--predict N] [--timing] --prompt-file FILE
 //   llmrun [--asset-dir DIR] [--timing] --stdin      (also: no ids at all)
+//   llmrun [--asset-dir DIR] [--predict N] [--timing] --text TEXT
+//   --stream (with any of them): print each id (with --text: its text) as
+//   the device produces it
 //
 // Run once: one stdout line with the generated ids ("123 456 789 42").
+// With --stream the line is the same, but it grows id by id while the
+// request runs (ai_read), instead of appearing whole at the end (ai_wait).
 // --stdin: one request per input line, "<predict> <token0> <token1> ...",
 // one result line each; `exit`, `quit` or end of input leaves.
+// --text: the prompt is text, encoded by the guest tokenizer (bpe.c, over
+// the model's /AI/.../VOCAB.TOK), and the result line is the generated text
+// (special tokens such as <|im_start|> in TEXT become their ids).
 // Messages go to fd 2 as "[PROG] ..." (log) and "PROG: ..." (error), PROG
 // being the program's name, with the course's texts.
 //
@@ -27,8 +35,21 @@
 //   Prefix cache: <n> of <m> prompt tokens   (the device's prefix cache)
 //   timing: model="NAME" synthetic=0|1 load_us=.. ttft_us=.. tpot_us=..|-1
 //     e2e_us=.. prompt=N generated=N submit=.. dispatch=.. accept=.. first=..
-//     done=.. waited=.. cached=N repack_us=..  (one line; submit..waited are the
-//                                      raw guest timestamps in us since boot)
+//     done=.. waited=.. cached=N repack_us=.. shown=.. reqid=N tokenize=..
+//     tokenized=.. decoded=.. detok_us=.. (one line; the stamps are raw guest
+//                                      times in us since boot, 0 = not taken:
+//                                      shown, the first id / character was
+//                                      written (--stream); tokenize..tokenized
+//                                      the prompt was encoded, decoded the
+//                                      result text was written (--text);
+//                                      detok_us the time spent decoding)
+// With --text or --stream, before the timing: line:
+//   Tokenize: <us> us                  (--text) encoding the prompt
+//   Detokenize: <us> us                (--text) decoding the result
+//   First on console: <us> us          (--stream) t_submit -> the first id or
+//                                      character written
+//   Time to first character: <us> us   (--stream --text) the encoding began ->
+//                                      the first character written
 // and, for synthetic weights, a line starting "note: synthetic weights".
 // All stamps are guest microseconds since boot (the clock of time_us()):
 // t_submit when ai_submit entered the kernel, t_dispatch when a worker took
@@ -40,6 +61,8 @@
 #include "fcntl.h"
 #include "virtio_ai.h"
 #include "user.h"
+#include "bpe.h"
+#include "tokmodel.h"
 
 #define LINE_MAX  4096    // --stdin request line (the course's)
 #define SERVICE_FORMAT "<predict> <token0> <token1> ..."
@@ -47,7 +70,10 @@
 static char *prog;                // basename of argv[0]
 static const char *want;          // required family ("SmolLM"), 0 = any
 static int timing;                // --timing
+static int stream;                // --stream
 static struct ai_info info;
+static struct bpe *textbpe;       // --text: results are decoded with it
+static uint64 t_tokenize, t_tokenized, t_decoded, detok_us;  // --text stages
 
 static void
 say(const char *prefix, const char *suffix, const char *fmt, va_list ap)
@@ -90,11 +116,14 @@ usage(void)
     "prompt file format: whitespace-separated token ids\n"
     "stdin service format: " SERVICE_FORMAT "\n"
     "interactive mode: type exit or quit to return to the shell\n"
+    "       %s [--asset-dir DIR] [--predict N] --text TEXT\n"
+    "--text: TEXT is encoded by the guest tokenizer, the result is text\n"
     "--timing: after each result print Model Loading Time, TTFT, TPOT and\n"
     "  E2E in microseconds (see the program's header for the format)\n"
+    "--stream: print each id as it is generated (same line as without)\n"
     "the model is the AI device's (harness run --model smol|qwen|PATH);\n"
     "  --asset-dir is accepted for the course's command lines\n",
-    prog, prog, prog);
+    prog, prog, prog, prog);
 }
 
 // ------------------------------------------------------------------ model
@@ -150,7 +179,7 @@ model_check(const char *asset_dir)
 // ------------------------------------------------------------------ requests
 
 static void
-print_timing(struct ai_status *st, uint64 waited, int nprompt)
+print_timing(struct ai_status *st, uint64 waited, uint64 shown, int nprompt)
 {
   uint64 ttft = st->t_first - st->t_submit;
   uint64 e2e = waited - st->t_submit;
@@ -170,15 +199,121 @@ print_timing(struct ai_status *st, uint64 waited, int nprompt)
     printf("TPOT: n/a (1 token)\n");
   printf("E2E: %lu us\n", e2e);
   printf("Prefix cache: %d of %d prompt tokens\n", st->ncached, nprompt);
+  if(textbpe){
+    printf("Tokenize: %lu us\n", t_tokenized - t_tokenize);
+    printf("Detokenize: %lu us\n", detok_us);
+  }
+  if(shown){
+    printf("First on console: %lu us\n", shown - st->t_submit);
+    if(textbpe)
+      printf("Time to first character: %lu us\n", shown - t_tokenize);
+  }
   printf("timing: model=\"%s\" synthetic=%d load_us=%lu ttft_us=%lu tpot_us=%ld "
          "e2e_us=%lu prompt=%d generated=%d submit=%lu dispatch=%lu "
-         "accept=%lu first=%lu done=%lu waited=%lu cached=%d repack_us=%lu\n",
+         "accept=%lu first=%lu done=%lu waited=%lu cached=%d repack_us=%lu "
+         "shown=%lu reqid=%d "
+         "tokenize=%lu tokenized=%lu decoded=%lu detok_us=%lu\n",
          info.name, (info.flags & AI_CFG_SYNTHETIC) != 0, info.load_us, ttft,
          tpot, e2e, nprompt, n, st->t_submit, st->t_dispatch, st->t_accept,
-         st->t_first, st->t_done, waited, st->ncached, info.repack_us);
+         st->t_first, st->t_done, waited, st->ncached, info.repack_us, shown,
+         st->reqid,
+         t_tokenize, t_tokenized, t_decoded, detok_us);
   if(info.flags & AI_CFG_SYNTHETIC)
     printf("note: synthetic weights (%s): the ids are not meaningful, the "
            "timings are real\n", info.name);
+}
+
+// One result line: the generated ids as the service gave them, or with
+// --text their text.
+static void
+print_result(char *out, int predict)
+{
+  struct ai_idparser p;
+  uint32 *ids;
+  int n;
+
+  if(textbpe == 0 || (ids = malloc(4 * predict)) == 0){
+    printf("%s\n", out);
+    return;
+  }
+  ai_ids_init(&p, ids, predict);
+  ai_ids_feed(&p, out, strlen(out));
+  n = ai_ids_end(&p);
+  uint64 t0 = time_us();
+  if(n < 0 || tok_write_text(textbpe, 1, ids, n) < 0)
+    errmsg("cannot decode the result %s", out);
+  printf("\n");
+  t_decoded = time_us();
+  detok_us += t_decoded - t0;
+  free(ids);
+}
+
+// --text: the prompt's ids from the guest tokenizer. Exits on failure.
+static int
+text_prompt(const char *text, uint32 *ids)
+{
+  static struct bpe b;
+  int len = strlen(text);
+  uint32 *all;
+
+  if(tok_load(&b, 0, prog) < 0)
+    exit(1);
+  textbpe = &b;
+  all = malloc(4 * (len + 1));
+  if(all == 0){
+    errmsg("out of memory for the prompt's tokens");
+    exit(1);
+  }
+  t_tokenize = time_us();
+  int n = bpe_encode(&b, (const uchar *)text, len, all, len + 1);
+  t_tokenized = time_us();
+  if(n < 1 || n > AI_MAX_TOKENS){
+    errmsg("--text is %d tokens; the service takes 1..%d", n < 0 ? len : n,
+           AI_MAX_TOKENS);
+    exit(1);
+  }
+  memmove(ids, all, 4 * n);
+  free(all);
+  return n;
+}
+
+// --stream: print request reqid's ids (with --text their text) as the
+// device produces them, one line like the whole result. Returns the guest
+// time at which the first id or character went to the console, 0 if none
+// did.
+static uint64
+stream_ids(int reqid)
+{
+  uint32 buf[64];
+  uint64 shown = 0;
+  int n = 0, k, i;
+  char line[64 * 11];
+  int len;
+
+  while((k = ai_read(reqid, buf, n, 64, -1)) > 0){
+    if(textbpe){
+      uint64 t0 = time_us();
+      if(tok_write_text(textbpe, 1, buf, k) < 0)
+        errmsg("cannot decode an id of request %d", reqid);
+      t_decoded = time_us();
+      detok_us += t_decoded - t0;
+      if(!shown)
+        shown = t_decoded;
+      n += k;
+      continue;
+    }
+    len = 0;
+    for(i = 0; i < k; i++)
+      len += snprintf(line + len, sizeof(line) - len, n + i ? " %u" : "%u",
+                      buf[i]);
+    write(1, line, len);
+    if(!shown)
+      shown = time_us();
+    n += k;
+  }
+  // the end (or an error, which ai_wait reports)
+  write(1, "\n", 1);
+  return shown;
 }
 
 // The course's per-request checks, with its texts, then one request
@@ -227,6 +362,8 @@ run_request(const uint32 *ids, int n, int predict)
     free(out);
     return -1;
   }
+  detok_us = t_decoded = 0;
+  uint64 shown = stream ? stream_ids(reqid) : 0;
   len = ai_wait_status(reqid, out, cap, &st);
   uint64 waited = time_us();
   if(len < 0){
@@ -234,9 +371,10 @@ run_request(const uint32 *ids, int n, int predict)
     free(out);
     return -1;
   }
-  printf("%s\n", out);
+  if(!stream)
+    print_result(out, predict);
   if(timing)
-    print_timing(&st, waited, n);
+    print_timing(&st, waited, shown, n);
   free(out);
   return 0;
 }
@@ -376,7 +514,7 @@ int
 main(int argc, char *argv[])
 {
   static uint32 ids[AI_MAX_TOKENS];
-  char *asset_dir = 0, *prompt_file = 0;
+  char *asset_dir = 0, *prompt_file = 0, *text = 0;
   int use_stdin = 0, predict = 1, i, n = 0;
 
   prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
@@ -388,7 +526,7 @@ main(int argc, char *argv[])
   for(i = 1; i < argc; i++){
     char *a = argv[i];
     if(strcmp(a, "--asset-dir") == 0 || strcmp(a, "--predict") == 0 ||
-       strcmp(a, "--prompt-file") == 0){
+       strcmp(a, "--prompt-file") == 0 || strcmp(a, "--text") == 0){
       if(i + 1 >= argc){
         usage();
         exit(1);
@@ -403,6 +541,8 @@ main(int argc, char *argv[])
           exit(1);
         }
         predict = p;
+      } else if(strcmp(a, "--text") == 0){
+        text = v;
       } else {
         prompt_file = v;
       }
@@ -410,6 +550,8 @@ main(int argc, char *argv[])
       use_stdin = 1;
     } else if(strcmp(a, "--timing") == 0){
       timing = 1;
+    } else if(strcmp(a, "--stream") == 0){
+      stream = 1;
     } else if(strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0){
       usage();
       exit(0);
@@ -430,6 +572,10 @@ main(int argc, char *argv[])
     errmsg("cannot mix --prompt-file with inline token ids");
     exit(1);
   }
+  if(text && (use_stdin || prompt_file || i < argc)){
+    errmsg("--text cannot be combined with --stdin, --prompt-file or token ids");
+    exit(1);
+  }
   if(use_stdin && i < argc){
     errmsg("--stdin cannot be combined with inline token ids");
     exit(1);
@@ -445,6 +591,8 @@ main(int argc, char *argv[])
     n = load_prompt_file(prompt_file, ids);
 
   model_check(asset_dir);
+  if(text)
+    n = text_prompt(text, ids);
   if(n == 0)
     return stdin_service();
   if(run_request(ids, n, predict) < 0){

@@ -370,6 +370,10 @@ main(int argc, char *argv[])
       fprintf(2, "sh: -c needs a command string\n");
       return 2;
     }
+    // ^C kills the commands (exec resets this), not the shell that waits
+    // for them: init's `sh -c CMD` (harness run -c, --chat) must see CMD
+    // through, e.g. chat, which stays when ^C stops an answer
+    ignintr(1);
     return runline(argv[2]);
   }
   if(argc >= 2 && (fd = open(argv[1], O_RDONLY)) < 0){

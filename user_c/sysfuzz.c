@@ -44,7 +44,7 @@
 #include "user.h"
 
 #define NSYS      64            // call numbers counted one by one; then "other"
-#define NAIERR    12            // AI_OK .. AI_ECANCELED
+#define NAIERR    13            // AI_OK .. AI_ETIMEDOUT
 #define QUOTA     200           // calls per fuzz process
 #define FLUSH     32            // calls between stats writes
 #define MAXPROCS  16
@@ -75,12 +75,12 @@ static char *callname[NSYS] = {
   [SYS_ai_call] "ai_call", [SYS_ai_worker_register] "ai_worker_register",
   [SYS_ai_worker_get] "ai_worker_get", [SYS_ai_worker_run] "ai_worker_run",
   [SYS_ai_worker_complete] "ai_worker_complete", [SYS_ai_info] "ai_info",
-  [SYS_ai_stats] "ai_stats", [SYS_ai_lasterr] "ai_lasterr",
+  [SYS_ai_stats] "ai_stats", [SYS_ai_lasterr] "ai_lasterr", [SYS_ai_read] "ai_read",
 };
 
 static char *aierrname[NAIERR + 1] = {
   "OK", "EINVAL", "ERANGE", "ETOOLONG", "ENODEV", "EBUSY", "EPERM", "ESMALL",
-  "EWORKER", "EDEVICE", "EKILLED", "ECANCELED", "other",
+  "EWORKER", "EDEVICE", "EKILLED", "ECANCELED", "ETIMEDOUT", "other",
 };
 
 // ------------------------------------------------------------ options
@@ -313,7 +313,7 @@ static int known[] = {
   SYS_ignintr,
   SYS_ai_submitx, SYS_ai_wait, SYS_ai_query, SYS_ai_call, SYS_ai_worker_register,
   SYS_ai_worker_get, SYS_ai_worker_run, SYS_ai_worker_complete, SYS_ai_info,
-  SYS_ai_stats, SYS_ai_lasterr,
+  SYS_ai_stats, SYS_ai_lasterr, SYS_ai_read,
   SYS_ai_submitx, SYS_ai_wait, SYS_ai_query, SYS_ai_call, SYS_ai_submitx,
   SYS_ai_wait, SYS_ai_worker_get, SYS_ai_worker_complete, SYS_ai_stats,
 };
@@ -321,7 +321,7 @@ static int known[] = {
 static long
 callnum(void)
 {
-  static long wild[] = { 0, 27, 28, 29, 41, 42, 50, 63, 64, 100, 1000, -1, -22,
+  static long wild[] = { 0, 27, 28, 29, 42, 43, 50, 63, 64, 100, 1000, -1, -22,
                          1L << 31, 1L << 40, 0x7fffffff };
   if(pick(12) == 0)
     return pick(2) ? wild[pick(sizeof(wild) / sizeof(wild[0]))] : (long)rnd();
@@ -466,6 +466,14 @@ onecall(void)
         a[2] = 1 + pick(8);
       break;
     case SYS_ai_query: a[0] = reqid(); a[1] = ptr(); break;
+    case SYS_ai_read:
+      // never without a timeout: this process may be the worker of its own request
+      a[0] = reqid();
+      a[1] = ptr();
+      a[2] = pick(2) ? pick(4) : len();
+      a[3] = pick(2) ? 1 + pick(64) : len();
+      a[4] = (long[]){ 0, 1, 10, 50 }[pick(4)];
+      break;
     case SYS_ai_call:
       submitargs(0);
       a[0] = pick(5) ? (uint64)stoks : ptr();

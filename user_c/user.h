@@ -43,6 +43,7 @@ int ignintr(int on);              // 1: console ^C spares me (until exec)
 int ai_submitx(struct ai_submit_args *a);        // returns the request id
 int ai_wait(int reqid, char *out, int out_cap);  // returns the result length
 int ai_query(int reqid, struct ai_status *st);   // never blocks or consumes
+int ai_read(int reqid, uint32 *ids, int from, int cap, int timeout_ms); // ids so far; 0 = ended
 int ai_call(const uint32 *tokens, int ntokens, int npredict, char *out,
             int out_cap);                        // submit + wait
 int ai_worker_register(void);

@@ -20,7 +20,7 @@ UBUILD := $(BUILD)/user
 UPROGS := init sh \
 	cat echo grep wc ls mkdir rm ln kill sleep uptime ps halt \
 	sysbench usertests \
-	ai_daemon llmrun aitest aibench \
+	ai_daemon llmrun aitest aibench aireadtest chat tok \
 	sysfuzz aistress fscrash
 UPROG_ALIASES := poweroff=halt llmrun_smol=llmrun llmrun_qwen=llmrun \
 	ai_worker=ai_daemon
@@ -38,7 +38,7 @@ UPROG_BINS := $(UPROGS:%=$(UBUILD)/_%)
 
 FS_IMG   := $(BUILD)/fs.img
 FS_FILES += words.txt=$(U)/files/words.txt prompt.txt=$(U)/files/prompt.txt
-FS_IMG_ARGS ?= --size-blocks 4096 --ninodes 512
+FS_IMG_ARGS ?= --size-blocks 8192 --ninodes 512
 
 TESTPROGS := ktest aiktest
 TBUILD := $(BUILD)/tests
@@ -50,6 +50,12 @@ fsimg: $(FS_IMG)
 
 $(UBUILD):
 	@mkdir -p $@
+
+# the tokenizer's Unicode classes come from Python's unicodedata
+$(UBUILD)/uniclass.h: scripts/gen_uniclass.py | $(UBUILD)
+	$(PY) scripts/gen_uniclass.py $@
+$(UBUILD)/bpe.o: $(UBUILD)/uniclass.h
+UCFLAGS_bpe := -I $(UBUILD)
 
 # the stubs come from the single list of system calls
 $(UBUILD)/usys.S: kernel_c/syscall.h scripts/gen_usys.py | $(UBUILD)
@@ -93,4 +99,7 @@ $(UBUILD)/_usertests: $(UBUILD)/ut_proc.o $(UBUILD)/ut_fs.o $(UBUILD)/ut_mem.o \
 $(UBUILD)/_sh: $(UBUILD)/shparse.o
 # the AI programs share ailib.c (ai_submit, ai_wait_status, id parsing)
 $(UBUILD)/_init $(UBUILD)/_ai_daemon $(UBUILD)/_llmrun $(UBUILD)/_aitest \
-	$(UBUILD)/_aibench $(UBUILD)/_aistress: $(UBUILD)/ailib.o
+	$(UBUILD)/_aibench $(UBUILD)/_aistress $(UBUILD)/_aireadtest: $(UBUILD)/ailib.o
+# the guest tokenizer (bpe.c) and its model glue (tokmodel.c)
+$(UBUILD)/_tok $(UBUILD)/_llmrun $(UBUILD)/_chat: $(UBUILD)/bpe.o $(UBUILD)/tokmodel.o \
+	$(UBUILD)/ailib.o

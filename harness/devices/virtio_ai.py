@@ -18,7 +18,9 @@ batch) and returns at once. The engine thread never touches the machine: for eve
 queues the id, and a closure is posted to the emulation thread (`ctx.post`) at most once per
 engine step and, for progress alone, once per PROGRESS_INTERVAL_S; it copies the new ids into
 out[] and updates resp.ngenerated / t_first (feature PROGRESS; without it out[] and resp are
-written once at the end). At the end the
+written once at the end). With feature PROGRESS_IRQ such an update also raises
+VIRTIO_AI_INT_PROGRESS, at most once per VIRTIO_AI_PROGRESS_US of guest time and never while
+the previous one is unacknowledged (the kernel's ai_read sleeps on it). At the end the
 same closure writes resp (status, ngenerated, t_done), puts the head on the used ring
 (used.len = bytes written) and raises VIRTIO_INT_USED_RING through the PLIC.
 
@@ -94,6 +96,9 @@ INT_CONFIG = V["VIRTIO_INT_CONFIG"]
 F_PROGRESS = 1 << A["VIRTIO_AI_F_PROGRESS"]
 F_SAMPLING = 1 << A["VIRTIO_AI_F_SAMPLING"]
 F_CANCEL = 1 << A["VIRTIO_AI_F_CANCEL"]
+F_PROGRESS_IRQ = 1 << A["VIRTIO_AI_F_PROGRESS_IRQ"]
+INT_PROGRESS = A["VIRTIO_AI_INT_PROGRESS"]
+PROGRESS_US = A["VIRTIO_AI_PROGRESS_US"]  # progress interrupts at most this often
 STOP_EOS = AI_H["AI_STOP_EOS"]
 
 ST = A.prefixed("AI_ST_")            # "OK" -> 0, "EINVAL" -> 1, ...
@@ -101,7 +106,7 @@ DEV_STATE = A.prefixed("AI_DEV_")    # "NOMODEL" .. "FAILED"
 STATE_NAMES = {v: k.lower() for k, v in DEV_STATE.items()}
 REQ_TYPE = A.prefixed("AI_REQ_")     # "GENERATE", "CANCEL", "LOAD"
 TRACE_EVENTS = {v: k.lower() for k, v in A.prefixed("AI_TR_").items()}  # 1 -> "submit", ...
-PROGRESS_INTERVAL_S = 0.01          # progress updates at most this often (one guest tick)
+PROGRESS_INTERVAL_S = PROGRESS_US / 1e6  # progress updates at most this often (one guest tick)
 TRACE_CAP = 200_000                  # the latest events kept (a long session must not grow)
 _U64 = struct.Struct("<Q")
 
@@ -246,6 +251,8 @@ class VirtioAi(VirtioMmio):
         self.requests = 0           # GENERATE requests accepted
         self.errors = 0             # chains completed with an error status
         self.progress_posts = 0     # closures posted by the engine thread
+        self.progress_irqs = 0      # VIRTIO_AI_INT_PROGRESS raised
+        self.last_irq_us = -PROGRESS_US  # guest µs of the last progress interrupt
         self.jobs: dict[int, _Job] = {}  # head -> job (emulation thread only)
         self._owned: list[LoadedModel] = []  # models this device loaded (closed with it)
         self._epoch = 0
@@ -365,7 +372,7 @@ class VirtioAi(VirtioMmio):
         return self._config
 
     def device_features(self) -> int:
-        return F_PROGRESS | F_SAMPLING | F_CANCEL
+        return F_PROGRESS | F_SAMPLING | F_CANCEL | F_PROGRESS_IRQ
 
     def describe(self) -> str:
         what = (self.loaded.model.info.label if self.loaded is not None
@@ -621,6 +628,7 @@ class VirtioAi(VirtioMmio):
                 work.append((job, job.pending, job.t_first_perf, job.t_last_perf, job.status))
                 job.pending = []
         ram = self.ctx.ram
+        progressed = False
         for job, new, t_first, t_last, status in work:
             if job.epoch != self._epoch or self.jobs.get(job.head) is not job:
                 continue  # the driver reset the device: the buffers are no longer ours
@@ -637,12 +645,27 @@ class VirtioAi(VirtioMmio):
                 job.written += len(new)
             if status is None:
                 ram.set_u32(job.resp + NGEN_OFF, job.written)
+                progressed = progressed or bool(new)
                 continue
             last = self._us_at(t_last) if t_last else None
             job.t_done = last if last is not None else self.now_us()
             if job.written:  # progress went straight into RAM; now drop stale translations
                 ram.forget_code(job.out, 4 * job.written)
             self._finish_job(job, status)
+        if progressed:
+            self._progress_irq()
+
+    def _progress_irq(self) -> None:
+        """Raise VIRTIO_AI_INT_PROGRESS if negotiated, rate-limited (see the module docstring).
+        A skipped one is not lost for long: the next update or the completion comes."""
+        now = self.now_us()
+        if (not self.driver_features & F_PROGRESS_IRQ or self.interrupt_status & INT_PROGRESS
+                or now - self.last_irq_us < PROGRESS_US):
+            return
+        self.last_irq_us = now
+        self.progress_irqs += 1
+        self.interrupt_status |= INT_PROGRESS
+        self._update_irq()
 
     def _finish_job(self, job: _Job, status: int) -> None:
         """Write the final resp, put the chain on the used ring, interrupt."""
