@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 
 from test_ai_host import ROOT, _need_build, _need_smol
+from test_ai_user import smol_name
 
 from harness.guest_tokenizer import vocab_files
 from harness.machine import Machine
@@ -141,4 +142,4 @@ def test_harness_run_chat_boots_into_chat() -> None:
     rest, err = p.communicate(timeout=120)
     out = (got + rest).decode(errors="replace")
     assert p.returncode == 0, out + err.decode()
-    assert "[chat] SmolLM2-135M-Instruct" in out and "/reset, /stats, /quit" in out
+    assert f"[chat] {smol_name()};" in out and "/reset, /stats, /quit" in out
