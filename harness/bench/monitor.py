@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from harness.bench_system import _field
+from harness.bench.system import _field
 from harness.launch import Launch
 from harness.machine import Machine
 from harness.monitor.feed import PERIOD_S, Monitor
