@@ -189,3 +189,18 @@ def test_bench_function_reports_both_models() -> None:
     for c in costs:
         assert c.tokens > 1000 and c.host_c_us > 0 and c.reference_us > 0
         assert c.line().startswith(f"tokenizer: model={c.model} bytes={c.bytes} ")
+
+
+def test_vocab_cache_gives_the_generated_file() -> None:
+    """build/vocab/ holds what guest_vocab makes; a changed model file is a new key."""
+    from harness import guest_tokenizer as gt
+    from pyllm.tokenizers.guestvocab import guest_vocab
+
+    want = guest_vocab(_tokenizer("smol")).to_bytes()
+    gt._vocab_file.cache_clear()
+    assert gt.vocab_files("smol") == {"AI/SMOL/VOCAB.TOK": want}  # made or read
+    gt._vocab_file.cache_clear()
+    key = gt._cache_key("smol")
+    assert key and (gt.CACHE / f"SMOL-{key}.tok").read_bytes() == want
+    assert gt.vocab_files("smol") == {"AI/SMOL/VOCAB.TOK": want}  # read
+    assert gt._cache_key(MODELS["qwen"]) not in (None, key)
