@@ -14,6 +14,7 @@ import click
 # name -> "module:attribute" of a click.Command; help text is read from the module's docstring
 COMMANDS: dict[str, str] = {
     "run": "harness.cmd_run:run",
+    "top": "harness.cmd_top:top",
     "debug": "harness.cmd_debug:debug",
     "bench": "harness.cmd_bench:bench",
     "fuzz": "harness.reliability:fuzz",

@@ -17,6 +17,7 @@ BENCH_COMMANDS: dict[str, str] = {
     "system": "harness.bench_system:system",
     "service": "harness.bench_service:service",
     "fs": "harness.bench_fs:fs",
+    "monitor": "harness.bench.monitor:monitor",
 }
 
 

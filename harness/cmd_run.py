@@ -99,11 +99,19 @@ def _file(what: str, path: Path, hint: str) -> Path:
               help="Inject AI device faults (with --model), e.g. 'fail=0.1,delay=200ms,"
                    "reorder,slow=120s,slow-p=0.05,engine-raise=0.05,seed=1'. See "
                    "harness/devices/ai_faults.py and docs/RELIABILITY.md.")
+@click.option("--monitor", is_flag=True,
+              help="Serve live snapshots of the AI service to `harness top` (a 0600 Unix "
+                   "socket in a per-user directory, announced on stderr); inside tmux the "
+                   "view opens in a split pane. See harness/monitor/.")
+@click.option("--monitor-record", type=click.Path(dir_okay=False, path_type=Path),
+              metavar="FILE", help="Write the monitor's snapshots to FILE (for "
+                                   "`harness top --replay FILE`); implies --monitor.")
 def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path,
         persist: bool, clock: str, quiet: bool, model: str | None, prompt: str | None,
         max_new_tokens: int, demo: bool, trace: Path | None, gdb_port: int | None,
         hang_timeout: float | None = None, ai_fault: str | None = None,
-        fs_check: bool = True, kv_cache: str | None = None) -> None:
+        fs_check: bool = True, kv_cache: str | None = None, monitor: bool = False,
+        monitor_record: Path | None = None) -> None:
     """Boot the kernel and attach the terminal to its console.
 
     \b
@@ -158,7 +166,13 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
                       allow_load=(model,), created=created)
         _add_course_files(config, model, quiet)
     try:
-        code = console_boot(config, interactive=cmd is None, quiet=quiet, gdb=gdb_port)
+        attach = None
+        if monitor or monitor_record is not None:
+            from harness.monitor.feed import attach_monitor
+
+            attach = attach_monitor(record=monitor_record, quiet=quiet)
+        code = console_boot(config, interactive=cmd is None, quiet=quiet, gdb=gdb_port,
+                            attach=attach)
     finally:
         for dev in created:
             if plan is not None and not quiet:

@@ -17,7 +17,8 @@ after N seconds, and so is a kernel loop that never returns to user mode, while 
 `sleep 600` or a slow device are not hangs.
 
 `format_processes` adds the process table to the usual panic report: every process
-with its state, what it sleeps on (the wait channel, symbolised) and its kernel
+with its state, what it sleeps on (the wait channel symbolised, or for the AI
+service in words with who will wake it: harness/monitor/channels.py) and its kernel
 backtrace from the context saved by its last `swtch` (read by harness/guest/).
 """
 
@@ -118,6 +119,7 @@ def format_processes(g: Guest) -> str:
     """The process table with wait channels and kernel backtraces, read through the
     kernel's DWARF (harness/guest/procs.py); a line saying why if it cannot be read."""
     from harness.guest.backtrace import process_backtrace
+    from harness.monitor.service import channel_words
 
     try:
         if g.procs is None:
@@ -129,12 +131,13 @@ def format_processes(g: Guest) -> str:
     except Exception as exc:  # the report must never fail the harness
         return f"process table: cannot be read ({exc})"
     kernel = g.programs.kernel
+    words = channel_words(g)
     out = [f"process table ({len(procs)} processes):",
            "  pid  ppid  state      killed  name             waits on / kernel backtrace"]
     for p in procs:
         chan = ""
         if p.state == "sleeping" and p.chan:
-            chan = kernel.elf.symbolize(p.chan) or f"{p.chan:#x}"
+            chan = words(p.chan)
         mark = "  <- on the CPU" if p.addr == current else ""
         out.append(f"  {p.pid:<4} {p.ppid:<5} {p.state:<10} {p.killed:<7} {p.name:<16} "
                    f"{chan}{mark}".rstrip())

@@ -229,10 +229,12 @@ HOST_LOG = _HostLog()
 
 
 def console_boot(config: MachineConfig, *, interactive: bool, quiet: bool,
-                 gdb: int | None = None) -> int:
+                 gdb: int | None = None,
+                 attach: Callable[[Machine], Callable[[], None]] | None = None) -> int:
     """Run the machine on the terminal (rebooting on POWER_RESET) and return the process
     exit code; with `gdb` (a port) the machine is served to gdb instead
-    (harness/debug/gdbserver.py)."""
+    (harness/debug/gdbserver.py). `attach(machine)` runs before each boot and returns
+    what to call when it ends (the `--monitor` of harness run)."""
     while True:
         t0 = time.perf_counter()
         holder: list[Machine] = []  # the console exists before the machine it feeds
@@ -241,6 +243,7 @@ def console_boot(config: MachineConfig, *, interactive: bool, quiet: bool,
         HOST_LOG.console = console
         machine = new_machine(config)
         holder.append(machine)
+        detach = attach(machine) if attach is not None else None
         if not quiet:
             ready_ms = (time.perf_counter() - t0) * 1e3
             click.echo(f"{machine.banner()} (ready in {ready_ms:.0f} ms)", err=True)
@@ -252,6 +255,8 @@ def console_boot(config: MachineConfig, *, interactive: bool, quiet: bool,
                 with _quit_on_signals(machine):
                     result = _run_machine(machine, gdb)
         finally:
+            if detach is not None:
+                detach()
             machine.close()
             console.flush_held()
             HOST_LOG.console = None
