@@ -35,7 +35,9 @@ UPROG_BINS := $(UPROGS:%=$(UBUILD)/_%)
 
 FS_IMG   := $(BUILD)/fs.img
 FS_FILES += words.txt=$(U)/files/words.txt prompt.txt=$(U)/files/prompt.txt
-FS_IMG_ARGS ?= --size-blocks 4096 --ninodes 512
+# 5 MiB: usertests hugefile needs 1.5 MiB free beside the programs (tok, llmrun
+# and its two copies carry the guest tokenizer and its Unicode tables)
+FS_IMG_ARGS ?= --size-blocks 5120 --ninodes 512
 
 .PHONY: user fsimg
 user: $(UPROG_BINS)
