@@ -21,7 +21,7 @@ CC      := $(TOOLPREFIX)gcc
 LD      := $(TOOLPREFIX)ld
 OBJDUMP := $(TOOLPREFIX)objdump
 
-.PHONY: all setup build run test test-quick bench bench-engine clean distclean lint
+.PHONY: all setup build testprogs run test test-quick bench bench-engine clean distclean lint
 all: build
 
 # ---------------------------------------------------------------- set-up
@@ -47,6 +47,7 @@ $(SETUP_STAMP): pyproject.toml $(wildcard setup.py)
 # ---------------------------------------------------------------- build
 include kernel_c/kernel.mk
 include user_c/user.mk
+include tests/guest_stubs/stubs.mk
 
 # pyllm's C kernels: `pip install -e .` builds them at set-up; rebuilt here when a source
 # changes after that (the build renames the new file into place: running processes keep theirs)
@@ -54,7 +55,10 @@ NATIVE := pyllm/kernels/_native.abi3.so
 $(NATIVE): $(wildcard pyllm/kernels/*.c pyllm/kernels/*.h) pyllm/kernels/build.py | $(SETUP_STAMP)
 	$(PY) -m pyllm.kernels.build
 
-build: $(KERNEL_ELF) $(FS_IMG)
+# testprogs: the tests' guest programs (kernel_progs/ and guest_stubs/), which the
+# tests take from build/ rather than compiling them with flags of their own
+build: $(KERNEL_ELF) $(FS_IMG) testprogs
+testprogs: $(TESTPROG_BINS) $(STUB_ELFS)
 
 # ---------------------------------------------------------------- entry points
 run: setup build $(NATIVE)
@@ -95,7 +99,7 @@ lint:
 	$(PY) -m ruff check harness pyllm scripts tests
 
 clean:
-	rm -rf $(BUILD)/kernel $(BUILD)/user $(BUILD)/fs.img
+	rm -rf $(BUILD)/kernel $(BUILD)/user $(BUILD)/tests $(BUILD)/stubs $(BUILD)/fs.img
 
 distclean:
 	rm -rf $(BUILD)

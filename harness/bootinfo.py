@@ -12,11 +12,12 @@ LAYOUT = H.struct("bootinfo")
 CMD_MAX = H["BOOTINFO_CMD_MAX"]
 F_ICOUNT = H["BOOT_F_ICOUNT"]
 F_AIDEV = H["BOOT_F_AIDEV"]
+MAXCPU = H["MAXCPU"]
 F_NOLOG = H["BOOT_F_NOLOG"]
 
 
 def pack(*, ram_base: int, ram_size: int, timebase_hz: int, boot_mtime: int,
-         flags: int = 0, cmd: str = "") -> bytes:
+         flags: int = 0, cmd: str = "", ncpu: int = 1) -> bytes:
     """The bytes of struct bootinfo. Raises ValueError if cmd does not fit."""
     raw = cmd.encode()
     if len(raw) >= CMD_MAX:
@@ -26,4 +27,4 @@ def pack(*, ram_base: int, ram_size: int, timebase_hz: int, boot_mtime: int,
         raise ValueError("the command line contains a NUL byte")
     return LAYOUT.pack(magic=H["BOOTINFO_MAGIC"], version=H["BOOTINFO_VERSION"],
                        ram_base=ram_base, ram_size=ram_size, timebase_hz=timebase_hz,
-                       boot_mtime=boot_mtime, flags=flags, cmd_len=len(raw), cmd=raw)
+                       boot_mtime=boot_mtime, flags=flags, cmd_len=len(raw), ncpu=ncpu, cmd=raw)

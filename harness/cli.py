@@ -11,6 +11,17 @@ import importlib
 
 import click
 
+DEFAULT_CPUS = 1  # harts of `--cpus` (README: why this default)
+
+
+def cpus_option(fn):  # type: ignore[no-untyped-def]
+    """The `--cpus N` option shared by run, debug, bench, fuzz and stress."""
+    return click.option("--cpus", type=click.IntRange(1, 8), default=DEFAULT_CPUS,
+                        show_default=True,
+                        help="Harts of the machine (1-8); each is a Unicorn instance, "
+                             "scheduled round-robin on the emulation thread.")(fn)
+
+
 # name -> "module:attribute" of a click.Command; help text is read from the module's docstring
 COMMANDS: dict[str, str] = {
     "run": "harness.cmd_run:run",

@@ -1,40 +1,70 @@
 """`harness bench`: benchmarks that print ratios against a reference measured in the same run.
 
-With no subcommand it runs the lifecycle bench (harness/bench/): Part 1 of the lab, measured
-and explained. Subcommands are imported lazily, like the top-level commands.
+This module only parses the options and calls the benchmarks, which live in harness/bench/
+(one module each: lifecycle.py with no subcommand, system.py, service.py, fs.py) and, for pyllm's
+engines against llama.cpp, pyllm/bench.py (imported lazily).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
-from harness.cli import LazyGroup
+from harness.cli import LazyGroup, cpus_option
+from harness.cmd_run import _file
+from harness.launch import DEFAULT_FS, DEFAULT_KERNEL
 
 BENCH_COMMANDS: dict[str, str] = {
     "engine": "pyllm.bench:engine",
-    "system": "harness.bench_system:system",
-    "service": "harness.bench_service:service",
-    "fs": "harness.bench_fs:fs",
     "monitor": "harness.bench.monitor:monitor",
 }
 
 
 class BenchGroup(LazyGroup):
-    """Lazy subcommands from BENCH_COMMANDS."""
+    """The subcommands defined here, and the lazy ones of BENCH_COMMANDS."""
 
     lazy_commands = BENCH_COMMANDS
 
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy_commands})
 
-def _ints(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
-    try:
-        xs = [int(x) for x in value.split(",") if x.strip()]
-    except ValueError:
-        raise click.BadParameter(f"'{value}' is not a comma-separated list of integers") from None
-    if not xs or min(xs) < 1:
-        raise click.BadParameter(f"'{value}': give positive integers, e.g. 8,16,32")
-    return sorted(set(xs))
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        return self.commands.get(name) or super().get_command(ctx, name)
+
+
+def _ints(lo: int, hi: int, what: str, example: str = "8,16,32") -> Any:
+    """A click callback: a comma-separated list of integers in lo..hi (sorted, unique); the
+    error names the real range and where it comes from (`what`)."""
+
+    def parse(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
+        try:
+            xs = [int(x) for x in value.split(",") if x.strip()]
+        except ValueError:
+            raise click.BadParameter(f"'{value}' is not a comma-separated list of integers"
+                                     ) from None
+        bad = [x for x in xs if not lo <= x <= hi]
+        if not xs or bad:
+            raise click.BadParameter(
+                f"'{value}': {what.format(range=f'{lo}..{hi}')}"
+                + (f"; {', '.join(map(str, bad))} {'is' if len(bad) == 1 else 'are'} not"
+                   if bad else "") + f". E.g. {example}")
+        return sorted(set(xs))
+
+    return parse
+
+
+def _ai_limits() -> dict[str, int]:
+    """The AI service's limits, from kernel_c/ai.h (the one definition)."""
+    from harness import cheader
+
+    ai = cheader.load("ai.h")
+    return {"prompt": ai["AI_MAX_TOKENS"], "predict": ai["AI_MAX_PREDICT"]}
+
+
+LIMITS = _ai_limits()
+MAX_CLIENTS = 32  # aibench -c
 
 
 @click.group(cls=BenchGroup, invoke_without_command=True,
@@ -43,20 +73,27 @@ def _ints(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
               help="Comma-separated models: registry names (smol, qwen) or paths to a .gguf "
                    "file / HF checkpoint folder. A missing synthetic qwen is created "
                    "(harness models synth qwen; skipped with a message under --quick).")
-@click.option("--input-lens", default="8,16,32,64,128", show_default=True, callback=_ints,
-              help="Prompt lengths in tokens (1..255, the AI service's limit).")
-@click.option("--output-lens", default="8,16,32", show_default=True, callback=_ints,
-              help="Generated tokens per request.")
+@click.option("--input-lens", default="8,16,32,64,128", show_default=True,
+              callback=_ints(1, LIMITS["prompt"], "prompts must be {range} tokens (the AI "
+                             "service's limit, AI_MAX_TOKENS in kernel_c/ai.h)"),
+              help=f"Prompt lengths in tokens (1..{LIMITS['prompt']}, the AI service's limit).")
+@click.option("--output-lens", default="8,16,32", show_default=True,
+              callback=_ints(1, LIMITS["predict"], "a request generates {range} tokens "
+                             "(AI_MAX_PREDICT in kernel_c/ai.h)"),
+              help="Generated tokens per request (TPOT needs 2 or more).")
 @click.option("--reps", type=click.IntRange(1, 50), default=3, show_default=True,
               help="Interleaved rounds: requests per (model, input, output) and vantage.")
-@click.option("--concurrency", default="1,2,4,8,16", show_default=True, callback=_ints,
+@click.option("--concurrency", default="1,2,4,8,16", show_default=True,
+              callback=_ints(1, MAX_CLIENTS, "aibench runs {range} concurrent clients",
+                             "1,2,4,8,16"),
               help="Concurrent clients of the sweep (guest: aibench -c N, 1..32). More "
                    "clients than the kernel's 8 request slots show back-pressure.")
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("bench-results"), show_default=True,
               help="Folder for report.md, results.json/.csv, requests.csv and the PNG plots.")
 @click.option("--quick", is_flag=True,
-              help="A minute or two: input 8,32,128, output 8,16, 1 rep, clients 1,16 (one "
+              help="A few minutes: input 8,16,32 and output 8,16,32 (the assignment's), 1 rep, "
+                   "clients 1,16 (one "
                    "request each), one cold and one warm load (options given explicitly still "
                    "win).")
 @click.option("--load-reps", type=click.IntRange(1, 20), default=3, show_default=True,
@@ -87,6 +124,7 @@ def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: l
     harness bench engine           pyllm vs llama.cpp vs numpy-f32: load, TTFT, TPOT
     harness bench system           boot time, syscall round trip, guest MIPS, idle host CPU
     harness bench service          TTFT/TPOT through the guest's AI service vs the engine alone
+    harness bench fs               file-system throughput with the log against without it
 
     Each metric's start and stop are defined in harness/bench/metrics.py and docs/BENCH.md.
     """
@@ -101,12 +139,6 @@ def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: l
     from harness.bench.command import apply_quick, main
     from harness.bench.lifecycle import Options
 
-    if max(input_lens) > 255:
-        raise click.BadParameter("prompts of at most 255 tokens (AI_MAX_TOKENS)",
-                                 param_hint="--input-lens")
-    if max(concurrency) > 32:
-        raise click.BadParameter("at most 32 clients (aibench's limit)",
-                                 param_hint="--concurrency")
     names = [m.strip() for m in models.split(",") if m.strip()]
     if not names:
         raise click.BadParameter("name at least one model", param_hint="--models")
@@ -123,3 +155,119 @@ def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: l
         main(opts)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _cpus_list(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
+    try:
+        out = [int(v) for v in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"'{value}' is not a list of hart counts like 1,2,4") from None
+    if not out or any(not 1 <= n <= 8 for n in out):
+        raise click.BadParameter("hart counts are 1..8")
+    return out
+
+
+def _guest_files(kernel: Path, fs: Path) -> None:
+    _file("kernel", kernel, "build it with `make build`")
+    _file("disk image", fs, "build it with `make build`")
+
+
+def _guest_options(command: Any) -> Any:
+    """--kernel and --fs: the guest a subcommand boots."""
+    command = click.option("--fs", type=click.Path(dir_okay=False, path_type=Path),
+                           default=DEFAULT_FS, show_default="build/fs.img")(command)
+    return click.option("--kernel", type=click.Path(dir_okay=False, path_type=Path),
+                        default=DEFAULT_KERNEL, show_default="build/kernel/kernel.elf")(command)
+
+
+@bench.command()
+@click.option("--cpus", "cpus", default="1", show_default=True, callback=_cpus_list,
+              metavar="N[,N...]", help="Hart counts to measure, e.g. 1,2,4.")
+@click.option("--reps", type=click.IntRange(1, 50), default=5, show_default=True,
+              help="Interleaved repetitions of every measurement (medians are reported).")
+@click.option("--idle-seconds", type=click.FloatRange(0.5, 600), default=5.0,
+              show_default=True, help="How long to watch the idle guest's host CPU use.")
+@_guest_options
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the figures to this JSON file.")
+def system(cpus: list[int], reps: int, idle_seconds: float, kernel: Path, fs: Path,
+           json_path: Path | None) -> None:
+    """Boot time, guest MIPS, syscall round trip, context switch, IPI wake-up and idle host
+    CPU of the machine, for each hart count of --cpus."""
+    import json
+    import sys
+
+    from harness.bench import system as bench_system
+    from harness.bench.errors import BenchError
+
+    _guest_files(kernel, fs)
+    try:
+        data = bench_system.run(cpus, reps, idle_seconds, kernel, fs, lambda it: click.progressbar(
+            it, label="measuring", file=sys.stderr))
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(bench_system.format_report(data))
+    if json_path:
+        json_path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+@bench.command()
+@click.option("--model", "-m", default="smol", show_default=True,
+              help="smol, qwen, or a path (the model the device and the engine both serve).")
+@click.option("--reps", type=click.IntRange(1, 50), default=5, show_default=True,
+              help="Rounds; each boots the guest once and sends every prompt --pairs times, "
+                   "each guest request next to an engine-only one.")
+@click.option("--pairs", type=click.IntRange(1, 20), default=2, show_default=True,
+              help="Requests per prompt and round on each path.")
+@click.option("--tokens", "-n", type=click.IntRange(2, 512), default=32, show_default=True,
+              help="Tokens generated per request (>= 2, for TPOT).")
+@click.option("--no-busy", is_flag=True, help="Skip the busy-guest coexistence check.")
+@_guest_options
+@click.option("--json", "as_json", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write every measurement to this JSON file.")
+@cpus_option
+def service(model: str, reps: int, pairs: int, tokens: int, no_busy: bool, kernel: Path,
+            fs: Path, as_json: Path | None, cpus: int = 1) -> None:
+    """TTFT and TPOT through the guest vs the engine alone (medians, differences, ratios).
+
+    \b
+    Each round boots the guest with `llmrun --timing --stdin` and feeds it the prompts one
+    line at a time; right before or after each guest request (alternating) the same prompt
+    goes to the engine alone, so every pair is measured under the same host load. A second
+    boot per round does the same beside a busy guest process (sysbench cpu).
+    """
+    import sys
+
+    from harness.bench import service as bench_service
+    from harness.bench.errors import BenchError
+
+    _guest_files(kernel, fs)
+    try:
+        rep = bench_service.run(model, reps, pairs, tokens, not no_busy, kernel, fs,
+                                lambda msg: click.echo(msg, err=True), cpus=cpus)
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(bench_service.format_report(rep))
+    if as_json is not None:
+        bench_service.write_json(rep, as_json)
+    if not all(p.same_ids for p in rep.pairs):
+        click.echo("ERROR: the guest's ids differ from the engine's", err=True)
+        sys.exit(1)
+
+
+@bench.command()
+@click.option("--files", "-n", type=click.IntRange(1, 100_000), default=200, show_default=True,
+              help="Create/write/delete cycles per boot.")
+@click.option("--reps", type=click.IntRange(1, 20), default=3, show_default=True)
+@_guest_options
+def fs(files: int, reps: int, kernel: Path, fs: Path) -> None:
+    """File-system throughput with the log against without it (create, write, delete)."""
+    from harness.bench import fs as bench_fs
+    from harness.bench.errors import BenchError
+
+    _guest_files(kernel, fs)
+    try:
+        r = bench_fs.run_bench_fs(files, reps, kernel=kernel, fs=fs)
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(bench_fs.format_report(r, reps))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from harness.cli import cpus_option
 from harness.cmd_run import _check_model, _file, _size
 from harness.launch import DEFAULT_FS, DEFAULT_KERNEL, HOST_LOG, ROOT, add_ai_device, new_machine
 
@@ -46,9 +47,10 @@ DEFAULT_USER = ROOT / "build" / "user"
               show_default=True,
               help="Guest time: host (real time) or icount (instruction count: the same "
                    "run every time, and time stands still at the prompt).")
+@cpus_option
 def debug(cmd: str | None, ex: tuple[str, ...], script: Path | None, batch: bool,
           gdb_port: int | None, model: str | None, ram: int, kernel: Path, fs: Path,
-          user_dir: Path, clock: str) -> None:
+          user_dir: Path, clock: str, cpus: int = 1) -> None:
     """Debug the kernel and user programs: a gdb-like prompt on the stopped machine.
 
     \b
@@ -74,7 +76,8 @@ def debug(cmd: str | None, ex: tuple[str, ...], script: Path | None, batch: bool
     from harness.guest.programs import Programs
     from harness.machine import MachineConfig
 
-    config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd=cmd or "")
+    config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd=cmd or "",
+                           cpus=cpus)
     if model is not None:
         _check_model(model)
         add_ai_device(config, model, log=HOST_LOG, allow_load=(model,))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from harness.cli import cpus_option
 from harness.launch import DEFAULT_FS, DEFAULT_KERNEL, HOST_LOG, add_ai_device, console_boot
 from harness.machine import MachineConfig
 
@@ -61,6 +62,7 @@ def _file(what: str, path: Path, hint: str) -> Path:
               show_default=True,
               help="Guest time source: host = real time (idle guest costs no CPU); "
                    "icount = instruction count (reproducible runs, for tests).")
+@cpus_option
 @click.option("-q", "--quiet", is_flag=True, help="No banner or summary on stderr.")
 @click.option("--model", "-m", metavar="MODEL",
               help="Plug in the AI device serving this model: smol, qwen, or a path to a "
@@ -111,7 +113,7 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
         max_new_tokens: int, demo: bool, trace: Path | None, gdb_port: int | None,
         hang_timeout: float | None = None, ai_fault: str | None = None,
         fs_check: bool = True, kv_cache: str | None = None, monitor: bool = False,
-        monitor_record: Path | None = None) -> None:
+        monitor_record: Path | None = None, cpus: int = 1) -> None:
     """Boot the kernel and attach the terminal to its console.
 
     \b
@@ -159,7 +161,8 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
                             clock=clock, timeout=timeout, trace=trace, then_shell=demo,
                             quiet=quiet))
     config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd=cmd or "",
-                           persist=persist, timeout=timeout, hang_timeout=hang_timeout)
+                           persist=persist, timeout=timeout, hang_timeout=hang_timeout,
+                           cpus=cpus)
     created: list = []
     if model is not None:
         add_ai_device(config, model, log=None if quiet else HOST_LOG, plan=plan,

@@ -1,6 +1,6 @@
 """Boot the kernel in this process on a disk image held in memory, and keep the disk.
 
-harness/crashtest.py, harness/imagefuzz.py and harness/bench_fs.py boot hundreds of
+harness/crashtest.py, harness/imagefuzz.py and harness/bench/fs.py boot hundreds of
 machines, each on its own copy of an image (a crash point, a mutated image): a machine in
 this process boots in well under a second, a `harness run` subprocess takes several
 times longer. The disk is never read from or written to a file.

@@ -1,19 +1,22 @@
-"""The machine: one rv64 hart under Unicorn, RAM, devices, and the run loop.
+"""The machine: 1..MAXCPU rv64 harts under Unicorn, RAM, devices, and the run loop.
 
 The memory map is the table MEMORY_MAP below; base addresses and interrupt numbers are
 names from kernel_c/memlayout.h. The harness is the firmware: it loads the kernel ELF,
-writes struct bootinfo, and starts the hart in S-mode at the ELF entry with a0 = 0
+writes struct bootinfo, and starts hart 0 in S-mode at the ELF entry with a0 = 0
 (hartid), a1 = BOOTINFO, satp = 0, mideleg = 0x222 (S software/timer/external
 interrupts go natively to the guest's stvec) and mstatus.FS = 0. There is no M-mode code.
+The other harts are parked until the kernel starts them (HART_START, devices/hartctl.py).
+Each hart is its own Unicorn instance over the one RAM mapping (harness/harts.py).
 
 The run loop (`Machine.run`):
 
     process posted events (console input, device completions) on this thread
-    re-evaluate the timer (STIP) and the wall-clock timeout
-    if the guest is in wfi and nothing is pending: sleep until the next timer deadline
-        or event (no host CPU is used)
-    else: emu_start(pc, count=0) until the waker thread stops it at the next deadline or
-        event, or the guest executes wfi, or a device/trap ends the run
+    re-evaluate the timers (STIP) and the wall-clock timeout
+    pick the next hart that can run, round-robin (not in wfi, or an interrupt pending)
+    if there is none: sleep until the next timer deadline or event (no host CPU is used)
+    else: emu_start(pc, count=0) on that hart until the waker thread stops it at the
+        next deadline, event or the end of its slice (QUANTUM_S, only while another hart
+        could run), or it executes wfi, or a device/trap ends the run
 
 `--clock icount` uses counted slices instead (deterministic time, see harness/clock.py).
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import enum
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +40,7 @@ from pathlib import Path
 from unicorn import (
     UC_ARCH_RISCV,
     UC_ERR_EXCEPTION,
+    UC_HOOK_CODE,
     UC_MODE_RISCV64,
     UC_PROT_EXEC,
     UC_PROT_READ,
@@ -48,13 +53,27 @@ from harness import bootinfo, cheader
 from harness.clock import INSNS_PER_TICK, NEVER, HostClock, IcountClock
 from harness.devices.base import Device, DeviceContext, MachineFault
 from harness.devices.clint import Clint
+from harness.devices.hartctl import HartCtl
 from harness.devices.plic import Plic
 from harness.devices.power import Power, PowerCmd
+from harness.devices.sswi import Sswi
 from harness.devices.uart import Uart16550
 from harness.devices.virtio_blk import VirtioBlk
 from harness.elf import ElfImage
 from harness.hang import HangWatch
-from harness.hart import PRIV_S, REG_A0, REG_A1, REG_PC, REG_PRIV, S_INTERRUPTS, SEIP, STIP, Hart
+from harness.hart import (
+    PRIV_S,
+    REG_A0,
+    REG_A1,
+    REG_PC,
+    REG_PRIV,
+    S_INTERRUPTS,
+    SEIP,
+    SSIP,
+    STIP,
+    Hart,
+)
+from harness.harts import FENCE_I, PAUSE, Cpu, complete_store, scan_words
 from harness.mmio import MmioBus
 from harness.physmem import PhysMem
 from harness.traps import Traps
@@ -64,6 +83,9 @@ ML = cheader.load("memlayout.h")
 UNTIL = 2**64 - 2  # never 0: VA 0 is user text (reference, gotcha 13)
 WFI = (0x1050_0073).to_bytes(4, "little")
 ICOUNT_SLICE = 200_000  # instructions per counted slice in --clock icount mode
+ICOUNT_SLICE_SMP = 20_011  # the same while another hart could run (prime: slice ends
+#                            do not alias with the length of a guest loop)
+QUANTUM_NS = 4_000_000  # a hart's slice (host clock) while another hart could run
 CONSOLE_TAIL = 1 << 16  # bytes of console output kept for fault reports
 
 # The memory map: (name, base name in memlayout.h, device class, PLIC source name or None).
@@ -71,7 +93,9 @@ CONSOLE_TAIL = 1 << 16  # bytes of console output kept for fault reports
 # Optional devices (the AI device at VIRTIO1) come from MachineConfig.extra_devices.
 MEMORY_MAP: list[tuple[str, str, type[Device], str | None]] = [
     ("power", "POWER", Power, None),
+    ("hartctl", "HARTCTL", HartCtl, None),
     ("clint", "CLINT", Clint, None),
+    ("sswi", "SSWI", Sswi, None),
     ("plic", "PLIC", Plic, None),
     ("uart0", "UART0", Uart16550, "UART0_IRQ"),
     ("virtio0", "VIRTIO0", VirtioBlk, "VIRTIO0_IRQ"),
@@ -117,6 +141,7 @@ class MachineConfig:
     disk_data: bytearray | None = None  # disk contents to use instead of reading `fs`
     disk_journal: list | None = None  # record the disk's writes and flushes here
     hang_timeout: float | None = None  # seconds without guest progress -> Exit.HANG
+    cpus: int = 1                  # harts (1..bootinfo.MAXCPU)
     # optional devices: (name, base name in memlayout.h, factory(name, ctx), PLIC source name)
     extra_devices: list[tuple[str, str, DeviceFactory, str | None]] = field(default_factory=list)
 
@@ -127,6 +152,9 @@ class Stats:
     wfi_sleeps: int = 0
     sleep_s: float = 0.0
     run_s: float = 0.0
+    ipis: int = 0
+    ipi_wakes: int = 0        # IPIs that woke a hart idle in wfi
+    ipi_wake_s: float = 0.0   # from the SSWI store to the woken hart's next run
 
 
 class Machine:
@@ -136,24 +164,36 @@ class Machine:
         self.config = config
         if config.clock not in ("host", "icount"):
             raise ValueError(f"unknown clock '{config.clock}' (host or icount)")
+        if not 1 <= config.cpus <= bootinfo.MAXCPU:
+            raise ValueError(f"--cpus must be 1..{bootinfo.MAXCPU}, not {config.cpus}")
         self.kernel = ElfImage.load(config.kernel)
-        self.uc = Uc(UC_ARCH_RISCV, UC_MODE_RISCV64)
-        self.hart = Hart(self.uc)
         self.clock: HostClock | IcountClock = (HostClock() if config.clock == "host"
                                                else IcountClock())
-        self.ram = PhysMem(self.uc, self.hart, ML["KERNBASE"], config.ram_size)
-        self.waker = Waker(self.uc.emu_stop)
-        self.bus = MmioBus(self.uc, self.hart)
-        self.traps = Traps(self.uc, self.hart, self.clock.guest_read)
+        self.cpus: list[Cpu] = []
+        self.cur = 0  # the hart that runs now, or last ran (the debugger's selection)
+        counts: Counter[int] = Counter()
+        for i in range(config.cpus):
+            uc = Uc(UC_ARCH_RISCV, UC_MODE_RISCV64)
+            hart = Hart(uc)
+            if i == 0:
+                self.ram = PhysMem(uc, hart, ML["KERNBASE"], config.ram_size)
+            else:
+                self.ram.attach(uc, hart)
+            self.cpus.append(Cpu(i, uc, hart, Traps(uc, hart, self.clock.guest_read, counts),
+                                 MmioBus(uc, hart)))
+        self._run_uc = self.cpus[0].uc
+        self._others = False  # at the start of this run, another hart could run
+        self._in_run = False  # emu_start is running (on this thread)
+        self._kicked = False  # _kick stopped this run
+        self._slice_end: int | None = None  # host ns at which this hart's slice ends
+        self.waker = Waker(lambda: self._run_uc.emu_stop())
         self.stats = Stats()
         self.result: RunResult | None = None
         self.console_tail = bytearray()
         self._out = bytearray()
         self._sink = config.output or _stdout_sink
-        self._idle = False
         self._timeout_at: int | None = None
         self._pause: RunResult | None = None  # set by pause(): run()/step() return it
-        self._counted = False  # the translated blocks carry Unicorn's count hook
         self._output_hooks: list[Callable[[bytes], None]] = []
         self.devices: dict[str, Device] = {}
         self.boot_mtime = 0  # bootinfo.boot_mtime, set when the kernel is loaded
@@ -165,11 +205,44 @@ class Machine:
         except BaseException:
             self.close()  # no waker thread or open disk file left behind
             raise
-        self._reset_cpu()
+        for c in self.cpus:
+            self._reset_cpu(c)
+        self._start_hart(0, self.kernel.entry)
+
+    # ---------------------------------------------------------------- the current hart
+    @property
+    def cpu(self) -> Cpu:
+        """The hart that runs now (or last ran, or the debugger selected)."""
+        return self.cpus[self.cur]
+
+    @property
+    def uc(self) -> Uc:
+        return self.cpus[self.cur].uc
+
+    @property
+    def hart(self) -> Hart:
+        return self.cpus[self.cur].hart
+
+    @property
+    def traps(self) -> Traps:
+        return self.cpus[self.cur].traps
+
+    @property
+    def bus(self) -> MmioBus:
+        return self.cpus[self.cur].bus
+
+    @property
+    def _pc(self) -> int:
+        return self.cpus[self.cur].pc
+
+    @_pc.setter
+    def _pc(self, pc: int) -> None:
+        self.cpus[self.cur].pc = pc
 
     # ---------------------------------------------------------------- construction
     def _build_devices(self) -> None:
-        self.plic = Plic("plic", self._context(None), seip=self._set_seip)
+        n = self.config.cpus
+        self.plic = Plic("plic", self._context(None), seip=self._set_seip, nharts=n)
         for name, base_name, cls, irq_name in MEMORY_MAP:
             if cls is Plic:
                 dev: Device = self.plic
@@ -177,14 +250,18 @@ class Machine:
                 irq = ML[irq_name] if irq_name else None
                 dev = cls(name, self._context(irq), **self._device_options(cls))
             self.devices[name] = dev
-            self.bus.map(ML[base_name], dev)
+            self._map(ML[base_name], dev)
         for name, base_name, factory, irq_name in self.config.extra_devices:
             dev = factory(name, self._context(ML[irq_name] if irq_name else None))
             self.devices[name] = dev
-            self.bus.map(ML[base_name], dev)
+            self._map(ML[base_name], dev)
         self.clint: Clint = self.devices["clint"]  # type: ignore[assignment]
         self.uart: Uart16550 = self.devices["uart0"]  # type: ignore[assignment]
         self.disk: VirtioBlk = self.devices["virtio0"]  # type: ignore[assignment]
+
+    def _map(self, base: int, dev: Device) -> None:
+        for c in self.cpus:  # every hart sees every device
+            c.bus.map(base, dev)
 
     def _context(self, irq: int | None) -> DeviceContext:
         line = self.plic.line_for(irq) if irq is not None else (lambda level: None)
@@ -194,8 +271,15 @@ class Machine:
     def _device_options(self, cls: type[Device]) -> dict[str, object]:
         if cls is Power:
             return {"on_power": self._on_power}
+        n = self.config.cpus
         if cls is Clint:
-            return {"clock": self.clock, "stip": self._set_stip, "on_deadline": self._on_deadline}
+            return {"clock": self.clock, "stip": self._set_stip, "on_deadline": self._on_deadline,
+                    "nharts": n}
+        if cls is Sswi:
+            return {"ssip": self._ipi, "nharts": n}
+        if cls is HartCtl:
+            return {"start": self._start_hart, "started": lambda h: self.cpus[h].started,
+                    "nharts": n}
         if cls is Uart16550:
             return {"tx": self._tx}
         if cls is VirtioBlk:
@@ -215,26 +299,58 @@ class Machine:
         self.boot_mtime = self.clock.mtime()  # the guest's time_us() counts from here
         info = bootinfo.pack(ram_base=self.ram.base, ram_size=self.ram.size,
                              timebase_hz=self.clock.hz, boot_mtime=self.boot_mtime,
-                             flags=flags, cmd=self.config.cmd)
-        self.uc.mem_map(ML["BOOTINFO"], 0x1000, UC_PROT_READ)
-        self.uc.mem_write(ML["BOOTINFO"], info)
-        # user pages all lie above the kernel image: fork/exec drop only their
-        # translations (harness/traps.py, _NEW_TEXT)
+                             flags=flags, cmd=self.config.cmd, ncpu=self.config.cpus)
+        # user pages all lie above the kernel image: fork/exec and a hart's fence.i
+        # drop only their translations (harness/traps.py, _NEW_TEXT; harness/harts.py)
         kend = -(-max(s.paddr + s.memsz for s in self.kernel.segments) // 0x1000) * 0x1000
         ram_end = self.ram.base + self.ram.size
-        self.traps.forget_user_code = lambda: self.ram.forget_code(kend, ram_end - kend)
+        fences = [s.vaddr + off for s in self.kernel.segments if "X" in s.flags
+                  for off in scan_words(s.data, FENCE_I)]
+        pauses = [s.vaddr + off for s in self.kernel.segments if "X" in s.flags
+                  for off in scan_words(s.data, PAUSE)]
+        for c in self.cpus:
+            c.uc.mem_map(ML["BOOTINFO"], 0x1000, UC_PROT_READ)
+            c.uc.mem_write(ML["BOOTINFO"], info)
+            c.traps.forget_user_code = (lambda h=c.id: self.ram.forget_code(
+                kend, ram_end - kend, hart=h))
+            for a in fences:
+                c.uc.hook_add(UC_HOOK_CODE, self._on_fence_i, c, a, a)
+            if self.config.cpus > 1:
+                for a in pauses:
+                    c.uc.hook_add(UC_HOOK_CODE, self._on_pause, c, a, a)
+        self._user_code = (kend, ram_end - kend)
 
-    def _reset_cpu(self) -> None:
-        h = self.hart  # the hart resets in M-mode, so CSRs can be written directly
+    def _reset_cpu(self, c: Cpu) -> None:
+        h = c.hart  # the hart resets in M-mode, so CSRs can be written directly
         h.set(R.UC_RISCV_REG_MIDELEG, S_INTERRUPTS)
         h.set(R.UC_RISCV_REG_MEDELEG, 0xB1FF)  # documentation only: Unicorn never uses it
         h.set(R.UC_RISCV_REG_MSTATUS, 0)       # FS = 0: no floating point
         h.set(R.UC_RISCV_REG_SATP, 0)
-        h.set(REG_A0, 0)
+        h.set(REG_A0, c.id)
         h.set(REG_A1, ML["BOOTINFO"])
-        h.set(REG_PRIV, PRIV_S)
-        h.set(REG_PC, self.kernel.entry)
-        self._pc = self.kernel.entry
+
+    def _start_hart(self, i: int, pc: int) -> None:
+        """Hart i leaves reset (hart 0) or its parking (HART_START): S-mode at pc."""
+        c = self.cpus[i]
+        c.hart.set(REG_PRIV, PRIV_S)
+        c.hart.set(REG_PC, pc)
+        c.pc, c.started, c.idle = pc, True, False
+        if i != self.cur:
+            self._kick()
+
+    def _on_fence_i(self, uc: Uc, addr: int, size: int, c: Cpu) -> None:
+        """A hart executes the kernel's fence.i: drop its translations of user memory."""
+        c.fence_i += 1
+        self.ram.forget_code(*self._user_code, hart=c.id)
+
+    def _on_pause(self, uc: Uc, addr: int, size: int, c: Cpu) -> None:
+        """A hart spins (pause in the kernel's lock loops): give the slice to another."""
+        if addr == c.start_pc and not c.paused_once:
+            c.paused_once = True  # resumed right here: spin at least once more
+            return
+        if self._others or any(o.can_run() for o in self.cpus if o is not c):
+            c.yields += 1
+            uc.emu_stop()
 
     # ---------------------------------------------------------------- any thread
     def post(self, fn: Callable[[], None]) -> None:
@@ -259,8 +375,8 @@ class Machine:
 
     @property
     def idle(self) -> bool:
-        """The guest executed wfi and waits for an interrupt (the PC is past the wfi)."""
-        return self._idle
+        """Every running hart executed wfi and waits for an interrupt."""
+        return all(c.idle or not c.started for c in self.cpus)
 
     def request_pause(self, message: str = "interrupted") -> None:
         """pause() from any thread (a debugger's Ctrl-C, a GDB interrupt)."""
@@ -271,7 +387,7 @@ class Machine:
         interrupt. Returns the end of the run if it ended (power-off, fault), a PAUSE if a
         hook asked for one, else None."""
         self._pc = self.hart.get(REG_PC)  # a debugger may have moved it
-        self._idle = False
+        self.cpu.idle = False
         while self.result is None:
             for fn in self.waker.take_posted():
                 fn()
@@ -280,7 +396,7 @@ class Machine:
                 break
             self.clint.tick()
             runs = self.stats.runs
-            self._run_slice(count=1)
+            self._run_slice(self.cpu, count=1)
             if self.stats.runs != runs:
                 break
         self._flush_output()
@@ -296,13 +412,33 @@ class Machine:
         return stop
 
     # ---------------------------------------------------------------- device hooks
-    def _set_stip(self, level: bool) -> None:
-        self.hart.set_mip(STIP, level)
+    def _set_stip(self, h: int, level: bool) -> None:
+        self.cpus[h].hart.set_mip(STIP, level)
 
-    def _set_seip(self, level: bool) -> None:
-        self.hart.set_mip(SEIP, level)
+    def _set_seip(self, h: int, level: bool) -> None:
+        self.cpus[h].hart.set_mip(SEIP, level)
 
-    def _on_deadline(self, mtimecmp: int) -> None:
+    def _ipi(self, h: int) -> None:
+        """SSWI: raise hart h's SSIP; a hart asleep in wfi can run now."""
+        c = self.cpus[h]
+        self.stats.ipis += 1
+        c.hart.set_mip(SSIP, True)
+        if c.idle and h != self.cur:
+            if not c.ipi_at:
+                c.ipi_at = time.perf_counter()
+            self._kick()
+
+    def _kick(self) -> None:
+        """Another hart can run now (called from the running hart's MMIO store): with the
+        host clock, end the slice right after this store. The stop makes Unicorn leave
+        the PC on the store, so it is marked like a waker stop and the bus completes the
+        store instead of repeating it (harness/mmio.py). With the instruction clock the
+        slice ends on its own count, which keeps runs reproducible."""
+        if not isinstance(self.clock, IcountClock) and self._in_run:
+            self._kicked = True
+            self._run_uc.emu_stop()
+
+    def _on_deadline(self) -> None:
         self.waker.set_deadline(self._deadline_ns())
 
     def _on_power(self, cmd: PowerCmd, status: int) -> None:
@@ -352,7 +488,7 @@ class Machine:
     def _deadline_ns(self) -> int | None:
         """Host time at which the running slice must end (timer deadline, timeout)."""
         cands = []
-        cmp = self.clint.mtimecmp
+        cmp = self.clint.armed_ahead()
         if cmp < NEVER and self.clock.mtime() < cmp:
             t = self.clock.host_ns(cmp)
             if t is not None:
@@ -361,6 +497,8 @@ class Machine:
             cands.append(self._timeout_at)
         if self.hang is not None:
             cands.append(self.hang.next_check)
+        if self._slice_end is not None:
+            cands.append(self._slice_end)
         return min(cands) if cands else None
 
     def run(self) -> RunResult:
@@ -368,7 +506,9 @@ class Machine:
         until a debugger pauses it (Exit.PAUSE: call run() again to go on)."""
         t = self.config.timeout
         self._timeout_at = time.monotonic_ns() + int(t * 1e9) if t else None
-        self._pc = self.hart.get(REG_PC)  # a debugger may have moved it
+        for c in self.cpus:
+            if c.started:
+                c.pc = c.hart.get(REG_PC)  # a debugger may have moved it
         if self.hang is not None:
             self.hang.restart()
         try:
@@ -389,11 +529,13 @@ class Machine:
                         self._finish(RunResult(Exit.HANG, pc=self.hart.get(REG_PC),
                                                message=why))
                         break
-                if self._idle and not self.hart.pending_enabled():
+                c = self._next_cpu()
+                if c is None:
                     self._wait_for_interrupt()
                     continue
-                self._idle = False
-                self._run_slice()
+                self.cur = c.id
+                c.idle = False
+                self._run_slice(c)
         except KeyboardInterrupt:
             self._finish(RunResult(Exit.QUIT, pc=self.hart.get(REG_PC), message="interrupted"))
         finally:
@@ -402,12 +544,22 @@ class Machine:
         assert stop is not None
         return stop
 
+    def _next_cpu(self) -> Cpu | None:
+        """The next hart after the current one, round-robin, that can run, or None."""
+        n = len(self.cpus)
+        for i in range(1, n + 1):
+            c = self.cpus[(self.cur + i) % n]
+            if c.can_run():
+                return c
+        return None
+
     def _wait_for_interrupt(self) -> None:
-        """The guest is in wfi with nothing pending: let the host thread sleep."""
-        cmp = self.clint.mtimecmp
-        # STIP already raised and still not pending-enabled: the guest masked the timer
-        # (sie.STIE), so the deadline cannot wake it; only an event or the timeout can
-        armed = cmp < NEVER and not self.clint.level
+        """Every hart is in wfi with nothing pending: let the host thread sleep."""
+        # a deadline whose STIP is already raised and still not pending-enabled: the
+        # guest masked the timer (sie.STIE), so it cannot wake it; only an event, the
+        # timeout or another hart's deadline can
+        cmp = self.clint.armed_ahead()
+        armed = cmp < NEVER
         if armed and self.clock.mtime() >= cmp:
             return  # the deadline passed since the loop's tick(): tick again, never sleep
         timer_ahead = armed
@@ -430,63 +582,80 @@ class Machine:
         self.stats.wfi_sleeps += 1
         self.stats.sleep_s += time.perf_counter() - t0
 
-    def _run_slice(self, count: int | None = None) -> None:
-        """One emu_start: uncounted until stopped (host clock), or counted (icount clock,
-        or `count` instructions for a debugger's step)."""
+    def _run_slice(self, c: Cpu, count: int | None = None) -> None:
+        """One emu_start of hart c: uncounted until stopped (host clock), or counted
+        (icount clock, or `count` instructions for a debugger's step)."""
         icount = isinstance(self.clock, IcountClock)
+        self._others = others = any(o.can_run() for o in self.cpus if o is not c)
         if count is not None:
-            if not self._counted:
+            if not c.counted:
                 # blocks translated without the count hook would ignore the count
                 # (reference gotcha 11); Unicorn itself flushes on the way back
-                self.uc.ctl_flush_tb()
+                c.uc.ctl_flush_tb()
             deadline = None
         elif icount:
             assert isinstance(self.clock, IcountClock)
-            cmp, now = self.clint.mtimecmp, self.clock.mtime()
-            ahead = (cmp - now) * INSNS_PER_TICK if now < cmp < NEVER else ICOUNT_SLICE
-            count = min(ICOUNT_SLICE, ahead)
+            now = self.clock.mtime()
+            cmp = min((x for x in self.clint.cmp if x > now), default=NEVER)
+            limit = ICOUNT_SLICE_SMP if others else ICOUNT_SLICE
+            ahead = (cmp - now) * INSNS_PER_TICK if cmp < NEVER else limit
+            count = min(limit, ahead)
             deadline = self._timeout_at
         else:
             count = 0
+            # the slice's end stays a deadline when the guest moves a timer meanwhile
+            self._slice_end = time.monotonic_ns() + QUANTUM_NS if others else None
             deadline = self._deadline_ns()
+        self._run_uc = c.uc
         if not self.waker.begin_run(deadline):
             return
-        self.bus.new_run()
+        c.bus.new_run()
+        c.start_pc, c.paused_once = c.pc, False
         err: BaseException | None = None
         t0 = time.perf_counter()
+        if c.ipi_at:
+            self.stats.ipi_wakes += 1
+            self.stats.ipi_wake_s += t0 - c.ipi_at
+            c.ipi_at = 0.0
+        self._in_run, self._kicked = True, False
         try:
-            self.uc.emu_start(self._pc, UNTIL, 0, count)
+            c.uc.emu_start(c.pc, UNTIL, 0, count)
         except UcError as e:
             err = e
         except MachineFault as e:
             err = e
         finally:
-            stopped = self.waker.end_run()
+            self._in_run = False
+            self._slice_end = None
+            stopped = self.waker.end_run() or self._kicked
             self.stats.run_s += time.perf_counter() - t0
             self.stats.runs += 1
             if icount:
                 self.clock.insns += count  # type: ignore[union-attr]
-            self._counted = count > 0
+            c.counted = count > 0
             if self.hang is not None:
                 self.hang.after_run()
-        self._pc = self.hart.get(REG_PC)
-        if err is None and self.bus.fault is not None:
-            err, self.bus.fault = self.bus.fault, None
+        c.pc = c.hart.get(REG_PC)
+        if err is None and c.bus.fault is not None:
+            err, c.bus.fault = c.bus.fault, None
         if self.result is not None and self.result.pc is None:
-            self.result.pc = self._pc
+            self.result.pc = c.pc
         if err is not None:
             if (isinstance(err, UcError) and err.errno == UC_ERR_EXCEPTION
-                    and self.traps.ebreak_delivered):
-                self.traps.ebreak_delivered = False  # Unicorn's spurious error after ebreak
+                    and c.traps.ebreak_delivered):
+                c.traps.ebreak_delivered = False  # Unicorn's spurious error after ebreak
                 return
             self._finish(self._fault(err))
             return
         if self.result is not None or self._pause is not None:
             return  # a pause stops before an instruction: no MMIO access to replay
         if stopped:
-            self._pc = self.bus.after_stop(self._pc)
-        elif self.hart.vread(self._pc - 4, 4, UC_PROT_EXEC) == WFI:
-            self._idle = True
+            pc = c.pc
+            c.pc = c.bus.after_stop(pc)
+            if c.pc == pc and len(self.cpus) > 1:
+                c.pc = complete_store(c, self.ram)
+        elif c.hart.vread(c.pc - 4, 4, UC_PROT_EXEC) == WFI:
+            c.idle = True
 
     def _fault(self, err: BaseException) -> RunResult:
         pc = getattr(err, "pc", None) or self._pc
@@ -505,7 +674,8 @@ class Machine:
     def banner(self) -> str:
         devs = ", ".join(d.describe() for d in self.devices.values())
         clock = "icount" if isinstance(self.clock, IcountClock) else "host"
-        return (f"nexai rv64 machine: {self.ram.size >> 20} MiB RAM; {devs}; "
+        return (f"nexai rv64 machine: {self.config.cpus} hart"
+                f"{'s' if self.config.cpus > 1 else ''}, {self.ram.size >> 20} MiB RAM; {devs}; "
                 f"clock {clock}; kernel {self.config.kernel}")
 
 

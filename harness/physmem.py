@@ -8,6 +8,11 @@ visible at once. Pages are allocated by the host kernel only when touched, so a 
 
 Unicorn does not notice host writes into memory that already holds translated code
 (gotcha 12 in the reference), so `write` drops translations of the range it changes.
+
+With several harts (harness/machine.py) every hart is its own Unicorn instance and the
+one mapping is attached to each of them (`attach`): a store by any hart is visible to
+all at once, but each instance keeps its own translated code, so `write` drops the
+range in every instance, and `forget_code(..., hart=h)` in one (a hart's fence.i).
 """
 
 from __future__ import annotations
@@ -35,8 +40,14 @@ class PhysMem:
         self.base, self.size = base, size
         self._mm = mmap.mmap(-1, size)
         self._anchor = ctypes.c_char.from_buffer(self._mm)  # pins the mapping while Unicorn uses it
-        uc.mem_map_ptr(base, size, UC_PROT_ALL, ctypes.addressof(self._anchor))
         self.view = memoryview(self._mm)
+        self._cpus: list[tuple[Uc, Hart]] = []
+        self.attach(uc, hart)
+
+    def attach(self, uc: Uc, hart: Hart) -> None:
+        """Map this RAM (the same host pages) into another hart's Unicorn instance."""
+        uc.mem_map_ptr(self.base, self.size, UC_PROT_ALL, ctypes.addressof(self._anchor))
+        self._cpus.append((uc, hart))
 
     def contains(self, pa: int, n: int = 1) -> bool:
         return self.base <= pa and pa + n <= self.base + self.size and n >= 0
@@ -66,18 +77,19 @@ class PhysMem:
         if n:
             self.forget_code(pa, n)
 
-    def forget_code(self, pa: int, n: int) -> None:
-        """Invalidate Unicorn's translations of [pa, pa+n). Unicorn resolves the range
-        through the current MMU context, so do it in M-mode, where addresses are physical."""
-        h = self.hart
-        p = h.priv
-        if p != PRIV_M:
-            h.set(REG_PRIV, PRIV_M)
-        try:
-            self.uc.ctl_remove_cache(pa, pa + n)
-        finally:
+    def forget_code(self, pa: int, n: int, hart: int | None = None) -> None:
+        """Invalidate Unicorn's translations of [pa, pa+n) in every hart's instance, or
+        only in hart `hart`'s. Unicorn resolves the range through the current MMU
+        context, so do it in M-mode, where addresses are physical."""
+        for uc, h in self._cpus if hart is None else self._cpus[hart : hart + 1]:
+            p = h.priv
             if p != PRIV_M:
-                h.set(REG_PRIV, p)
+                h.set(REG_PRIV, PRIV_M)
+            try:
+                uc.ctl_remove_cache(pa, pa + n)
+            finally:
+                if p != PRIV_M:
+                    h.set(REG_PRIV, p)
 
     def u16(self, pa: int) -> int:
         return _U16.unpack_from(self.view, self._off(pa, 2))[0]

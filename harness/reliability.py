@@ -23,6 +23,7 @@ from pathlib import Path
 
 import click
 
+from harness.cli import cpus_option
 from harness.launch import DEFAULT_FS, DEFAULT_KERNEL, add_ai_device, launch, report
 from harness.machine import MachineConfig
 
@@ -54,10 +55,11 @@ class Boot:
 
 def boot(cmd: str, *, model: object = None, faults: str | None = None,
          hang_timeout: float = 60.0, timeout: float = 3600.0, kernel: Path = DEFAULT_KERNEL,
-         fs: Path = DEFAULT_FS, echo: Callable[[bytes], None] | None = None) -> Boot:
+         fs: Path = DEFAULT_FS, echo: Callable[[bytes], None] | None = None,
+         cpus: int = 1) -> Boot:
     """Run `cmd` in the guest (`model`: a LoadedModel or a registry name/path, or None)."""
     config = MachineConfig(kernel=kernel, fs=fs, cmd=cmd, timeout=timeout,
-                           hang_timeout=hang_timeout)
+                           hang_timeout=hang_timeout, cpus=cpus)
     if model is not None:
         plan = None
         if faults:
@@ -280,6 +282,7 @@ _common = [
                  show_default=True, help="Seconds without guest progress that make a hang."),
     click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
                  help="Also write the report as JSON."),
+    cpus_option,
 ]
 
 
@@ -298,7 +301,7 @@ def _options(fn):  # noqa: ANN001, ANN202
               help="Chance (%) per killer wake-up (10-40 ms) to kill a fuzz process.")
 def fuzz(model: str | None, seed: int, seconds: int | None, faults: str | None,
          hang_timeout: float, json_out: Path | None, calls: int, procs: int,
-         kill: int) -> None:
+         kill: int, cpus: int = 1) -> None:
     """Fuzz the system calls from the guest (user_c/sysfuzz.c) and check the kernel survives.
 
     Concurrent processes make random calls, the AI service's included, with hostile
@@ -311,7 +314,7 @@ def fuzz(model: str | None, seed: int, seconds: int | None, faults: str | None,
     lm = _load(model) if model else None
     try:
         rep = run_fuzz(seed=seed, calls=calls, seconds=seconds or 0, procs=procs, kill=kill,
-                       model=lm, faults=faults, hang_timeout=hang_timeout)
+                       model=lm, faults=faults, hang_timeout=hang_timeout, cpus=cpus)
     finally:
         if lm is not None:
             lm.close()
@@ -342,7 +345,7 @@ def fuzz(model: str | None, seed: int, seconds: int | None, faults: str | None,
               help="Share (%) of long requests (64..256 tokens; others 1..16).")
 def stress(model: str | None, seed: int, seconds: int | None, faults: str | None,
            hang_timeout: float, json_out: Path | None, clients: int, kill: int,
-           kill_daemon: int, long: int) -> None:
+           kill_daemon: int, long: int, cpus: int = 1) -> None:
     """Soak the AI service (user_c/aistress.c) and verify every result on the host engine.
 
     More clients than slots send mixed short and long requests; clients and ai_daemon
@@ -355,7 +358,7 @@ def stress(model: str | None, seed: int, seconds: int | None, faults: str | None
     try:
         rep = run_stress(lm, seed=seed, seconds=seconds or 30, clients=clients, kill=kill,
                          kill_daemon=kill_daemon, long=long, faults=faults,
-                         hang_timeout=hang_timeout)
+                         hang_timeout=hang_timeout, cpus=cpus)
     finally:
         lm.close()
     b = rep.boot

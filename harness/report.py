@@ -75,7 +75,7 @@ def format_report(m: Machine, result: RunResult) -> str:
     out = [f"=== {title}: {message} ==="]
     pc = result.pc if result.pc is not None else h.pc
     priv = PRIV_NAMES.get(h.priv, h.priv)
-    out.append(f"hart 0 in {priv}-mode at {pc:#x}  {_where(elf, pc)}".rstrip())
+    out.append(f"hart {m.cur} in {priv}-mode at {pc:#x}  {_where(elf, pc)}".rstrip())
     regs = h.gprs()
     for row in range(0, 32, 4):
         out.append("  " + "  ".join(f"{ABI_NAMES[i]:>4} {regs[i]:#018x}"
@@ -105,5 +105,37 @@ def format_report(m: Machine, result: RunResult) -> str:
             continue
         note = "  <- trapped here (sepc)" if f.trap else ""
         out.append(f"  #{f.level:<2} {f.pc:#x}  {_where(elf, f.pc, f.lookup_pc)}{note}".rstrip())
+    if len(m.cpus) > 1:
+        out += format_harts(m)
     return "\n".join(out)
+
+
+def format_harts(m: Machine) -> list[str]:
+    """One line per hart: state, privilege, pc and the process it runs (cpus[h].proc,
+    when the kernel's debug info can be read)."""
+    names: dict[int, str] = {}
+    try:
+        from harness.guest.procs import ProcTable
+        from harness.guest.programs import Program
+        from harness.machine_guest import machine_phys
+
+        table = ProcTable(Program("kernel", m.config.kernel, user=False), machine_phys(m))
+        for c in m.cpus:
+            p = table.current(c.id) if c.started else None
+            if p is not None:
+                names[c.id] = f"pid {p.pid} ({p.name})"
+    except Exception:  # noqa: BLE001 (a stub without debug info: no process column)
+        pass
+    out = [f"harts ({len(m.cpus)}; * = the one above):"]
+    for c in m.cpus:
+        if not c.started:
+            out.append(f"  {' '}{c.id}  parked")
+            continue
+        h = c.hart
+        pc = h.pc
+        state = "wfi" if c.idle else "running"
+        out.append(f"  {'*' if c.id == m.cur else ' '}{c.id}  {state:<7} "
+                   f"{PRIV_NAMES.get(h.priv, h.priv)}-mode  {pc:#x}  {_where(m.kernel, pc)}  "
+                   f"{names.get(c.id, 'no process')}".rstrip())
+    return out
 

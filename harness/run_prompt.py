@@ -144,6 +144,8 @@ def format_timings(res: LlmResult, n_prompt: int) -> str:
     model = t.get("model", "?")
     rows = [
         ("Model Loading Time", t.get("load_us"), "device: weights file -> ready to serve"),
+        *([("  of which repack", t["repack_us"], "the one-time int8 repack, cached: later "
+            "loads skip it")] if t.get("repack_us") else []),
         ("TTFT", t.get("ttft_us"), f"ai_submit -> first token ({n_prompt} prompt tokens: "
                                    "queue + prefill)"),
         ("TPOT", t.get("tpot_us"), f"mean time per token after the first ({n} generated)"),

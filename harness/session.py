@@ -68,8 +68,8 @@ def parse_llmrun(output: str) -> list[LlmResult]:
         if m is None:
             continue
         timing: dict[str, Any] = {}
-        for key, value in re.findall(r"(\w+)=(\S+)", m.group(1)):
-            timing[key] = int(value) if re.fullmatch(r"-?\d+", value) else value
+        for key, quoted, value in re.findall(r'(\w+)=(?:"([^"]*)"|(\S+))', m.group(1)):
+            timing[key] = int(value) if re.fullmatch(r"-?\d+", value) else quoted or value
         results.append(LlmResult(last_ids or [], timing))
         last_ids = None
     return results
@@ -111,8 +111,9 @@ class AiSession:
     def __init__(self, model: str | LoadedModel | None = "smol", *,
                  kernel: Path = DEFAULT_KERNEL, fs: Path = DEFAULT_FS, ram_size: int = 128 << 20,
                  clock: str = "host", preload: bool = True,
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None, cpus: int = 1) -> None:
         self.kernel, self.fs, self.ram_size, self.clock = kernel, fs, ram_size, clock
+        self.cpus = cpus
         self.log = log
         self.spec = model if isinstance(model, str) else None
         self.lm: LoadedModel | None = model if isinstance(model, LoadedModel) else None
@@ -138,7 +139,8 @@ class AiSession:
                created: list[VirtioAi]) -> MachineConfig:
         """The MachineConfig of one boot (with the AI device unless the session has none)."""
         config = MachineConfig(kernel=self.kernel, fs=self.fs, ram_size=self.ram_size,
-                               clock=self.clock, cmd=cmd, timeout=timeout, output=output)
+                               clock=self.clock, cmd=cmd, timeout=timeout, output=output,
+                               cpus=self.cpus)
         model = self.lm if self.lm is not None else self.spec
         if model is not None:
             add_ai_device(config, model, log=self.log,

@@ -129,10 +129,12 @@ def mem_operand(insn: int, length: int) -> tuple[int, int, int] | None:
 class Traps:
     """Delivers synchronous exceptions and emulates rdtime; counts what it did."""
 
-    def __init__(self, uc: Uc, hart: Hart, mtime: Callable[[], int]) -> None:
+    def __init__(self, uc: Uc, hart: Hart, mtime: Callable[[], int],
+                 counts: Counter[int] | None = None) -> None:
         self.hart = hart
         self.mtime = mtime
-        self.counts: Counter[int] = Counter()  # delivered traps by scause
+        # delivered traps by scause (one Counter may be shared by all harts)
+        self.counts: Counter[int] = Counter() if counts is None else counts
         self.rdtime = 0
         self.ebreak_delivered = False  # emu_start will end with a spurious UC_ERR_EXCEPTION
         # drops translated user code before fork/exec (see _NEW_TEXT); the machine

@@ -22,6 +22,10 @@
 #define AI_RUNNING      2
 #define AI_DONE         3
 #define AI_FAILED       4
+// their names, for messages (ai_statename)
+#define AI_STATE_NAMES  { [AI_FREE] "free", [AI_QUEUED] "queued", \
+                          [AI_RUNNING] "running", [AI_DONE] "done", \
+                          [AI_FAILED] "failed" }
 
 // error codes: ai_status.err, and the reason of the caller's last failed AI
 // system call, which every AI call records and ai_lasterr() returns (all AI
@@ -110,20 +114,23 @@ struct ai_info {
   uint64 n_params;
   uint64 weight_bytes;
   uint64 load_us;       // Model Loading Time measured by the device
-  char name[32];        // model name, e.g. "SmolLM2-135M-Instruct"
+  char name[32];        // model's display name (its metadata), e.g. "Qwen3.5-0.8B"
   char arch[16];        // "llama" or "qwen3_5"
   int workers;          // ai_daemon workers registered now
   int kv_block;         // tokens per prefix cache block
   uint64 kv_cache_bytes; // prefix cache budget (0 = off)
   struct ai_cache cache;
+  uint64 repack_us;     // of load_us: the one-time int8 repack (0: its cache was mapped)
 };
 
-// service counters (ai_stats), for leak checks and the benchmarks
+// service counters (ai_stats), for leak checks and the benchmarks, and who
+// the workers are (a second ai_daemon names the one already running)
 struct ai_stats {
   int slots[5];         // slots in each state, indexed by AI_FREE .. AI_FAILED
   int queued;           // requests in the circular queue
   int workers;          // registered workers
   int orphans;          // running requests whose owner has exited
+  int worker_pid[AI_MAX_WORKERS]; // who the registered workers are (0: none)
   uint64 submitted;     // totals since boot
   uint64 completed;
   uint64 failed;

@@ -555,6 +555,7 @@ ai_service_info(uint64 uinfo)
   info.n_params = m->n_params;
   info.weight_bytes = m->weight_bytes;
   info.load_us = m->load_us;
+  info.repack_us = m->repack_us;
   memmove(info.name, m->name, sizeof(info.name));
   memmove(info.arch, m->arch, sizeof(info.arch));
   info.workers = ais_nworkers(&ai.sv);
@@ -567,7 +568,8 @@ ai_service_info(uint64 uinfo)
   return 0;
 }
 
-// Service counters to user address ustats (works without a device).
+// Service counters and the registered workers' pids to user address
+// ustats (works without a device).
 int
 ai_service_stats(uint64 ustats)
 {

@@ -448,9 +448,11 @@ ais_stats(const struct aisvc *sv, struct ai_stats *st)
       st->orphans++;
   }
   st->queued = sv->queue.count;
-  for(i = 0; i < AI_MAX_WORKERS; i++)
+  for(i = 0; i < AI_MAX_WORKERS; i++){
+    st->worker_pid[i] = sv->workers[i];
     if(sv->workers[i])
       st->workers++;
+  }
   st->submitted = sv->submitted;
   st->completed = sv->completed;
   st->failed = sv->failed;

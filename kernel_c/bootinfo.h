@@ -2,13 +2,15 @@
 //
 // The harness writes one struct bootinfo at physical address BOOTINFO
 // (memlayout.h) and enters the kernel in S-mode with a0 = hartid (0) and
-// a1 = BOOTINFO. Shared with harness/bootinfo.py, which reads the layout
+// a1 = BOOTINFO (the other harts start later, see HART_START in
+// memlayout.h). Shared with harness/bootinfo.py, which reads the layout
 // from this file; never retype it. Fields are naturally aligned so C and
 // the harness agree without packing pragmas.
 
 #define BOOTINFO_MAGIC    0x4f464e49   // "INFO"
-#define BOOTINFO_VERSION  1
+#define BOOTINFO_VERSION  2
 #define BOOTINFO_CMD_MAX  3072         // bytes of init's command line, incl. NUL
+#define MAXCPU            8            // most harts a machine can have (param.h NCPU)
 
 // flags
 #define BOOT_F_ICOUNT     0x1          // mtime follows instruction count
@@ -25,5 +27,7 @@ struct bootinfo {
   uint64 boot_mtime;    // mtime when the harness started the kernel
   uint32 flags;         // BOOT_F_*
   uint32 cmd_len;       // strlen(cmd); 0 = interactive shell
+  uint32 ncpu;          // harts on the machine (1..MAXCPU), hart 0 running
+  uint32 reserved;      // 0
   char cmd[BOOTINFO_CMD_MAX]; // "harness run -c" commands for init, NUL-terminated
 };

@@ -100,6 +100,14 @@ uint64          ktotalpages(void);
 extern struct bootinfo bootinfo;
 extern uint64   phystop;
 void            start_init(void);
+void            mainhart(uint64 hartid);
+
+// ipi.c
+void            ipi_send(int hart, uint why);
+void            ipi_intr(void);
+void            ipi_wake_idle(void);
+void            ipi_flush(void);
+void            fence_i_all(void);
 
 // pipe.c
 int             pipealloc(struct file**, struct file**);
@@ -190,6 +198,7 @@ void            syscall(void);
 extern struct spinlock tickslock;
 extern uint     ticks;
 void            timerinit(void);
+void            timerinithart(void);
 void            timerintr(void);
 void            timer_arm(void);
 void            timer_idle(void);

@@ -43,6 +43,7 @@ KERNEL_OBJS := $(addprefix $(KBUILD)/, \
   uart.o \
   plic.o \
   timer.o \
+  ipi.o \
   power.o)
 
 KCFLAGS := -Wall -Werror -O2 -fno-omit-frame-pointer -ggdb \

@@ -18,6 +18,7 @@ struct bootinfo bootinfo;       // our copy of what the harness passed
 uint64 phystop;                 // end of RAM: ram_base + ram_size
 
 extern char end[];
+extern char _entry_hart[];      // entry.S: where the other harts start
 
 // Copy and check struct bootinfo (it lives in a page paging will map
 // read-only; a copy keeps the cmd string with the kernel).
@@ -32,14 +33,17 @@ loadbootinfo(struct bootinfo *bi)
   if(bootinfo.cmd_len >= BOOTINFO_CMD_MAX)
     bootinfo.cmd_len = strlen(bootinfo.cmd);
   if(bootinfo.ram_base != KERNBASE || bootinfo.ram_size < 8*1024*1024 ||
-     bootinfo.timebase_hz == 0)
-    panic("main: unusable bootinfo (ram 0x%lx+0x%lx, timebase %ld)",
-          bootinfo.ram_base, bootinfo.ram_size, bootinfo.timebase_hz);
+     bootinfo.timebase_hz == 0 || bootinfo.ncpu < 1 || bootinfo.ncpu > NCPU)
+    panic("main: unusable bootinfo (ram 0x%lx+0x%lx, timebase %ld, %d harts)",
+          bootinfo.ram_base, bootinfo.ram_size, bootinfo.timebase_hz,
+          bootinfo.ncpu);
   phystop = bootinfo.ram_base + bootinfo.ram_size;
   // Sv39 as we use it reaches up to MAXVA; keep RAM below the trampoline
   if(phystop > KSTACK(NPROC))
     phystop = KSTACK(NPROC) & ~(MEGAPAGE - 1);
 }
+
+static void starthart(void);
 
 void
 main(uint64 hartid, struct bootinfo *bi)
@@ -48,7 +52,8 @@ main(uint64 hartid, struct bootinfo *bi)
   consoleinit();
   printfinit();
   loadbootinfo(bi);
-  printf("\nnexai kernel: rv64imac, Sv39, S-mode, %d hart\n", NCPU);
+  printf("\nnexai kernel: rv64imac, Sv39, S-mode, %d hart%s\n", bootinfo.ncpu,
+         bootinfo.ncpu > 1 ? "s" : "");
 
   kinit();              // physical page allocator
   kvminit();            // kernel page table
@@ -66,6 +71,38 @@ main(uint64 hartid, struct bootinfo *bi)
   ai_service_init();    // AI request slots, and the AI device if present
   timerinit();
   userinit();           // the first process
+  starthart();          // the other harts
+  scheduler();
+}
+
+// Start the parked harts one by one, each once the previous one runs its
+// scheduler (they share nothing during their init, but the order keeps the
+// boot reproducible).
+static void
+starthart(void)
+{
+  int i;
+
+  cpus[0].started = 1;
+  for(i = 1; i < bootinfo.ncpu; i++){
+    *(volatile uint32*)(HART_START + 4*i) = (uint32)(uint64)_entry_hart;
+    while(!*(volatile int*)&cpus[i].started)
+      cpu_pause();
+  }
+}
+
+// A secondary hart's main(): the machine is set up; turn on paging, traps,
+// its PLIC context and its timer (off), then schedule.
+void
+mainhart(uint64 hartid)
+{
+  w_tp(hartid);
+  kvminithart();
+  trapinithart();
+  plicinithart();
+  timerinithart();
+  __sync_synchronize();
+  cpus[hartid].started = 1;
   scheduler();
 }
 
@@ -83,6 +120,7 @@ banner(void)
          virtio_disk_blocks() * BSIZE / 1024, bootinfo.timebase_hz, PLIC);
   if(bootinfo.flags & BOOT_F_AIDEV)
     printf("dev   virtio-ai 0x%lx irq %d\n", VIRTIO1, VIRTIO1_IRQ);
+  printf("cpu   %d hart%s running\n", bootinfo.ncpu, bootinfo.ncpu > 1 ? "s" : "");
   ms = boottime() * 1000 / bootinfo.timebase_hz;
   printf("boot  %ld ms to /init%s\n", ms,
          bootinfo.flags & BOOT_F_ICOUNT ? " (instruction-count clock)" : "");

@@ -13,7 +13,10 @@
 //   0x00001000 -- boot info page, read-only, written by the harness
 //                 (struct bootinfo in bootinfo.h)
 //   0x00100000 -- power/reset device (sifive "test finisher" style)
-//   0x02000000 -- CLINT-style timer: mtime and the S-mode deadline
+//   0x00101000 -- hart start/status (SBI HSM style): parked harts start here
+//   0x02000000 -- CLINT-style timer: mtime and one S-mode deadline per hart
+//   0x02F00000 -- supervisor software interrupts, one register per hart
+//                 (RISC-V ACLINT SSWI style): inter-processor interrupts
 //   0x0C000000 -- PLIC interrupt controller
 //   0x10000000 -- UART 16550 console
 //   0x10001000 -- virtio-mmio block device (the file system disk)
@@ -29,21 +32,41 @@
 #define POWER_PASS     0x5555
 #define POWER_RESET    0x7777
 
-// timer: mtime counts at TIMEBASE_HZ; writing MTIMECMP (two 32-bit halves,
-// low word first) sets the deadline and lowers STIP; STIP is raised when
+// hart control: hart 0 starts at reset; every other hart is parked until
+// the kernel writes a physical start address to HART_START + 4*hart (32
+// bits). The hart then enters it in S-mode, paging off, with a0 = hartid
+// and a1 = BOOTINFO. HART_STATUS + 4*hart reads 1 once the hart started.
+#define HARTCTL        0x00101000L
+#define HART_START     (HARTCTL + 0x0)
+#define HART_STATUS    (HARTCTL + 0x100)
+
+// timer: mtime counts at TIMEBASE_HZ; writing hart h's MTIMECMP at
+// CLINT_MTIMECMP + 8*h (two 32-bit halves, low word first; QEMU virt's
+// layout) sets its deadline and lowers its STIP; STIP is raised when
 // mtime >= mtimecmp. Both registers are also readable.
 #define CLINT          0x02000000L
 #define CLINT_MTIMECMP (CLINT + 0x4000)
+#define CLINT_MTIMECMP_STRIDE 8
 #define CLINT_MTIME    (CLINT + 0xBFF8)
 #define TIMEBASE_HZ    10000000
 
-// PLIC, with QEMU virt's register offsets; context 1 is hart 0 in S-mode.
+// inter-processor interrupts: writing 1 to SSWI + 4*h raises hart h's
+// supervisor software interrupt (SSIP); the target clears it in sip.
+// Reads give 0.
+#define SSWI           0x02F00000L
+
+// PLIC, with QEMU virt's register offsets: hart h's S-mode context is
+// context 2*h+1, so hart h's registers are the ones below plus
+// h*PLIC_SENABLE_STRIDE (enables) or h*PLIC_SCONTEXT_STRIDE (threshold,
+// claim). There is no M-mode, so contexts 2*h are not wired.
 #define PLIC           0x0C000000L
 #define PLIC_PRIORITY  (PLIC + 0x0)
 #define PLIC_PENDING   (PLIC + 0x1000)
 #define PLIC_SENABLE   (PLIC + 0x2080)
 #define PLIC_SPRIORITY (PLIC + 0x201000)
 #define PLIC_SCLAIM    (PLIC + 0x201004)
+#define PLIC_SENABLE_STRIDE  0x100
+#define PLIC_SCONTEXT_STRIDE 0x2000
 
 // devices and their PLIC interrupt numbers
 #define UART0          0x10000000L

@@ -1,7 +1,7 @@
 // param.h: kernel limits.
 
 #define NPROC        64   // maximum number of processes
-#define NCPU          1   // harts; the harness has one
+#define NCPU          8   // most harts (bootinfo.ncpu says how many run)
 #define NOFILE       16   // open files per process
 #define NFILE       128   // open files in the whole system
 // In-memory inodes. Sized so that iget can never run out, whatever user programs

@@ -3,7 +3,9 @@
 // Device interrupts (UART0_IRQ, VIRTIO0_IRQ, VIRTIO1_IRQ) arrive as one
 // supervisor external interrupt (SEIP). The handler claims the source
 // number, services it, and completes it so the PLIC can raise it again.
-// Register offsets are QEMU virt's for context 1 (hart 0, S-mode).
+// Register offsets are QEMU virt's: hart h's S-mode context is context
+// 2h+1. Every hart enables every source, so whichever hart claims first
+// services a device; the others claim 0 and go on.
 
 #include "types.h"
 #include "param.h"
@@ -12,6 +14,9 @@
 #include "defs.h"
 
 #define PLIC_REG(a) (*(volatile uint32*)(a))
+#define PLIC_SENABLE_H(h)   (PLIC_SENABLE + (h)*PLIC_SENABLE_STRIDE)
+#define PLIC_SPRIORITY_H(h) (PLIC_SPRIORITY + (h)*PLIC_SCONTEXT_STRIDE)
+#define PLIC_SCLAIM_H(h)    (PLIC_SCLAIM + (h)*PLIC_SCONTEXT_STRIDE)
 
 void
 plicinit(void)
@@ -26,22 +31,24 @@ void
 plicinithart(void)
 {
   // route the sources to this hart's S-mode context
-  PLIC_REG(PLIC_SENABLE) = (1 << UART0_IRQ) | (1 << VIRTIO0_IRQ) |
-                           (1 << VIRTIO1_IRQ);
+  int hart = cpuid();
+
+  PLIC_REG(PLIC_SENABLE_H(hart)) = (1 << UART0_IRQ) | (1 << VIRTIO0_IRQ) |
+                                   (1 << VIRTIO1_IRQ);
   // accept every priority above 0
-  PLIC_REG(PLIC_SPRIORITY) = 0;
+  PLIC_REG(PLIC_SPRIORITY_H(hart)) = 0;
 }
 
 // The highest-priority pending source, now claimed; 0 if none.
 int
 plic_claim(void)
 {
-  return PLIC_REG(PLIC_SCLAIM);
+  return PLIC_REG(PLIC_SCLAIM_H(cpuid()));
 }
 
 // Done with source irq.
 void
 plic_complete(int irq)
 {
-  PLIC_REG(PLIC_SCLAIM) = irq;
+  PLIC_REG(PLIC_SCLAIM_H(cpuid())) = irq;
 }

@@ -5,6 +5,12 @@
 // xstate and pid; wait_lock protects every p->parent and orders exit()
 // against wait(). Take wait_lock before any p->lock.
 //
+// Every hart runs scheduler(). A hart with nothing to run marks itself idle
+// and waits in wfi with its timer off; whoever makes a process RUNNABLE
+// wakes one idle hart with an IPI (ipi_wake_idle). A process that moves to
+// another hart gets a fence.i there first, so it never runs stale code that
+// hart translated before (its pages may have been rewritten since).
+//
 // A process leaves through exit() only. Before it closes its files, exit()
 // runs the exit hooks that subsystems registered with exithook_register()
 // (the AI service drops the dead process's requests there), while the
@@ -130,6 +136,7 @@ allocproc(void)
 found:
   p->pid = allocpid();
   p->state = USED;
+  p->cpu = -1;
   p->cputicks = 0;
   p->ignintr = 0;
   p->sz = 0;
@@ -296,6 +303,7 @@ fork(void)
   acquire(&np->lock);
   np->state = RUNNABLE;
   release(&np->lock);
+  ipi_wake_idle();
 
   return pid;
 }
@@ -405,12 +413,24 @@ wait(uint64 addr)
 // RUNNABLE process round-robin, swtch() to it, and get control back when
 // it calls sched(). With nothing to run: stop the timer if nobody needs
 // ticks and wait for an interrupt.
+// Is any process RUNNABLE? A hint read without locks.
+static int
+anyrunnable(void)
+{
+  struct proc *p;
+
+  for(p = proc; p < &proc[NPROC]; p++)
+    if(*(volatile enum procstate *)&p->state == RUNNABLE)
+      return 1;
+  return 0;
+}
+
 void
 scheduler(void)
 {
   struct proc *p;
   struct cpu *c = mycpu();
-  int found;
+  int found, me = cpuid();
 
   c->proc = 0;
   for(;;){
@@ -426,6 +446,12 @@ scheduler(void)
         // jumping back to us
         p->state = RUNNING;
         c->proc = p;
+        if(p->cpu != me){
+          // its text may have been written (exec, a reused page) since
+          // this hart last translated code there
+          fence_i();
+          p->cpu = me;
+        }
         timer_arm();
         swtch(&c->context, &p->context);
         c->proc = 0;
@@ -434,10 +460,17 @@ scheduler(void)
       release(&p->lock);
     }
     if(!found){
-      // interrupts are off, so none is lost between the scan and wfi: a
-      // pending one ends wfi and is taken by intr_on() above
-      timer_idle();
-      wfi();
+      // Announce idleness, then look once more: a process made RUNNABLE
+      // before c->idle was visible was not followed by an IPI to us.
+      // Interrupts are off, so none is lost between the scan and wfi: a
+      // pending one (an IPI too) ends wfi and is taken by intr_on() above.
+      c->idle = 1;
+      __sync_synchronize();
+      if(!anyrunnable()){
+        timer_idle();
+        wfi();
+      }
+      c->idle = 0;
     }
   }
 }
@@ -522,14 +555,20 @@ wakeup(void *chan)
   struct proc *p;
   struct proc *me = myproc();
 
+  int woke = 0;
+
   for(p = proc; p < &proc[NPROC]; p++){
     if(p == me)
       continue;
     acquire(&p->lock);
-    if(p->state == SLEEPING && p->chan == chan)
+    if(p->state == SLEEPING && p->chan == chan){
       p->state = RUNNABLE;
+      woke = 1;
+    }
     release(&p->lock);
   }
+  if(woke)
+    ipi_wake_idle();
 }
 
 // Mark p killed and end any sleep so it notices. Caller holds p->lock.
@@ -556,6 +595,7 @@ kill(int pid)
     if(p->pid == pid && p->state != UNUSED && p->state != ZOMBIE){
       killlocked(p);
       release(&p->lock);
+      ipi_wake_idle();
       return 0;
     }
     release(&p->lock);
@@ -577,6 +617,7 @@ killintr(void)
       killlocked(p);
     release(&p->lock);
   }
+  ipi_wake_idle();
 }
 
 void
@@ -644,8 +685,8 @@ procdump(void)
   for(p = proc; p < &proc[NPROC]; p++){
     if(p->state == UNUSED)
       continue;
-    printf("%d %s %s%s sz=%ld\n", p->pid, statename[p->state], p->name,
-           p->killed ? " (killed)" : "", p->sz);
+    printf("%d %s %s%s sz=%ld hart=%d\n", p->pid, statename[p->state], p->name,
+           p->killed ? " (killed)" : "", p->sz, p->cpu);
   }
 }
 
@@ -673,6 +714,7 @@ procinfo(uint64 addr, int n)
     pi.killed = p->killed;
     pi.sz = p->sz;
     pi.cputicks = p->cputicks;
+    pi.cpu = p->cpu;
     safestrcpy(pi.name, p->name, sizeof(pi.name));
     release(&p->lock);
     release(&wait_lock);

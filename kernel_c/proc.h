@@ -24,9 +24,17 @@ struct cpu {
   struct context context;     // swtch() here to enter scheduler()
   int noff;                   // depth of push_off() nesting
   int intena;                 // were interrupts enabled before push_off()?
+  volatile int idle;          // in the scheduler's wfi: an IPI wakes it (ipi.c)
+  volatile uint ipi;          // IPI_* requests for this hart (ipi.c)
+  int wakeidle;               // wake an idle hart once no lock is held (ipi.c)
+  int started;                // running its scheduler
 };
 
 extern struct cpu cpus[NCPU];
+
+// cpu.ipi bits: what an inter-processor interrupt asks for (ipi.c)
+#define IPI_WAKE    1
+#define IPI_FENCE_I 2
 
 // The page at TRAPFRAME in each user address space. trampoline.S's uservec
 // saves the user registers here and loads the kernel_* fields; userret does
@@ -104,6 +112,7 @@ struct proc {
   char name[16];                // for debugging and ps
   int ignintr;                  // console ^C spares this process
   uint64 cputicks;              // timer ticks spent running
+  int cpu;                      // hart it runs or last ran on (-1: never ran)
 };
 
 // a subsystem's clean-up when a process exits (see exithook_register)

@@ -19,4 +19,5 @@ struct procinfo {
   uint64 sz;            // bytes of user memory
   uint64 cputicks;      // timer ticks spent running
   char name[PI_NAME];   // exec'd program name
+  int cpu;              // hart it runs or last ran on, -1 if it never ran
 };

@@ -112,6 +112,22 @@ wfi(void)
   asm volatile("wfi");
 }
 
+// make this hart's instruction fetches see every store made so far (by any
+// hart, once that hart's stores are visible: fence first)
+static inline void
+fence_i(void)
+{
+  asm volatile("fence.i" ::: "memory");
+}
+
+// Zihintpause: "I am spinning". The harness gives the rest of this hart's
+// slice to another hart when it sees one (harness/harts.py).
+static inline void
+cpu_pause(void)
+{
+  asm volatile(".4byte 0x0100000f");
+}
+
 typedef uint64 pte_t;
 typedef uint64 *pagetable_t;   // 512 PTEs
 

@@ -2,6 +2,15 @@
 //
 // Holding a spinlock keeps interrupts off on this hart (push_off), so an
 // interrupt handler can never spin on a lock its own hart already holds.
+//
+// The lock word holds 0 when free, else the holder's token (hart id + 1),
+// taken with lr.w/sc.w. The token makes taking a lock safe against one
+// harness artefact: when the harness stops a run asynchronously (to switch
+// harts or take an event) right after an AMO or SC has written memory,
+// Unicorn can leave the PC on that instruction and execute it again when
+// the hart resumes. A repeated sc.w then fails, and the loop's next lr.w
+// finds our own token in the word: we hold the lock. Nobody else ever
+// writes our token, so that answer is exact.
 
 #include "types.h"
 #include "param.h"
@@ -20,28 +29,37 @@ initlock(struct spinlock *lk, char *name)
   lk->cpu = 0;
 }
 
+// One attempt: 1 if the lock is ours (now, or already by our own repeated
+// sc.w, see above), 0 if another hart holds it.
+static int
+trylock(uint *word, uint token)
+{
+  uint old, fail;
+
+  asm volatile(
+    "1: lr.w.aq %0, (%2)\n"
+    "   bnez    %0, 2f\n"
+    "   sc.w    %1, %3, (%2)\n"
+    "   bnez    %1, 1b\n"
+    "2:\n"
+    : "=&r"(old), "=&r"(fail)
+    : "r"(word), "r"(token)
+    : "memory");
+  return old == 0 || old == token;
+}
+
 // Spin until the lock is ours. Re-acquiring a held lock is a kernel bug.
 void
 acquire(struct spinlock *lk)
 {
+  uint token;
+
   push_off();
   if(holding(lk))
     panic("acquire: %s already held", lk->name);
-
-#if NCPU == 1
-  // One hart, interrupts off: nothing else runs, so plain loads and stores
-  // take the lock. No AMO on purpose: when the harness stops a run
-  // asynchronously (emu_stop) right at an AMO, Unicorn can leave the PC on
-  // the AMO after executing it, and the resumed run executes it again; a
-  // doubled amoswap here would spin forever on the lock it just took.
-  while(*(volatile uint *)&lk->locked != 0)
-    ;
-  *(volatile uint *)&lk->locked = 1;
-#else
-  // amoswap.w.aq: atomically set locked, see the old value
-  while(__sync_lock_test_and_set(&lk->locked, 1) != 0)
-    ;
-#endif
+  token = cpuid() + 1;
+  while(!trylock(&lk->locked, token))
+    cpu_pause();   // another hart holds it: let the harness run that hart
 
   // keep the critical section's loads and stores after the lock is taken
   __sync_synchronize();
@@ -54,13 +72,10 @@ release(struct spinlock *lk)
   if(!holding(lk))
     panic("release: %s not held", lk->name);
   lk->cpu = 0;
-  // make the critical section's stores visible before the lock is free
+  // make the critical section's stores visible before the lock is free;
+  // a plain store (not an AMO): repeating it is harmless
   __sync_synchronize();
-#if NCPU == 1
-  *(volatile uint *)&lk->locked = 0;   // no AMO: see acquire()
-#else
-  __sync_lock_release(&lk->locked);
-#endif
+  *(volatile uint *)&lk->locked = 0;
   pop_off();
 }
 
@@ -95,6 +110,8 @@ pop_off(void)
   if(c->noff < 1)
     panic("pop_off: unbalanced");
   c->noff -= 1;
+  if(c->noff == 0 && c->wakeidle)
+    ipi_flush();   // a deferred wake-up of an idle hart (ipi.c)
   if(c->noff == 0 && c->intena)
     intr_on();
 }

@@ -4,8 +4,9 @@
 // and the harness raises STIP (not MTIP: Unicorn cannot raise M-level
 // interrupts) once mtime reaches it. A write also lowers STIP.
 //
-// Ticks come every 1/TICK_HZ seconds while a process is running, for
-// preemption. When the scheduler finds nothing to run it calls timer_idle()
+// Each hart has its own deadline (CLINT_MTIMECMP + 8*hart) and ticks on its
+// own. Ticks come every 1/TICK_HZ seconds while a process runs on the hart,
+// for preemption. When the scheduler finds nothing to run it calls timer_idle()
 // before wfi, which sets the deadline to the earliest wake-up of a process
 // in sleep(n), or disarms the timer when nobody sleeps: an idle machine
 // takes no interrupts at all (or one per sleeper), and the harness thread
@@ -29,20 +30,30 @@ struct spinlock tickslock;
 uint ticks;                     // timer ticks since boot; tickslock
 static int ticksleepers;        // processes in sleep(n); tickslock
 static uint wakeat[NPROC];      // their wake-up ticks (0 = free); tickslock
-static uint64 deadline = NEVER; // what MTIMECMP holds (NEVER = disarmed)
-static int ticking;             // deadline is a preemption tick, not idle's
+// per hart, used only by that hart with interrupts off
+static uint64 deadline[NCPU];   // what its MTIMECMP holds (NEVER = disarmed)
+static int ticking[NCPU];       // deadline is a preemption tick, not idle's
 
 static void
 setdeadline(uint64 t)
 {
-  deadline = t;
-  *(volatile uint64*)CLINT_MTIMECMP = t;
+  int hart = cpuid();
+
+  deadline[hart] = t;
+  *(volatile uint64*)(CLINT_MTIMECMP + CLINT_MTIMECMP_STRIDE * hart) = t;
 }
 
 void
 timerinit(void)
 {
   initlock(&tickslock, "time");
+  timerinithart();
+}
+
+// This hart's timer starts disarmed.
+void
+timerinithart(void)
+{
   setdeadline(NEVER);
 }
 
@@ -69,35 +80,36 @@ void
 timer_arm(void)
 {
   uint64 next;
+  int hart = cpuid();
 
-  if(ticking)
+  if(ticking[hart])
     return;
   next = r_time() + TICK_INTERVAL;
-  if(next < deadline)
+  if(next < deadline[hart])
     setdeadline(next);
-  ticking = 1;
+  ticking[hart] = 1;
 }
 
 // Nothing is runnable: let the timer fire only when the earliest sleep(n)
 // ends, or never if nobody sleeps. Called by the scheduler with interrupts
-// off, right before wfi.
+// off, right before wfi. (Every idle hart arms the earliest wake-up; the
+// first to take it wakes the sleeper, the others find nothing and idle on.)
 void
 timer_idle(void)
 {
   uint soonest = 0;
-  int i;
+  int i, hart = cpuid();
 
-  ticking = 0;
-  if(ticksleepers == 0){
-    if(deadline != NEVER)
-      setdeadline(NEVER);
-    return;
-  }
-  for(i = 0; i < NPROC; i++)
+  ticking[hart] = 0;
+  acquire(&tickslock);
+  for(i = 0; i < NPROC && ticksleepers > 0; i++)
     if(wakeat[i] && (soonest == 0 || wakeat[i] < soonest))
       soonest = wakeat[i];
+  release(&tickslock);
   if(soonest)
     setdeadline(bootinfo.boot_mtime + (uint64)soonest * TICK_INTERVAL);
+  else if(deadline[hart] != NEVER)
+    setdeadline(NEVER);
 }
 
 // The timer interrupt: update ticks, wake sleep()ers, set the next deadline.
@@ -111,7 +123,7 @@ timerintr(void)
   wakeup(&ticks);
   release(&tickslock);
   setdeadline(now + TICK_INTERVAL);
-  ticking = 1;
+  ticking[cpuid()] = 1;
 }
 
 // Sleep for n ticks. Returns 0, or -1 if the process was killed.

@@ -36,7 +36,7 @@ void
 trapinithart(void)
 {
   w_stvec((uint64)kernelvec);
-  w_sie(r_sie() | SIE_SEIE | SIE_STIE);
+  w_sie(r_sie() | SIE_SEIE | SIE_STIE | SIE_SSIE);
 }
 
 // Route PLIC source irq to fn (called from the device's init).
@@ -212,8 +212,7 @@ devintr(uint64 scause)
     return 2;
   }
   if(scause == SCAUSE_S_SOFT){
-    // nothing sends these; clear it and go on
-    CSR_CLEAR(sip, SIE_SSIE);
+    ipi_intr();   // another hart's request (ipi.c)
     return 1;
   }
   return 0;

@@ -48,11 +48,12 @@ struct virtio_ai_config {
   uint64 n_params;
   uint64 weight_bytes;
   uint64 load_us;           // weights file -> ready, measured by the device
-  char name[32];
+  char name[32];            // the model's display name, from its own metadata
   char arch[16];
   uint64 kv_cache_bytes;    // prefix cache budget (0 = off)
   uint32 kv_block;          // tokens per prefix cache block
   uint32 reserved;
+  uint64 repack_us;         // of load_us: the one-time int8 repack (0: mapped from its cache)
 };
 
 // write-only trace register (device-specific, after the config struct):

@@ -33,6 +33,8 @@ kvmmake(void)
 
   kvmmap(kpgtbl, BOOTINFO, BOOTINFO, PGSIZE, PTE_R);
   kvmmap(kpgtbl, POWER, POWER, PGSIZE, PTE_R | PTE_W);
+  kvmmap(kpgtbl, HARTCTL, HARTCTL, PGSIZE, PTE_R | PTE_W);
+  kvmmap(kpgtbl, SSWI, SSWI, 0x4000, PTE_R | PTE_W);
   kvmmap(kpgtbl, CLINT, CLINT, 0x10000, PTE_R | PTE_W);
   kvmmap(kpgtbl, PLIC, PLIC, 0x400000, PTE_R | PTE_W);
   kvmmap(kpgtbl, UART0, UART0, PGSIZE, PTE_R | PTE_W);

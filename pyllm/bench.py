@@ -141,6 +141,35 @@ def llama_cpp_available() -> str | None:
     return None
 
 
+PROBE = """
+import sys
+from pyllm.bench import LlamaCppAdapter
+a = LlamaCppAdapter(sys.argv[1], 1)
+a.load()
+a.decode(a.prefill([1, 2, 3, 4]))
+"""
+
+
+def llama_cpp_runs(path: str) -> str | None:
+    """None if llama.cpp loads `path` and decodes a token in a child process, else why not: a
+    llama.cpp build whose CPU code does not match this CPU dies of SIGILL, which would take
+    the whole benchmark with it."""
+    import signal
+
+    try:
+        p = subprocess.run([sys.executable, "-c", PROBE, path], capture_output=True,
+                           text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return "llama.cpp did not decode a token within 120 s in a probe run"
+    if p.returncode < 0:
+        return (f"llama.cpp crashed ({signal.Signals(-p.returncode).name}) in a probe run: "
+                "its native code does not run on this CPU")
+    if p.returncode:
+        last = (p.stderr.strip().splitlines() or ["no message"])[-1]
+        return f"llama.cpp failed in a probe run: {last}"
+    return None
+
+
 # ---------------------------------------------------------------- measuring
 
 @dataclass
@@ -195,6 +224,17 @@ def measure_engine(model: Any, s: Samples, lens: list[int], gen: int) -> None:
             s.add(f"ttft{n}_ms", req.timings.ttft_s * 1e3)
         req = eng.run(prompt_ids(TPOT_PROMPT), max_new_tokens=gen + 1, stop_ids=())
     s.add("tpot_ms", req.timings.tpot_s * 1e3)
+
+
+def stream_bandwidth(buf: np.ndarray) -> float:
+    """Bytes/s of one read of `buf` by the C kernels' stream probe, on the engine's threads
+    (the memory roof the roofline and scripts/bench_qwen.py set decode against)."""
+    from pyllm.kernels import require_native
+
+    ffi, lib = require_native()
+    t = time.perf_counter()
+    lib.pyllm_stream_read(ffi.cast("uint8_t *", buf.ctypes.data), buf.nbytes)
+    return buf.nbytes / (time.perf_counter() - t)
 
 
 class CpuWatch:
@@ -350,10 +390,11 @@ def engine(model: str, threads: int, rounds: int, ttft_lens: str, gen: int, busy
     del probe
     engines: list[Adapter] = [PyllmAdapter(model, "c", threads)]
     why = "skipped (--no-llamacpp)" if no_llamacpp else llama_cpp_available()
-    if why is None and str(path).endswith(".gguf"):
-        engines.append(LlamaCppAdapter(str(path), threads))
-    elif why is None:
+    if why is None and not str(path).endswith(".gguf"):
         why = "only runs GGUF files"
+    why = why or llama_cpp_runs(str(path))
+    if why is None:
+        engines.append(LlamaCppAdapter(str(path), threads))
     if not no_numpy:
         engines.append(PyllmAdapter(model, "numpy-f32", threads))
     header = [
@@ -363,7 +404,7 @@ def engine(model: str, threads: int, rounds: int, ttft_lens: str, gen: int, busy
         f"{gen} steps after a {TPOT_PROMPT}-token prompt",
         f"machine: {os.cpu_count()} CPUs; busy = a spinning process pinned to the last CPU",
         "llama.cpp: " + ("llama-cpp-python " + __import__("llama_cpp").__version__
-                         if why is None else f"llama.cpp not installed ({why})"),
+                         if why is None else f"llama.cpp not measured ({why})"),
     ]
     for line in header:
         click.echo(line, err=True)

@@ -94,15 +94,20 @@ def models_synth(name: str, seed: int, force: bool) -> None:
 
 
 @models.command("info")
-@click.option("--model", "-m", default="smol", show_default=True, help=MODEL_HELP)
+@click.argument("model_arg", metavar="[MODEL]", required=False)
+@click.option("--model", "-m", help=MODEL_HELP)
 @click.option("--backend", default="auto", show_default=True,
               type=click.Choice(["auto", "c", "numpy-q8", "numpy-f32"]), help="kernels to use")
-def models_info(model: str, backend: str) -> None:
-    """Load a model and print its ModelInfo as JSON (what the AI device's config space shows)."""
+def models_info(model_arg: str | None, model: str | None, backend: str) -> None:
+    """Load MODEL (`harness models info qwen`, or --model qwen; default smol) and print its
+    ModelInfo as JSON: what the AI device's config space shows. Widths are `model_width`
+    (d_model, HF's hidden_size) and `ffn_width` (the MLP's inner width) for every model."""
     import pyllm
 
+    if model_arg and model and model_arg != model:
+        raise click.UsageError(f"two models given: '{model_arg}' and --model '{model}'")
     with user_errors():
-        m = pyllm.load(model, backend=backend)
+        m = pyllm.load(model_arg or model or "smol", backend=backend)
     click.echo(json.dumps(m.info.as_dict(), indent=1))
 
 

@@ -5,7 +5,8 @@ The real weights cannot be downloaded on the course machines. `harness models sy
 writes `models/qwen3.5-0.8b-synthetic/`:
 
   config.json        the published Qwen3.5-0.8B config (multimodal `qwen3_5`, text_config,
-                     vision_config) plus a "pyllm_synthetic" entry saying how it was made
+                     vision_config), its model id (`_name_or_path`, the display name) and a
+                     "pyllm_synthetic" entry saying how it was made
   model.safetensors  every text-decoder tensor (model.language_model.*, 752,393,024 params)
                      and the vision tower (model.visual.*, 100,592,896 params), bf16, with
                      the real names and shapes; `__metadata__` has pyllm_synthetic=true
@@ -35,6 +36,7 @@ from pyllm.errors import PyllmError
 from pyllm.loaders.safetensors import SafetensorsWriter, f32_to_bf16
 
 SYNTH_DIR = "qwen3.5-0.8b-synthetic"  # the registry's candidate name for the synthetic model
+MODEL_ID = "Qwen/Qwen3.5-0.8B"  # the model these weights imitate (config.json's _name_or_path)
 N_TEXT_PARAMS = 752_393_024
 N_VISION_PARAMS = 100_592_896
 
@@ -134,7 +136,9 @@ def synth_qwen(models_dir: Path, *, seed: int = 0, force: bool = False,
     tmp.mkdir(parents=True)
     note = (f"synthetic weights: seeded random values (seed {seed}) in the exact shapes, names "
             "and dtype (bf16) of Qwen3.5-0.8B, written by pyllm.synth; not a trained model")
-    conf = dict(CONFIG, pyllm_synthetic={"seed": seed, "generator": "pyllm.synth", "note": note})
+    # `_name_or_path` is where HF's save_pretrained records the model id: the display name
+    conf = dict(CONFIG, _name_or_path=MODEL_ID,
+                pyllm_synthetic={"seed": seed, "generator": "pyllm.synth", "note": note})
     (tmp / "config.json").write_text(json.dumps(conf, indent=2) + "\n")
     (tmp / "SYNTHETIC").write_text(note + "\n")
     meta = {"format": "pt", "pyllm_synthetic": "true", "seed": str(seed)}

@@ -65,19 +65,6 @@ def fresh_process(name: str, **opts) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def cpu_times() -> tuple[float, float]:
-    """(busy CPU seconds of the whole machine, CPU seconds of this process) so far."""
-    vals = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
-    t = os.times()
-    return (sum(vals) - vals[3] - vals[4]) / os.sysconf("SC_CLK_TCK"), t.user + t.system
-
-
-def bandwidth(lib, ffi, buf) -> float:
-    t = time.perf_counter()
-    lib.pyllm_stream_read(ffi.cast("uint8_t *", buf.ctypes.data), buf.nbytes)
-    return buf.nbytes / (time.perf_counter() - t)
-
-
 def ttft(model, ids: np.ndarray) -> float:
     st = model.new_state(len(ids) + 4)
     t = time.perf_counter()
@@ -85,20 +72,22 @@ def ttft(model, ids: np.ndarray) -> float:
     return time.perf_counter() - t
 
 
-def tpot_segments(model, ids, lib, ffi, buf, segments: int,
+def tpot_segments(model, ids, buf, segments: int,
                   steps: int) -> list[tuple[float, float]]:
     """[(median step time, mean bandwidth of the probes around it)] per segment."""
+    from pyllm.bench import stream_bandwidth
+
     st = model.new_state(len(ids) + segments * steps + 4)
     tok = int(np.argmax(model.prefill(ids, st)))
     out = []
-    bw = bandwidth(lib, ffi, buf)
+    bw = stream_bandwidth(buf)
     for _ in range(segments):
         ts = []
         for _ in range(steps):
             t = time.perf_counter()
             tok = int(np.argmax(model.decode(tok, st)))
             ts.append(time.perf_counter() - t)
-        bw2 = bandwidth(lib, ffi, buf)
+        bw2 = stream_bandwidth(buf)
         out.append((float(np.median(ts)), (bw + bw2) / 2))
         bw = bw2
     return out
@@ -112,10 +101,9 @@ def main() -> None:
     args = ap.parse_args()
 
     import pyllm
-    from pyllm.kernels import native
+    from pyllm.bench import CpuWatch
     from pyllm.kernels.cstructs import aligned_empty
 
-    ffi, lib = native()
     names = args.models.split(",")
     from pyllm.errors import PyllmError
     from pyllm.registry import resolve
@@ -145,13 +133,12 @@ def main() -> None:
         for name in names:
             m, ids = models[name]
             r = res[name]
-            w0, (b0, o0) = time.perf_counter(), cpu_times()
-            for n in (8, 32, 128):
-                r["ttft"][n].append(ttft(m, ids[:n]))
-            seg = tpot_segments(m, ids[:8], lib, ffi, buf, segments=4, steps=8)
+            with CpuWatch() as watch:
+                for n in (8, 32, 128):
+                    r["ttft"][n].append(ttft(m, ids[:n]))
+                seg = tpot_segments(m, ids[:8], buf, segments=4, steps=8)
             r["seg"] += seg
-            b1, o1 = cpu_times()
-            r["foreign"].append(max(0.0, (b1 - b0) - (o1 - o0)) / (time.perf_counter() - w0))
+            r["foreign"].append(watch.foreign)
             rat = [t / (r["wbytes"] / b) for t, b in seg]
             print(f"round {rnd + 1}: {name:5} TPOT {np.median([t for t, _ in seg]) * 1e3:7.2f} ms"
                   f", TPOT/bound {np.median(rat):.2f}, other processes used "

@@ -1,9 +1,25 @@
 """Suite-wide pytest settings: `soak` cases (minutes of fuzzing and stress, see
-docs/RELIABILITY.md) run only when selected with `-m soak`."""
+docs/RELIABILITY.md) run only when selected with `-m soak`; the guest modules of
+guest.SMP_MODULES run once per hart count of guest.SMP_CPUS (`[cpus1]`, `[cpus4]`)."""
 
 from __future__ import annotations
 
+import guest
 import pytest
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.module.__name__ in guest.SMP_MODULES:
+        metafunc.parametrize("guest_cpus", guest.SMP_CPUS, indirect=True,
+                             ids=[f"cpus{n}" for n in guest.SMP_CPUS])
+
+
+@pytest.fixture(autouse=True)
+def guest_cpus(request: pytest.FixtureRequest) -> int:
+    """The hart count of this test's guest boots (guest.CPUS)."""
+    n = getattr(request, "param", 1)
+    guest.CPUS = n
+    return n
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

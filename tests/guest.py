@@ -42,14 +42,23 @@ def _build_missing() -> str | None:
     return None
 
 
+# harts of every guest boot that does not ask for its own --cpus; conftest.py runs the
+# modules of SMP_MODULES once with each of SMP_CPUS
+CPUS = 1
+SMP_CPUS = (1, 4)
+SMP_MODULES = {"test_shell", "test_userland", "test_kernel", "test_ai_kernel",
+               "test_ai_user", "test_reliability_console"}
+
+
 def run_raw(cmds: str, timeout: float = 120.0, *extra: str) -> subprocess.CompletedProcess[str]:
     """Boot the guest with `harness run -c cmds`; return the finished process."""
     why = _build_missing()
     if why:
         pytest.skip(why)
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
-    args = [sys.executable, "-m", "harness", "run", "--timeout", str(int(timeout)), *extra,
-            "-c", cmds]
+    cpus = () if "--cpus" in extra else ("--cpus", str(CPUS))
+    args = [sys.executable, "-m", "harness", "run", "--timeout", str(int(timeout)), *cpus,
+            *extra, "-c", cmds]
     # a little slack over the guest timeout, so the harness reports a hang itself
     return subprocess.run(
         args, cwd=ROOT, env=env, capture_output=True, text=True, errors="replace",

@@ -1,9 +1,8 @@
-"""Build and run the bare-metal test stubs of tests/guest_stubs/ (shared by test_machine*.py)."""
+"""Run the bare-metal test stubs of tests/guest_stubs/ (built by make: tests/made.py), shared by
+test_machine*.py; `Captured` is the base of every test boot."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,24 +10,6 @@ from typing import Any
 
 from harness.launch import Launch
 from harness.machine import Machine, MachineConfig, RunResult
-
-ROOT = Path(__file__).resolve().parent.parent
-STUBS = Path(__file__).resolve().parent / "guest_stubs"
-CC = shutil.which("riscv64-unknown-elf-gcc") or shutil.which("riscv64-linux-gnu-gcc")
-CFLAGS = ["-march=rv64imac_zicsr_zifencei", "-mabi=lp64", "-mcmodel=medany", "-mno-relax",
-          "-O2", "-g", "-Wall", "-Werror", "-ffreestanding", "-fno-builtin", "-nostdlib",
-          "-nostartfiles", "-fno-pie", "-no-pie", "-fno-omit-frame-pointer",
-          "-fno-stack-protector", "-fno-common", "-I", str(STUBS), "-I", str(ROOT / "kernel_c")]
-
-
-def build(name: str, outdir: Path) -> Path:
-    """Compile guest_stubs/<name>.c (+ start.S, stub.c) into outdir/<name>.elf."""
-    assert CC, "riscv64-unknown-elf-gcc is not installed (make setup)"
-    out = outdir / f"{name}.elf"
-    srcs = [STUBS / "start.S", STUBS / "stub.c", STUBS / f"{name}.c"]
-    subprocess.run([CC, *CFLAGS, "-T", str(STUBS / "link.ld"), "-o", str(out),
-                    *map(str, srcs)], check=True, capture_output=True, text=True)
-    return out
 
 
 class Captured:

@@ -245,6 +245,32 @@ def test_config_describes_the_model(rig: Rig, tiny: ai.LoadedModel) -> None:
         rig.dev.read(REG["CONFIG"] + ai.CFG.size, 4)
 
 
+def test_config_name_is_the_models_own_name(tmp_path: Path) -> None:
+    """The name the guest prints comes from the checkpoint's config.json; without one there,
+    from the folder's whole name (not Path.stem, which cut "qwen3.5-0.8b-synthetic" at the
+    dot)."""
+    import json
+    import shutil
+
+    folder = tmp_path / "qwen3.5-0.8b-synthetic"
+    shutil.copytree(TINY, folder)
+    lm = ai.LoadedModel.load(str(folder))
+    assert lm.config_fields()["name"] == b"qwen3.5-0.8b-synthetic"
+    lm.close()
+    conf = json.loads((folder / "config.json").read_text())
+    conf["_name_or_path"] = "Qwen/Qwen3.5-0.8B"
+    (folder / "config.json").write_text(json.dumps(conf))
+    lm = ai.LoadedModel.load(str(folder))
+    assert lm.model.info.title == "Qwen3.5-0.8B" and lm.config_fields()["name"] == b"Qwen3.5-0.8B"
+    lm.close()
+
+
+def test_config_name_fits_and_can_be_quoted() -> None:
+    assert ai.guest_name('a "quoted"\tname') == b"a _quoted__name"
+    long = ai.guest_name("\u00e9" * 20)  # 2 bytes each: cut at a character, not inside one
+    assert len(long) == 30 and long.decode() == "\u00e9" * 15
+
+
 def test_boot_load_goes_loading_ready_with_a_config_interrupt() -> None:
     r = Rig(str(TINY))
     assert r.cfg()["state"] == ai.DEV_STATE["LOADING"]
@@ -565,7 +591,10 @@ def test_smol_requests_equal_the_engine(smol: ai.LoadedModel) -> None:
     r = Rig(smol)
     r.handshake()
     c = r.cfg()
-    assert c["name"].rstrip(b"\0").startswith(b"SmolLM2-135M") and c["vocab_size"] == 49152
+    from pyllm.loaders.gguf import open_gguf
+
+    gguf_name = open_gguf(smol.model.info.path).metadata["general.name"]
+    assert c["name"].rstrip(b"\0") == gguf_name.encode() and c["vocab_size"] == 49152
     assert (c["n_layers"], c["dim"], c["eos_token"]) == (30, 576, 2)
     tok = smol.model.tokenizer
     prompts = [tok.encode(t) for t in ("The capital of France is", "Once upon a time",
@@ -604,15 +633,14 @@ def test_emulator_style_load_does_not_starve_the_engine(smol: ai.LoadedModel) ->
 
 # ---------------------------------------------------------------- real guest code
 
-def _stub_run(model: ai.LoadedModel | str, prompt: list[int], npredict: int,
-              tmp_path: Path) -> tuple[str, list[ai.VirtioAi]]:
-    from machine_stubs import CC, Run, build
+def _stub_run(model: ai.LoadedModel | str, prompt: list[int],
+              npredict: int) -> tuple[str, list[ai.VirtioAi]]:
+    from machine_stubs import Run
+    from made import stub
 
     from harness import bootinfo
 
-    if CC is None:
-        pytest.skip("needs riscv64-unknown-elf-gcc")
-    elf = build("aidev", tmp_path)
+    elf = stub("aidev")
     devs: list[ai.VirtioAi] = []
     r = Run(elf, cmd=" ".join(map(str, [npredict, *prompt])), flags=bootinfo.F_AIDEV,
             extra_devices=[ai.device_entry(model, created=devs)], timeout=60.0)
@@ -621,9 +649,9 @@ def _stub_run(model: ai.LoadedModel | str, prompt: list[int], npredict: int,
     return r.text, devs
 
 
-def test_bare_metal_guest_drives_the_device(tiny: ai.LoadedModel, tmp_path: Path) -> None:
+def test_bare_metal_guest_drives_the_device(tiny: ai.LoadedModel) -> None:
     prompt = [17, 300, 42, 7]
-    text, devs = _stub_run(str(TINY), prompt, 200, tmp_path)  # loads at boot, on a host thread
+    text, devs = _stub_run(str(TINY), prompt, 200)  # loads at boot, on a host thread
     ids = " ".join(map(str, engine_ids(tiny, prompt, 200)))
     lines = text.splitlines()
     assert lines[0] in ("ready tiny_text load_us>0 config irq",
@@ -641,11 +669,11 @@ def test_bare_metal_guest_drives_the_device(tiny: ai.LoadedModel, tmp_path: Path
                          ("submit", "kernel")]
 
 
-def test_bare_metal_guest_with_smol(smol: ai.LoadedModel, tmp_path: Path) -> None:
+def test_bare_metal_guest_with_smol(smol: ai.LoadedModel) -> None:
     prompt = smol.model.tokenizer.encode("The capital of France is")
-    text, _ = _stub_run(smol, prompt, 12, tmp_path)  # a model loaded before boot: READY at once
+    text, _ = _stub_run(smol, prompt, 12)  # a model loaded before boot: READY at once
     ids = " ".join(map(str, engine_ids(smol, prompt, 12)))
     lines = text.splitlines()
-    assert lines[0].startswith("ready SmolLM2-135M-Instruct") and "load_us>0" in lines[0]
+    assert lines[0].startswith(f"ready {smol.model.info.title} load_us>0"), lines[0]
     assert lines[1] == lines[3].replace("wfi", "poll") == f"poll status 0 n 12 ids {ids} times ok"
     assert lines[4:] == ["irq wake", "efault ok"]

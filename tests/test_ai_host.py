@@ -80,7 +80,8 @@ def test_session_llmrun_timings_are_ordered(smol_session: AiSession) -> None:
     ids = smol_session.tokenizer.encode("The capital of France is")
     res = smol_session.llmrun(ids, 8)
     t = res.timing
-    assert t["model"].startswith("SmolLM2-135M") and t["synthetic"] == 0
+    assert t["model"] == smol_session.lm.model.info.title and t["synthetic"] == 0
+    assert " " in t["model"]  # GGUF general.name "Smollm2 135M ...": quoted, parsed whole
     assert t["load_us"] > 0 and t["prompt"] == len(ids) and t["generated"] == 8
     assert t["submit"] <= t["dispatch"] <= t["accept"] <= t["first"] <= t["done"] <= t["waited"]
     assert t["ttft_us"] == t["first"] - t["submit"]
@@ -119,12 +120,13 @@ def test_prompt_prints_text_timings_and_writes_a_trace(tmp_path: Path) -> None:
 
 def test_prompt_labels_synthetic_weights(tmp_path: Path) -> None:
     _need_build()
-    model = tmp_path / "tiny_text"
+    model = tmp_path / "qwen3.5-0.8b-tiny"  # dots in the name: shown whole
     shutil.copytree(TINY, model)
     (model / "SYNTHETIC").write_text("random weights of the tests\n")
     p = harness("run", "-q", "--model", str(model), "--prompt", "12 34, 5!", "-n", "6")
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "synthetic weights" in p.stdout and "TPOT" in p.stdout
+    assert ("lifecycle of the request, measured in the guest (qwen3.5-0.8b-tiny (synthetic "
+            "weights)):") in p.stdout and "TPOT" in p.stdout
 
 
 def test_demo_without_a_terminal_runs_the_prompt_and_exits() -> None:

@@ -2,10 +2,11 @@
 guest, on the real AI device (harness/devices/virtio_ai.py) serving the tiny Qwen3.5 test
 checkpoint (tests/data/qwen35/tiny_text: loads in a blink, ~10k tokens/s).
 
-Most cases run tests/kernel_progs/aiktest.c, compiled here with the user programs' flags and
-put in scratch file-system images: one with everything in build/user (init starts
-/ai_daemon), one without /ai_daemon (aiktest itself is the worker, so every worker call and
-worker death can be driven exactly). Each aiktest mode prints "aiktest NAME: OK ..." only
+Most cases run tests/kernel_progs/aiktest.c, which `make build` compiles with the user
+programs' flags (build/tests/_aiktest, tests/made.py), put in scratch file-system images:
+one with everything in build/user (init starts /ai_daemon), one without /ai_daemon
+(aiktest itself is the worker, so every worker call and worker death can be driven
+exactly). Each aiktest mode prints "aiktest NAME: OK ..." only
 when every check held: the semantics table, bad arguments and pointers (each -1 with the
 right ai_lasterr), back-pressure on full slots, kill during every sleep, clients and workers
 dying with requests in every state, and no slot or page leaked afterwards (ai_stats,
@@ -15,14 +16,14 @@ freemem). The user programs' aitest adds the course's checks and the daemon rest
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 import threading
 import time
 from pathlib import Path
 
+import guest
 import pytest
 from machine_stubs import Captured
+from made import kernel_prog
 
 from harness import cheader
 from harness.fsimage import build_image
@@ -30,27 +31,16 @@ from harness.fsimage import build_image
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"
 UBUILD = ROOT / "build" / "user"
-SRC = ROOT / "tests" / "kernel_progs" / "aiktest.c"
 TINY = ROOT / "tests" / "data" / "qwen35" / "tiny_text"
-ULIB = ["ulib.o", "printf.o", "umalloc.o", "usys.o"]
-CC = shutil.which("riscv64-unknown-elf-gcc") or shutil.which("riscv64-linux-gnu-gcc")
-UCFLAGS = ["-Wall", "-Werror", "-O2", "-fno-omit-frame-pointer", "-ggdb",
-           "-march=rv64imac_zicsr_zifencei", "-mabi=lp64", "-mcmodel=medany", "-mno-relax",
-           "-ffreestanding", "-fno-common", "-nostdlib", "-fno-builtin",
-           "-fno-stack-protector", "-fno-pie", "-no-pie", "-fno-tree-loop-distribute-patterns",
-           "-I", str(ROOT / "kernel_c"), "-I", str(ROOT / "user_c")]
 AI = cheader.load("ai.h")
 TR = {v: k for k, v in cheader.load("virtio_ai.h").prefixed("AI_TR_").items()}
 
 
 def _require_build() -> None:
-    missing = [p for p in [KERNEL, *(UBUILD / o for o in ULIB), UBUILD / "_init",
-                           UBUILD / "_sh", UBUILD / "_ai_daemon", UBUILD / "_aitest"]
-               if not p.exists()]
+    missing = [p for p in [KERNEL, UBUILD / "_init", UBUILD / "_sh", UBUILD / "_ai_daemon",
+                           UBUILD / "_aitest"] if not p.exists()]
     if missing:
         pytest.skip(f"{missing[0].relative_to(ROOT)} is not built (run make build)")
-    if CC is None:
-        pytest.skip("no riscv64 cross compiler (make setup)")
 
 
 def _aliases() -> dict[str, str]:
@@ -65,19 +55,13 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """'daemon': build/user's programs plus aiktest; 'nodaemon': the same without
     /ai_daemon (init then finds nothing to start for the AI device)."""
     _require_build()
-    assert CC is not None
     out = tmp_path_factory.mktemp("aiktest")
-    obj, elf = out / "aiktest.o", out / "_aiktest"
-    subprocess.run([CC, *UCFLAGS, "-c", "-o", str(obj), str(SRC)], check=True)
-    ld = CC[: -len("gcc")] + "ld"
-    subprocess.run([ld, "-z", "max-page-size=4096", "-T", str(ROOT / "user_c" / "user.ld"),
-                    "-o", str(elf), str(obj), *(str(UBUILD / o) for o in ULIB)], check=True)
     files: dict[str, str | Path | bytes] = {
         p.name[1:]: p for p in UBUILD.glob("_*") if p.is_file()}
     for alias, prog in _aliases().items():   # e.g. /ai_worker is a copy of ai_daemon
         if (UBUILD / f"_{prog}").exists():
             files[alias] = UBUILD / f"_{prog}"
-    files["aiktest"] = elf
+    files["aiktest"] = kernel_prog("aiktest")
     imgs = {}
     for kind in ("daemon", "nodaemon"):
         if kind == "nodaemon":
@@ -108,7 +92,7 @@ class Boot(Captured):
         from harness.machine import MachineConfig
 
         self.created: list = []
-        config = MachineConfig(kernel=KERNEL, fs=fs, cmd=cmd, timeout=timeout)
+        config = MachineConfig(kernel=KERNEL, fs=fs, cmd=cmd, timeout=timeout, cpus=guest.CPUS)
         if device:
             add_ai_device(config, model, created=self.created)  # type: ignore[arg-type]
         super().__init__(config)

@@ -54,6 +54,14 @@ def generate(model: str, prompt: tuple[int, ...], n: int) -> list[int]:
     return ids
 
 
+@functools.cache
+def smol_name() -> str:
+    """SmolLM2's display name: its GGUF general.name, what the AI device reports."""
+    from pyllm.loaders.gguf import open_gguf
+
+    return open_gguf(ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf").metadata["general.name"]
+
+
 def ids_line(ids: list[int]) -> str:
     return " ".join(map(str, ids))
 
@@ -97,9 +105,9 @@ def test_llmrun_smol_rejects_qwen_and_asset_dir_note() -> None:
     lines = r.output.splitlines()
     assert lines[0] == "llmrun_qwen: expected Qwen3.5 assets, got SmolLM"
     assert lines[1:4] == ["rc=1", ref, "rc=0"]
-    assert re.fullmatch(r"\[llmrun\] --asset-dir /AI/QWEN ignored: the AI device serves "
-                        r"SmolLM2-135M-Instruct\S* \(SmolLM\); the model is chosen on the "
-                        r"host \(harness run --model \.\.\.\)", lines[4]), lines[4]
+    assert lines[4] == (f"[llmrun] --asset-dir /AI/QWEN ignored: the AI device serves "
+                        f"{smol_name()} (SmolLM); the model is chosen on the host (harness run "
+                        "--model ...)")
     assert lines[5:] == [ref, "rc=0"]
 
 
@@ -189,11 +197,12 @@ def test_llmrun_stdin_service() -> None:
 
 
 TIMING = re.compile(
-    r"Model Loading Time: (\d+) us\nTTFT: (\d+) us\nTPOT: (\d+ us|n/a \(1 token\))\n"
+    r"Model Loading Time: (\d+) us\n(?:  of which the one-time int8 repack: \d+ us [^\n]*\n)?"
+    r"TTFT: (\d+) us\nTPOT: (\d+ us|n/a \(1 token\))\n"
     r"E2E: (\d+) us\nPrefix cache: \d+ of \d+ prompt tokens\n"
-    r"timing: model=(\S+) synthetic=([01]) load_us=(\d+) ttft_us=(\d+) tpot_us=(-?\d+) "
+    r'timing: model="([^"]*)" synthetic=([01]) load_us=(\d+) ttft_us=(\d+) tpot_us=(-?\d+) '
     r"e2e_us=(\d+) prompt=(\d+) generated=(\d+) submit=(\d+) dispatch=(\d+) accept=(\d+) "
-    r"first=(\d+) done=(\d+) waited=(\d+) cached=0\n")  # prompts within one block
+    r"first=(\d+) done=(\d+) waited=(\d+) cached=0 repack_us=(\d+)\n")  # prompts within one block
 
 
 def test_llmrun_timing_format() -> None:
@@ -206,7 +215,7 @@ def test_llmrun_timing_format() -> None:
     for m, (nprompt, ngen) in zip(runs, [(5, 8), (3, 1)], strict=True):
         g = m.groups()
         load, ttft, e2e = int(g[0]), int(g[1]), int(g[3])
-        assert g[4].startswith("SmolLM2-135M-Instruct") and g[5] == "0"
+        assert g[4] == smol_name() and g[5] == "0"
         assert (int(g[6]), int(g[7]), int(g[9])) == (load, ttft, e2e)
         assert (int(g[10]), int(g[11])) == (nprompt, ngen)
         submit, dispatch, accept, first, done, waited = map(int, g[12:18])
@@ -222,6 +231,18 @@ def test_llmrun_timing_format() -> None:
 
 
 # ------------------------------------------------------------------ aitest
+
+
+def ai_state_names() -> dict[int, str]:
+    """kernel_c/ai.h's AI_STATE_NAMES by state number (the header is the one source)."""
+    from harness import cheader
+
+    h = cheader.load("ai.h")
+    body = re.search(r"#define AI_STATE_NAMES\s*\{(.*?)\}", h.path.read_text(), re.S)
+    assert body, "ai.h defines AI_STATE_NAMES"
+    names = {h[f"AI_{k}"]: v for k, v in re.findall(r'\[AI_(\w+)\]\s*"(\w+)"', body.group(1))}
+    assert sorted(names) == list(range(5)), names
+    return names
 
 
 def test_aitest_course_checks() -> None:
@@ -245,11 +266,13 @@ def test_aitest_course_checks() -> None:
         "[aitest] token_count: 1\n[aitest] predict_count: 1\n" \
         f"[aitest] result: {one}\n[aitest] bytes: {len(one)}\n"
     m = re.fullmatch(r"0\n\[aitest\] reqid: (\d+)\n"
-                     r"\[aitest\] query: reqid=(\d+) state=([123]) err=0 result_len=(\d+)\n"
+                     r"\[aitest\] query: reqid=(\d+) state=([123]) err=0 result_len=(\d+) "
+                     r"state_name=(\w+)\n"
                      r"\[aitest\] query: PASS\n\[aitest\] fork-unauth: PASS\n"
                      r"\[aitest\] doublewait: PASS\n(.*)", blocks[2], re.S)
     assert m and m.group(1) == m.group(2), blocks[2]
-    assert m.group(5) == (f"[aitest] tokens: 1 2 3\n[aitest] token_count: 3\n"
+    assert m.group(5) == ai_state_names()[int(m.group(3))]  # the course's fields, then the name
+    assert m.group(6) == (f"[aitest] tokens: 1 2 3\n[aitest] token_count: 3\n"
                           f"[aitest] predict_count: 4\n[aitest] result: {four}\n"
                           f"[aitest] bytes: {len(four)}\n")
     batch = blocks[3]
@@ -294,7 +317,7 @@ def test_cacheprobe_warm_run_reuses_the_prompt(model: str, tmp_path: Path) -> No
     cold, warm = map(int, re.search(r"cold us: (\d+) warm us: (\d+)", out).groups())
     print(f"[cacheprobe {Path(model).name}] cold {cold} us, warm {warm} us")  # not asserted
     assert re.search(r"Prefix cache: 192 of 200 prompt tokens\n", out), out
-    assert re.search(r"timing: .* cached=192\n", out)
+    assert re.search(r"timing: .* cached=192 repack_us=\d+\n", out)
     events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
     firsts = [e["args"]["cached_prompt_tokens"] for e in events if e["name"] == "first"]
     assert firsts == [0, 192, 192]  # cold, warm, llmrun
@@ -323,11 +346,11 @@ def test_aibench_8_clients_all_correct_no_leaks() -> None:
     r = ai_guest("aibench -c 8 -n 4 -p 8 -g 8; echo rc=$?")
     out = r.output
     assert out.endswith("aibench: PASS\nrc=0\n"), out
-    head = re.search(r"aibench: model=(\S+) synthetic=0 clients=8 requests=4 prompt=8 predict=8\n"
-                     r"reference: ([\d ]+)\n", out)
+    head = re.search(r'aibench: model="([^"]*)" synthetic=0 clients=8 requests=4 prompt=8 '
+                     r"predict=8\nreference: ([\d ]+)\n", out)
     assert head, out
     prompt = (1, 42, 314, 2718, 7, 99, 1234, 2048)
-    assert head.group(2) == ids_line(generate(SMOL, prompt, 8))
+    assert head.group(1) == smol_name() and head.group(2) == ids_line(generate(SMOL, prompt, 8))
     reqs = re.findall(r"^req client=(\d+) i=(\d+) reqid=(\d+) ok=(\d) err=(\d+) gen=(\d+) "
                       r"queue_us=(\d+) ttft_us=(\d+) tpot_us=(-?\d+) e2e_us=(\d+) submit=(\d+)$",
                       out, re.M)
@@ -359,7 +382,7 @@ def test_aibench_usage_errors() -> None:
 def _ps(out: str) -> list[tuple[int, int, str]]:
     """(pid, ppid, name) rows of every ps table in out."""
     return [(int(m.group(1)), int(m.group(2)), m.group(3)) for m in
-            re.finditer(r"^\s*(\d+)\s+(\d+)\s+\S+\s+\d+K (\S+)", out, re.M)]
+            re.finditer(r"^\s*(\d+)\s+(\d+)\s+\S+\s+[\d-]\s+\d+K (\S+)", out, re.M)]
 
 
 def test_init_starts_ai_daemon_with_workers() -> None:
@@ -377,6 +400,23 @@ def test_init_starts_ai_daemon_with_workers() -> None:
     # no daemon without an AI model
     plain = run_raw("ps", 120.0)
     assert "ai_daemon" not in plain.stdout and plain.returncode == 0
+
+
+def test_a_second_ai_daemon_names_the_one_running() -> None:
+    """One line with the running daemon's pid (the kernel's ai_stats tells who the
+    registered workers are), not a failed registration per worker; nothing changes."""
+    r = ai_guest("ai_daemon; echo rc=$?; ai_daemon -w 1; echo rc=$?; ps; "
+                 "llmrun --predict 3 1 2 3")
+    daemon = re.search(r"^\[init\] ai_daemon ready \(pid=(\d+)\)$", r.raw.stdout, re.M)
+    assert daemon, r.raw.stdout
+    refusal = (f"ai_daemon: already running (pid {daemon.group(1)}, 8 workers registered); "
+               "not starting another\nrc=1\n")
+    assert r.output.startswith(refusal * 2), r.output
+    assert "ai_worker_register" not in r.output
+    rows = _ps(r.output)
+    assert [pid for pid, _, name in rows if name == "ai_daemon"] == [int(daemon.group(1))]
+    assert sum(name == "ai_worker" for _, _, name in rows) == 8
+    assert r.output.endswith(ids_line(generate(SMOL, (1, 2, 3), 3)) + "\n"), r.output
 
 
 def test_worker_killed_while_running_is_replaced() -> None:
@@ -470,17 +510,19 @@ def test_aitest_bad_course_asset_files(tmp_path: Path) -> None:
 
 
 def test_synthetic_weights_are_labelled(tmp_path: Path) -> None:
-    synth = tmp_path / "tiny_synth"
+    # a folder name with dots (as qwen3.5-0.8b-synthetic) is shown whole
+    synth = tmp_path / "qwen3.5-0.8b-tiny"
     shutil.copytree(QWEN_TINY, synth)
     (synth / "SYNTHETIC").write_text("random weights (test)\n")
     r = ai_guest("llmrun --timing --predict 3 1 2 3; aibench -c 2 -n 1 -g 2 -q", str(synth))
-    assert re.search(r"^timing: model=tiny_synth synthetic=1 ", r.output, re.M), r.output
-    assert ("note: synthetic weights (tiny_synth): the ids are not meaningful, the timings are "
-            "real\n") in r.output
-    assert re.search(r"^aibench: model=tiny_synth synthetic=1 ", r.output, re.M)
+    assert re.search(r'^timing: model="qwen3.5-0.8b-tiny" synthetic=1 ', r.output, re.M), r.output
+    assert ("note: synthetic weights (qwen3.5-0.8b-tiny): the ids are not meaningful, the "
+            "timings are real\n") in r.output
+    assert re.search(r'^aibench: model="qwen3.5-0.8b-tiny" synthetic=1 ', r.output, re.M)
     assert r.output.endswith("aibench: PASS\n")
     boot = r.raw.stdout
-    assert "ready on the AI device, loaded in" in boot and "; synthetic weights" in boot
+    assert re.search(r"^\[ai_daemon\] model qwen3.5-0.8b-tiny \(qwen3_5, .* ready on the AI "
+                     r"device, loaded in \d+ us; synthetic weights$", boot, re.M), boot
 
 
 def test_without_ai_device_every_program_says_so() -> None:

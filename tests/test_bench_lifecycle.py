@@ -170,7 +170,7 @@ def test_cli_rejects_bad_options() -> None:
     r = run("--input-lens", "8,300")
     assert r.returncode == 2 and "255" in r.stderr
     r = run("--concurrency", "1,64")
-    assert r.returncode == 2 and "32 clients" in r.stderr
+    assert r.returncode == 2 and "1..32 concurrent clients" in r.stderr
     r = run("--reps", "2", "system")
     assert r.returncode == 2 and "do not apply to 'bench system'" in r.stderr
     r = run("--models", "no-such-model", "--no-guest", "--out", "/tmp/never")
@@ -268,7 +268,8 @@ def test_quick_run_ttft_grows_with_input_and_prefill_is_compute_bound(
     pre = {p["label"]: p["bound"] for p in m["roofline"] if p["phase"] == "prefill"}
     assert pre["prefill 128 tok"] == "compute"
     assert doc["headline"]["smol"]["decode_bound"] == "memory"
-    assert m["course"] and all(r["speedup"] > 1 for r in m["course"])
+    # (a cold load another process made impossible has no figure: None, not a ratio)
+    assert m["course"] and all(r["speedup"] > 1 for r in m["course"] if r["ours"] is not None)
     if BUILT:  # 16 clients, 8 request slots, 200 ms requests: ai_submit must have slept
         top = m["concurrency"]["guest"][-1]
         assert top["clients"] == 16 and top["ok"] == 16

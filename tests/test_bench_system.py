@@ -19,14 +19,19 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_bench_system_reports_every_figure(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     r = subprocess.run([sys.executable, "-m", "harness", "bench", "system", "--reps", "1",
-                        "--idle-seconds", "0.5", "--json", str(out)],
+                        "--cpus", "1,2", "--idle-seconds", "0.5", "--json", str(out)],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    for label in ("Boot to shell prompt (ms)", "Guest MIPS (sysbench cpu)",
-                  "Syscall round trip, getpid (us)", "Host CPU at the prompt"):
+    for label in ("Boot to shell prompt (ms)", "Guest MIPS per hart", "Guest MIPS in total",
+                  "Syscall round trip, getpid (us)", "pingpong round trip (us)",
+                  "IPI wake-up, store to run (us)", "Host CPU at the prompt"):
         assert label in r.stdout
     med = json.loads(out.read_text())["median"]
-    for key in ("boot_ms", "guest_mips", "raw_mips", "syscall_us", "floor_us",
-                "guest_over_bare", "syscall_over_floor", "idle_cpu_percent"):
+    for key in ("raw_mips", "floor_us", "guest_over_bare", "syscall_over_floor"):
         assert med[key] >= 0
-    assert med["guest_mips"] > 0 and med["syscall_us"] > 0
+    for n in (1, 2):
+        for key in ("boot_ms", "guest_mips_total", "guest_mips_per_hart", "syscall_us",
+                    "pingpong_us", "idle_cpu_percent"):
+            assert med[f"{key}_{n}"] >= 0
+        assert med[f"guest_mips_total_{n}"] > 0 and med[f"syscall_us_{n}"] > 0
+    assert med["ipi_wake_us_2"] > 0  # the pingpong on two harts woke them by IPI

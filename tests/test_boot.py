@@ -56,10 +56,10 @@ def test_timeout_exits_124() -> None:
     assert "timed out after 1 s" in r.stderr
 
 
-def test_kernel_panic_prints_the_report_and_exits_101(tmp_path: Path) -> None:
-    from tests.machine_stubs import build
+def test_kernel_panic_prints_the_report_and_exits_101() -> None:
+    from made import stub as made_stub
 
-    stub = build("panic", tmp_path)     # main -> f1 -> f2 -> panic()
+    stub = made_stub("panic")     # main -> f1 -> f2 -> panic()
     r = harness("-q", "--kernel", str(stub), "-c", "plain")
     assert r.returncode == 101
     err = r.stderr

@@ -344,6 +344,7 @@ def test_registry_paths_names_and_models_dir(assets, tmp_path, monkeypatch):
     m = pyllm.load(str(z))
     assert m.info.name == "smol" and m.info.arch == "llama" and m.info.max_context == 256
     assert m.info.extra["format"] == "course" and m.info.extra["expected"]
+    assert m.info.title == "SmolLM course assets (SMOL)"  # its CFG.BIN kind, its folder
     # dropped into models/: by folder name, and as the fallback of the short name
     models = tmp_path / "models"
     models.mkdir()
@@ -355,6 +356,7 @@ def test_registry_paths_names_and_models_dir(assets, tmp_path, monkeypatch):
     assert resolve("smol") == ("smol", models / "smol.zip")
     q = pyllm.load("qwen")
     assert q.info.arch == "qwen3_5" and q.info.extra["deltanet_layers"] == 3
+    assert q.info.title == "Qwen3.5 course assets (QWEN)"
     assert load_tokenizer("QWEN").vocab_size == 512
     rows = {r.path.name: r for r in installed()}
     assert {"QWEN", "smol.zip"} <= set(rows) and rows["QWEN"].name == "qwen"

@@ -232,7 +232,7 @@ def test_stepi_nexti_and_masked_interrupts(session) -> None:
     # the timer expires while we sit at the prompt (STIP pending): stepping must still
     # execute the next user instruction, not enter the trap vector
     clint = s.machine.clint
-    clint.mtimecmp = s.machine.clock.mtime()
+    clint.cmp[s.machine.cur] = s.machine.clock.mtime()  # the stopped hart's deadline
     clint.tick()
     assert h.pending_enabled() & STIP
     out = s("stepi")
@@ -428,6 +428,15 @@ def test_errors_are_clear(session) -> None:
         with pytest.raises(DebugError) as e:
             s(cmd)
         assert msg in str(e.value), (cmd, str(e.value))
+    # a name that is not a function: the nearest ones, as gdb's completion would list them
+    with pytest.raises(DebugError) as e:
+        s("break sys_ai_submit")
+    assert str(e.value).startswith('Function "sys_ai_submit" not defined. Did you mean')
+    assert "sys_ai_submitx" in str(e.value)
+    with pytest.raises(DebugError, match=r'not defined in sh\. Did you mean: runpipe\?$'):
+        s("tbreak sh:runpip")
+    with pytest.raises(DebugError, match=r'^Function "qqqqzzzz" not defined\.$'):
+        s("break qqqqzzzz")  # nothing near: no suggestion
     s("break sys_fork")
     s("continue")
     # from the kernel, a low address is tried in the current process's space too

@@ -44,48 +44,57 @@ def _sections(out: str) -> dict[str, str]:
     return {parts[i]: parts[i + 1].strip("\n") for i in range(1, len(parts) - 1, 2)}
 
 
-@pytest.mark.skipif(GDB is None, reason="needs gdb-multiarch")
-def test_gdb_multiarch_breaks_steps_reads_and_continues() -> None:
+def _gdb_session(harness_args: list[str], steps: list[tuple[str, str]]
+                 ) -> tuple[dict[str, str], subprocess.CompletedProcess[str], int, str, str]:
+    """`harness debug --gdb 0 ARGS` driven by gdb-multiarch through `steps` (name, command;
+    a command may use {port}). Returns gdb's sections, gdb's process, and the harness's
+    exit status, stdout and stderr."""
     harness = subprocess.Popen(
-        [sys.executable, "-m", "harness", "debug", "--gdb", "0", "--clock", "icount",
-         "-c", "echo hi"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL, text=True)
+        [sys.executable, "-m", "harness", "debug", "--gdb", "0", *harness_args], cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     try:
         assert harness.stderr is not None
         line = harness.stderr.readline()
         m = re.search(r"GDB stub listening on 127\.0\.0\.1:(\d+)", line)
         assert m, line
-        steps = [
-            ("connect", f"target remote :{m.group(1)}"),
-            ("regs", "info registers pc priv"),
-            ("brk", "break sys_fork"),
-            ("cont", "continue"),
-            ("bt", "backtrace"),
-            ("a7", "info registers a7"),
-            ("priv", "print $priv"),
-            ("sstatus", "print/x $sstatus & 0x100"),
-            ("insn", "x/2i $pc"),
-            ("var", "print nextpid"),
-            ("mon", "monitor info proc"),
-            ("si", "stepi"),
-            ("setreg", "set var $t0 = 0x1234"),
-            ("t0", "print/x $t0"),
-            ("watch", "watch nextpid"),
-            ("wcont", "continue"),
-            ("del", "delete"),
-            ("end", "continue"),
-        ]
-        args = [GDB, "-batch", "-nx", "-ex", "set confirm off", "-ex", f"file {KERNEL}"]
+        args = [GDB or "gdb-multiarch", "-batch", "-nx", "-ex", "set confirm off",
+                "-ex", f"file {KERNEL}"]
         for name, cmd in steps:
-            args += ["-ex", f"echo @@{name}\\n", "-ex", cmd]
+            args += ["-ex", f"echo @@{name}\\n", "-ex", cmd.format(port=m.group(1))]
         gdb = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=180)
         out, err = harness.communicate(timeout=120)
     finally:
         if harness.poll() is None:
             harness.kill()
-    s = _sections(gdb.stdout)
     assert gdb.returncode == 0, gdb.stdout + gdb.stderr
+    s = _sections(gdb.stdout)
     assert set(s) == {name for name, _ in steps}, gdb.stdout
+    return s, gdb, harness.returncode, out, err
+
+
+@pytest.mark.skipif(GDB is None, reason="needs gdb-multiarch")
+def test_gdb_multiarch_breaks_steps_reads_and_continues() -> None:
+    steps = [
+        ("connect", "target remote :{port}"),
+        ("regs", "info registers pc priv"),
+        ("brk", "break sys_fork"),
+        ("cont", "continue"),
+        ("bt", "backtrace"),
+        ("a7", "info registers a7"),
+        ("priv", "print $priv"),
+        ("sstatus", "print/x $sstatus & 0x100"),
+        ("insn", "x/2i $pc"),
+        ("var", "print nextpid"),
+        ("mon", "monitor info proc"),
+        ("si", "stepi"),
+        ("setreg", "set var $t0 = 0x1234"),
+        ("t0", "print/x $t0"),
+        ("watch", "watch nextpid"),
+        ("wcont", "continue"),
+        ("del", "delete"),
+        ("end", "continue"),
+    ]
+    s, gdb, status, out, err = _gdb_session(["--clock", "icount", "-c", "echo hi"], steps)
     assert re.search(r"_entry \(\) at kernel_c/entry\.S:\d+", s["connect"]), s["connect"]
     assert re.fullmatch(r"pc\s+0x80000000\s+0x80000000 <_entry>\n"
                         r"priv\s+0x1\s+prv:1 \[Supervisor\]", s["regs"]), s["regs"]
@@ -118,7 +127,7 @@ def test_gdb_multiarch_breaks_steps_reads_and_continues() -> None:
     assert "alloc" in s["wcont"]  # stopped in allocpid/allocproc
     assert s["del"] == ""
     assert s["end"] == "[Inferior 1 (Remote target) exited normally]"
-    assert harness.returncode == 0, err
+    assert status == 0, err
     assert out.replace("\r\n", "\n").endswith("hi\n")
 
 
@@ -323,3 +332,36 @@ def test_framing_and_acks_over_a_socket(programs: Programs) -> None:
         assert c.gdb_sock.recv(64) == frame(b"OK")
     finally:
         c.close()
+
+
+@pytest.mark.skipif(GDB is None, reason="needs gdb-multiarch")
+def test_gdb_multiarch_sees_harts_as_threads() -> None:
+    steps = [
+        ("connect", "target remote :{port}"),
+        ("brk", "break sys_sleep"),
+        ("cont", "continue"),
+        ("threads", "info threads"),
+        ("t2", "thread 2"),
+        ("pc2", "print $pc"),
+        ("si2", "stepi"),
+        ("del", "delete"),
+        ("end", "continue"),
+    ]
+    s, gdb, status, _, err = _gdb_session(
+        ["--clock", "icount", "--cpus", "4", "-c", "sleep 1"], steps)
+    hit = re.search(r"Thread (\d)(?: \"[^\"]*\")? hit Breakpoint 1, sys_sleep", s["cont"])
+    assert hit, s["cont"]
+    rows = re.findall(r"^[* ] +(\d) +Thread \d \(hart (\d) \((running|wfi|parked)\)\)",
+                      s["threads"], re.M)
+    assert [r[0] for r in rows] == ["1", "2", "3", "4"], s["threads"]
+    assert [r[1] for r in rows] == ["0", "1", "2", "3"]
+    current = re.search(r"^\* +(\d)", s["threads"], re.M)
+    assert current and current.group(1) == hit.group(1)
+    assert "Switching to thread 2" in s["t2"], s["t2"]
+    pc2 = re.search(r"0x[0-9a-f]+ <(\w+)", s["pc2"])
+    assert pc2, s["pc2"]
+    if hit.group(1) != "2":
+        assert pc2.group(1) != "sys_sleep", s["pc2"]  # hart 1's own registers
+        assert re.search(r"0x[0-9a-f]+", s["si2"]), s["si2"]  # stepped hart 1 alone
+    assert s["end"] == "[Inferior 1 (Remote target) exited normally]", s["end"]
+    assert status == 0, err

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from machine_stubs import CC, CFLAGS, STUBS
+from made import stub
 
 from harness.debug import DebugError
 from harness.debug.commands import Interpreter
@@ -106,42 +106,10 @@ def test_sv39_walk_agrees_with_unicorns_mmu() -> None:
 
 # ---------------------------------------------------------------- watchpoints on AMOs
 
-AMO_STUB = r"""
-// dbgamo.c: a plain store, an AMO and an LR/SC pair on one watched word.
-#include "stub.h"
-
-volatile uint32 counter;
-
-int
-main(uint64 hartid, void *bi)
-{
-  uint32 old, sc, lr;
-  counter = 5;
-  asm volatile("amoadd.w %0, %2, (%1)" : "=r"(old) : "r"(&counter), "r"(3) : "memory");
-  asm volatile("lr.w %0, (%2)\n sc.w %1, %3, (%2)"
-               : "=&r"(lr), "=&r"(sc) : "r"(&counter), "r"(42) : "memory");
-  puts("counter ");
-  putdec(counter);
-  puts(" amo ");
-  putdec(old);
-  puts(" lr ");
-  putdec(lr);
-  puts(" sc ");
-  putdec(sc);
-  puts("\n");
-  return 0;
-}
-"""
 
 
-@pytest.mark.skipif(CC is None, reason="needs riscv64-unknown-elf-gcc")
-def test_watchpoint_completes_stores_and_amos_exactly_once(tmp_path: Path) -> None:
-    src = tmp_path / "dbgamo.c"
-    src.write_text(AMO_STUB)
-    elf = tmp_path / "dbgamo.elf"
-    subprocess.run([CC, *CFLAGS, "-T", str(STUBS / "link.ld"), "-o", str(elf),
-                    str(STUBS / "start.S"), str(STUBS / "stub.c"), str(src)],
-                   check=True, capture_output=True)
+def test_watchpoint_completes_stores_and_amos_exactly_once() -> None:
+    elf = stub("dbgamo")  # tests/guest_stubs/dbgamo.c
     expected = "counter 42 amo 5 lr 8 sc 0\n"
     for watch in (False, True):
         out = bytearray()

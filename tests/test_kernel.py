@@ -1,11 +1,12 @@
 """The kernel (kernel_c/) seen from the guest and from the machine around it.
 
-Most cases run tests/kernel_progs/ktest.c, which this module compiles with the user
-programs' flags, links with user_c's library objects, and puts in a scratch file-system
-image next to the normal programs (harness.fsimage). ktest makes the system calls with
-bad pointers, lengths, fds and numbers, fuzzes them, bombs fork and sbrk, feeds exec
-malformed ELF files, kills blocked processes and checks the clock; each of its modes
-prints "ktest NAME: OK ..." only when every check held and no page leaked.
+Most cases run tests/kernel_progs/ktest.c, which `make build` compiles with the user
+programs' flags and links with user_c's library (build/tests/_ktest, tests/made.py); this
+module puts it in a scratch file-system image next to the normal programs (harness.fsimage).
+ktest makes the system calls with bad pointers, lengths, fds and numbers, fuzzes them,
+bombs fork and sbrk, feeds exec malformed ELF files, kills blocked processes and checks
+the clock; each of its modes prints "ktest NAME: OK ..." only when every check held and
+no page leaked.
 
 The rest drive the machine directly (harness.machine): the boot banner, init's argv,
 console line editing and ^C, the idle timer, and a deliberate kernel panic whose frame
@@ -16,55 +17,37 @@ corrupted system call.
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 import threading
 import time
 from pathlib import Path
 
+import guest
 import pytest
 from machine_stubs import Captured
+from made import kernel_prog
 
 from harness.fsimage import build_image
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"
 UBUILD = ROOT / "build" / "user"
-KTEST_SRC = ROOT / "tests" / "kernel_progs" / "ktest.c"
-ULIB = ["ulib.o", "printf.o", "umalloc.o", "usys.o"]
-CC = shutil.which("riscv64-unknown-elf-gcc") or shutil.which("riscv64-linux-gnu-gcc")
-# user_c/user.mk's flags for user programs
-UCFLAGS = ["-Wall", "-Werror", "-O2", "-fno-omit-frame-pointer", "-ggdb",
-           "-march=rv64imac_zicsr_zifencei", "-mabi=lp64", "-mcmodel=medany", "-mno-relax",
-           "-ffreestanding", "-fno-common", "-nostdlib", "-fno-builtin",
-           "-fno-stack-protector", "-fno-pie", "-no-pie", "-fno-tree-loop-distribute-patterns",
-           "-I", str(ROOT / "kernel_c"), "-I", str(ROOT / "user_c")]
 NEVER = 2**64 - 1
 
 
 def _require_build() -> None:
-    missing = [p for p in [KERNEL, *(UBUILD / o for o in ULIB), UBUILD / "_init",
-                           UBUILD / "_sh"] if not p.exists()]
+    missing = [p for p in [KERNEL, UBUILD / "_init", UBUILD / "_sh"] if not p.exists()]
     if missing:
         pytest.skip(f"{missing[0].relative_to(ROOT)} is not built (run make build)")
-    if CC is None:
-        pytest.skip("no riscv64 cross compiler (make setup)")
 
 
 @pytest.fixture(scope="module")
 def image(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """build/user's programs plus ktest, in a scratch image."""
     _require_build()
-    assert CC is not None
     out = tmp_path_factory.mktemp("ktest")
-    obj, elf = out / "ktest.o", out / "_ktest"
-    subprocess.run([CC, *UCFLAGS, "-c", "-o", str(obj), str(KTEST_SRC)], check=True)
-    ld = CC[: -len("gcc")] + "ld"
-    subprocess.run([ld, "-z", "max-page-size=4096", "-T", str(ROOT / "user_c" / "user.ld"),
-                    "-o", str(elf), str(obj), *(str(UBUILD / o) for o in ULIB)], check=True)
     files: dict[str, str | Path | bytes] = {
         p.name[1:]: p for p in UBUILD.glob("_*") if p.is_file()}
-    files["ktest"] = elf
+    files["ktest"] = kernel_prog("ktest")
     img = out / "fs.img"
     build_image(img, files, size_blocks=8192, ninodes=512)
     return img
@@ -78,7 +61,7 @@ class Boot(Captured):
         from harness.machine import MachineConfig
 
         super().__init__(MachineConfig(kernel=KERNEL, fs=fs, cmd=cmd, timeout=timeout,
-                                       ram_size=ram_size))
+                                       ram_size=ram_size, cpus=guest.CPUS))
 
 
 def run_cmd(image: Path, cmd: str, timeout: float = 300.0) -> tuple[str, int]:
@@ -99,14 +82,17 @@ def test_boot_banner(image: Path) -> None:
     out, status = run_cmd(image, "echo ok")
     assert status == 0
     lines = out.splitlines()
-    i = lines.index("nexai kernel: rv64imac, Sv39, S-mode, 1 hart")
+    n = guest.CPUS
+    harts = f"{n} hart" + ("s" if n > 1 else "")
+    i = lines.index(f"nexai kernel: rv64imac, Sv39, S-mode, {harts}")
     assert re.fullmatch(r"ram   128 MiB at 0x80000000, kernel \d+ KiB, \d+ pages free",
                         lines[i + 1]), lines[i + 1]
     assert re.fullmatch(r"dev   uart16550 0x10000000 irq 10, virtio-blk 0x10001000 irq 1 "
                         r"\(8192 KiB\), timer 10000000 Hz, plic 0xc000000", lines[i + 2])
-    m = re.fullmatch(r"boot  (\d+) ms to /init", lines[i + 3])
+    assert lines[i + 3] == f"cpu   {harts} running"
+    m = re.fullmatch(r"boot  (\d+) ms to /init", lines[i + 4])
     assert m and int(m.group(1)) < 10_000
-    assert "ok" in lines[i + 4:]
+    assert "ok" in lines[i + 5:]
 
 
 @pytest.mark.parametrize("mib", [32, 512])
@@ -199,7 +185,7 @@ def test_console_line_editing_and_ctrl_keys(image: Path) -> None:
         m.send_input(b"\x03")                         # ^C: kills sleep, not sh
         b.wait_for("^C\n")
         m.send_input(b"echo after\n")
-        b.wait_for("after\n")
+        b.wait_for("\nafter\n")                      # the output, not the echo
         m.send_input(b"halt\n")
 
     b = Boot(image, "", timeout=60)
@@ -210,8 +196,8 @@ def test_console_line_editing_and_ctrl_keys(image: Path) -> None:
     out = b.text
     assert "\nabc\n" in out and "\nkept\n" in out and "\nafter\n" in out
     assert "\njunk\n" not in out                              # the erased line never ran
-    assert re.search(r"^\d+ sleep sleep sz=\d+$", out, re.M)   # ^P row for sleep
-    assert re.search(r"^1 sleep init sz=\d+$", out, re.M)
+    assert re.search(r"^\d+ sleep sleep sz=\d+ hart=\d$", out, re.M)   # ^P row for sleep
+    assert re.search(r"^1 sleep init sz=\d+ hart=\d$", out, re.M)
 
 
 def test_idle_machine_stops_its_timer(image: Path) -> None:

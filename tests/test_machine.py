@@ -7,8 +7,10 @@ import threading
 import time
 from pathlib import Path
 
+import made
 import pytest
-from machine_stubs import CC, Run, build
+from machine_stubs import Run
+from made import CC
 
 from harness.devices.base import DeviceContext
 from harness.devices.virtio_mmio import Chain, VirtioMmio
@@ -21,9 +23,8 @@ STUBS = ["hello", "timer", "uart_rx", "blk", "utraps", "faults", "panic", "dmaco
 
 
 @pytest.fixture(scope="module")
-def stub(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("stubs")
-    return {name: build(name, out) for name in STUBS}
+def stub() -> dict[str, Path]:
+    return {name: made.stub(name) for name in STUBS}
 
 
 def test_uart_output_bootinfo_and_exit_status(stub: dict[str, Path]) -> None:

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from machine_stubs import CC, ROOT, build
+from made import CC, ROOT, stub
 
 from harness import cheader
 from harness.devices.base import DeviceContext, DeviceError
@@ -113,7 +113,7 @@ def test_uart_registers() -> None:
 
 def test_plic_claim_complete_level_semantics() -> None:
     seip: list[bool] = []
-    p = Plic("plic", _Ctx(), seip=seip.append)
+    p = Plic("plic", _Ctx(), seip=lambda h, level: seip.append(level))
     p.write(10 * 4, 4, 1)        # priority of source 10
     p.write(SENABLE, 4, 1 << 10)
     p.set_line(10, True)
@@ -130,7 +130,7 @@ def test_plic_claim_complete_level_semantics() -> None:
 
 @needs_cc
 def test_elf_symbols_and_lines(tmp_path: Path) -> None:
-    img = ElfImage.load(build("panic", tmp_path))
+    img = ElfImage.load(stub("panic"))
     main = img.symbol("main")
     assert img.symbolize(main) == "main" and img.symbolize(main + 6) == "main+0x6"
     assert img.source_line(main).startswith("panic.c:")

@@ -12,7 +12,8 @@ import threading
 import time
 
 import pytest
-from machine_stubs import CC, Run, build
+from machine_stubs import Run
+from made import CC, stub
 
 from harness.machine import Exit
 
@@ -22,8 +23,8 @@ pytestmark = [pytest.mark.skipif(CC is None, reason="needs riscv64-unknown-elf-g
 DATA = bytes((i * 7 + 3) % 251 for i in range(1000))
 
 
-def test_output_is_identical_under_a_storm_of_stops(tmp_path) -> None:
-    elf = build("stress", tmp_path)
+def test_output_is_identical_under_a_storm_of_stops() -> None:
+    elf = stub("stress")
     ref = Run(elf, cmd=str(len(DATA)), clock="icount", timeout=120)
     assert ref.run(lambda m: m.send_input(DATA)).exit == Exit.POWEROFF
     assert f"input {len(DATA)} " in ref.text

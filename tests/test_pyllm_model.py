@@ -140,7 +140,23 @@ def test_model_info() -> None:
     assert i.n_params == 134_515_008 and not i.synthetic and i.weight_format == "Q4_1"
     assert 90e6 < i.weight_bytes < 110e6 if i.backend.startswith("c") else True
     assert i.eos_ids == (2,) and i.load_seconds > 0
-    assert i.as_dict()["extra"]["n_layers"] == 30
+    d = i.as_dict()
+    assert (d["n_layers"], d["model_width"], d["ffn_width"]) == (30, 576, 1536)
+    assert i.title == "Smollm2 135M 8k Lc100K Mix1 Ep2"  # the file's GGUF general.name
+
+
+def test_display_names_from_metadata_then_the_whole_file_name() -> None:
+    from pyllm import naming
+
+    assert naming.from_gguf({"general.name": " Tiny Llama "}, "x.gguf") == "Tiny Llama"
+    assert naming.from_gguf({"general.basename": "smollm2", "general.size_label": "135M"},
+                            "/m/a.b.gguf") == "smollm2-135M"
+    assert naming.from_gguf({}, "/m/SmolLM2-135M-Instruct.Q4_1.gguf") == \
+        "SmolLM2-135M-Instruct.Q4_1"
+    assert naming.from_hf({"_name_or_path": "Qwen/Qwen3.5-0.8B"}, "/m/x") == "Qwen3.5-0.8B"
+    assert naming.from_hf({}, "/m/qwen3.5-0.8b-synthetic") == "qwen3.5-0.8b-synthetic"
+    assert naming.from_course("SmolLM", "SMOL", "/m/SMOL") == "SmolLM course assets (SMOL)"
+    assert naming.from_course("unknown-model", "", "/m/odd.zip") == "odd"
 
 
 def test_import_is_lazy() -> None:

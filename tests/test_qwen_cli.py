@@ -104,6 +104,7 @@ def check_synth(tmp_path: Path, env: dict[str, str]) -> None:
     assert code == 0, out
     res = json.loads(out.strip().splitlines()[-1])
     assert res["model"]["synthetic"] is True and res["model"]["n_params"] == N_TEXT_PARAMS
+    assert res["model"]["title"] == "Qwen3.5-0.8B"  # config.json's _name_or_path, not the folder
     assert res["prompt_ids"] == [760, 6511, 314, 9338, 369] and len(res["ids"]) == 3
     code, out = run("models", "list", env=env)
     assert "synthetic" in out

@@ -17,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+import guest
 import pytest
 
 from harness.fsimage import build_image
@@ -50,7 +51,7 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bytes]:
 def _cat_under_storm(img: Path, gap_s: float) -> tuple[bytes, Machine]:
     out = bytearray()
     m = Machine(MachineConfig(kernel=KERNEL, fs=img, cmd="cat /big.txt", timeout=120,
-                              output=out.extend))
+                              output=out.extend, cpus=guest.CPUS))
     done = threading.Event()
 
     def storm() -> None:

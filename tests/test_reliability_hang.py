@@ -13,8 +13,10 @@ import sys
 import time
 from pathlib import Path
 
+import made
 import pytest
-from machine_stubs import CC, Run, build
+from machine_stubs import Run
+from made import CC
 
 from harness.machine import Exit
 
@@ -24,10 +26,8 @@ needs_cc = pytest.mark.skipif(CC is None, reason="needs riscv64-unknown-elf-gcc"
 
 
 @pytest.fixture(scope="module")
-def stub(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if CC is None:
-        pytest.skip("needs riscv64-unknown-elf-gcc")
-    return build("hang", tmp_path_factory.mktemp("hang"))
+def stub() -> Path:
+    return made.stub("hang")
 
 
 def _run(elf: Path, cmd: str, hang: float = 1.0, timeout: float = 30.0):  # -> (RunResult, Run, s)

@@ -100,8 +100,9 @@ def test_exit_status_propagates(cmds: str, status: int) -> None:
 def test_ps_lists_processes() -> None:
     r = run_guest("sleep 10 & sleep 0.3; ps")
     lines = r.output.splitlines()
-    assert re.fullmatch(r"\s*PID\s+PPID\s+STATE\s+MEM\s+NAME", lines[0])
-    rows = [re.fullmatch(r"\s*(\d+)\s+(\d+)\s+(\w+)\s+(\d+)K\s+(\S+)", line) for line in lines[1:]]
+    assert re.fullmatch(r"\s*PID\s+PPID\s+STATE\s+HART\s+MEM\s+NAME", lines[0])
+    rows = [re.fullmatch(r"\s*(\d+)\s+(\d+)\s+(\w+)\s+[\d-]\s+(\d+)K\s+(\S+)", line)
+            for line in lines[1:]]
     assert all(rows), lines
     procs = {(m.group(5), m.group(3)) for m in rows if m}
     assert ("init", "sleep") in procs

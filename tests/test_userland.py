@@ -89,7 +89,8 @@ def test_kill_and_sleep() -> None:
 
 def test_uptime_and_sysbench_formats() -> None:
     r = run_guest("uptime; sysbench getpid 200; sysbench cpu 100000; sysbench fork 5; "
-                  "sysbench pipe 64; sysbench fs 3; sysbench bogus; echo $?")
+                  "sysbench pipe 64; sysbench fs 3; sysbench pingpong 20; sysbench bogus; "
+                  "echo $?")
     lines = r.output.splitlines()
     assert re.fullmatch(r"up \d+\.\d\d s \(\d+ ticks at 100 Hz\)", lines[0])
     assert re.fullmatch(r"getpid: n=200 us=\d+ per_call_us=\d+\.\d{3}", lines[1])
@@ -98,7 +99,8 @@ def test_uptime_and_sysbench_formats() -> None:
     assert re.fullmatch(r"fork: n=5 us=\d+ per_fork_us=\d+\.\d", lines[3])
     assert re.fullmatch(r"pipe: kib=64 us=\d+ kib_per_s=\d+", lines[4])
     assert re.fullmatch(r"fs: n=3 us=\d+ files_per_s=\d+\.\d", lines[5])
-    assert lines[6:] == ["usage: sysbench [getpid|cpu|fork|pipe|fs [N]]", "2"]
+    assert re.fullmatch(r"pingpong: n=20 us=\d+ per_round_trip_us=\d+\.\d", lines[6])
+    assert lines[7:] == ["usage: sysbench [getpid|cpu|fork|pipe|fs|pingpong [N]]", "2"]
 
 
 def test_usys_stub_per_syscall_without_retyped_numbers(tmp_path: Path) -> None:

@@ -117,7 +117,9 @@ worker(int regfd)
 
   ignintr(1);
   if(ai_worker_register() < 0){
-    errmsg("ai_worker_register failed: %s", ai_strerror(ai_lasterr()));
+    int err = ai_lasterr();
+    errmsg("ai_worker_register failed: %s", err == AI_EBUSY ?
+           "the kernel's worker table is full" : ai_strerror(err));
     exit(1);
   }
   if(regfd >= 0){
@@ -222,6 +224,46 @@ wait_model(void)
   }
 }
 
+// Exits, in one line, if another ai_daemon is running: the kernel's
+// registered workers (ai_stats) whose parent is a live ai_daemon belong to
+// it. Also when the worker table has no room for ours (any process may
+// register): the workers would fail one by one.
+static void
+refuse_second_daemon(void)
+{
+  static struct procinfo rows[NPROC];
+  struct ai_stats st;
+  int n = procinfo(rows, NPROC), me = getpid(), daemon = 0, others = 0;
+
+  if(ai_stats(&st) < 0){
+    errmsg("ai_stats failed: %s", ai_strerror(ai_lasterr()));
+    exit(1);
+  }
+  for(int w = 0; w < AI_MAX_WORKERS; w++){
+    if(st.worker_pid[w] == 0)
+      continue;
+    others++;
+    for(int i = 0; i < n; i++){
+      if(rows[i].pid != st.worker_pid[w] || rows[i].ppid == me)
+        continue;
+      for(int j = 0; j < n; j++)
+        if(rows[j].pid == rows[i].ppid && rows[j].state != PS_ZOMBIE &&
+           strcmp(rows[j].name, NAME) == 0)
+          daemon = rows[j].pid;
+    }
+  }
+  if(daemon){
+    errmsg("already running (pid %d, %d workers registered); not starting "
+           "another", daemon, st.workers);
+    exit(1);
+  }
+  if(AI_MAX_WORKERS - others < nworkers){
+    errmsg("%d processes are registered as workers; no room for %d more "
+           "(at most %d)", others, nworkers, AI_MAX_WORKERS);
+    exit(1);
+  }
+}
+
 // Kills the workers of an earlier ai_daemon that was killed (ai_worker
 // processes re-parented to init, still registered), and waits until they
 // are gone so that their registrations are released.
@@ -256,7 +298,7 @@ main(int argc, char *argv[])
 {
   int readyfd = -1, regp[2];
   char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
-  char c;
+  char c, repack[64];
 
   if(strcmp(prog, WORKER) == 0){
     // a worker the supervisor started: ai_worker --reg-fd FD
@@ -291,9 +333,14 @@ main(int argc, char *argv[])
 
   wait_model();
   retire_orphans();
+  refuse_second_daemon();
+  repack[0] = 0;  // name the one-time repack only when the load time includes one
+  if(info.repack_us)
+    snprintf(repack, sizeof(repack), " (of which one-time int8 repack %lu us)",
+             info.repack_us);
   logmsg("model %s (%s, vocab %d, context %d) ready on the AI device, "
-         "loaded in %lu us%s", info.name, info.arch, info.vocab_size,
-         info.max_context, info.load_us,
+         "loaded in %lu us%s%s", info.name, info.arch, info.vocab_size,
+         info.max_context, info.load_us, repack,
          (info.flags & AI_CFG_SYNTHETIC) ? "; synthetic weights" : "");
 
   // each worker writes one byte to regp once registered

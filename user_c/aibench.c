@@ -15,7 +15,7 @@
 //
 // Output (stdout; one record per line, `key=value` fields, -q drops the
 // per-request lines):
-//   aibench: model=NAME synthetic=0|1 clients=C requests=N prompt=P predict=G
+//   aibench: model="NAME" synthetic=0|1 clients=C requests=N prompt=P predict=G
 //   reference: <the generated ids every request must reproduce>
 //   req client=C i=I reqid=R ok=1|0 err=E gen=N queue_us=Q ttft_us=T
 //       tpot_us=T e2e_us=E submit=T0            (one line per request)
@@ -215,7 +215,7 @@ main(int argc, char *argv[])
   if(refresult == 0)
     die("out of memory");
 
-  printf("aibench: model=%s synthetic=%d clients=%d requests=%d prompt=%d "
+  printf("aibench: model=\"%s\" synthetic=%d clients=%d requests=%d prompt=%d "
          "predict=%d\n", info.name, (info.flags & AI_CFG_SYNTHETIC) != 0,
          nclients, nreq, plen, predict);
   if(ai_stats(&s0) < 0)

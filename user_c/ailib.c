@@ -73,10 +73,7 @@ ai_strerror(int err)
   return "unknown error";
 }
 
-static const char *statenames[] = {
-  [AI_FREE] "free", [AI_QUEUED] "queued", [AI_RUNNING] "running",
-  [AI_DONE] "done", [AI_FAILED] "failed",
-};
+static const char *statenames[] = AI_STATE_NAMES;
 
 const char *
 ai_statename(int state)

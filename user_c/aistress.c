@@ -380,7 +380,7 @@ main(int argc, char *argv[])
   memset(errs, 0, sizeof(errs));
   parentpid = getpid();
   printf("aistress: seed=%d seconds=%d clients=%d kill=%d%% daemon_kill=%d%% long=%d%% "
-         "model=%s vocab=%d context=%d workers=%d\n", seed, seconds, nclients, killpct,
+         "model=\"%s\" vocab=%d context=%d workers=%d\n", seed, seconds, nclients, killpct,
          daemonpct, longpct, info.name, info.vocab_size, info.max_context, workers0);
   ai_stats(&a0);
   free0 = freemem();

@@ -539,8 +539,10 @@ run_async(int query, int forkunauth, int doublewait)
   if(query){
     if(ai_query(id, &st) < 0)
       die("ai_query failed (%s)", ai_strerror(ai_lasterr()));
-    printf("[aitest] query: reqid=%d state=%d err=%d result_len=%d\n",
-           st.reqid, st.state, st.err, st.result_len);
+    // the course's fields, then the state's name (ai.h)
+    printf("[aitest] query: reqid=%d state=%d err=%d result_len=%d "
+           "state_name=%s\n", st.reqid, st.state, st.err, st.result_len,
+           ai_statename(st.state));
     if(st.reqid != id || st.owner != getpid() || st.state < AI_QUEUED ||
        st.state > AI_DONE || st.ntokens != ntokens || st.npredict != predict)
       fail("query", "ai_query snapshot is wrong (state %s)",

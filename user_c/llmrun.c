@@ -23,14 +23,15 @@
 // --timing adds these stdout lines after each result (stable format; the
 // harness parses the `timing:` line):
 //   Model Loading Time: <us> us        the device's load_us (ai_info)
+//     of which the one-time int8 repack: <us> us ...   when load_us includes it
 //   TTFT: <us> us                      t_first - t_submit
 //   TPOT: <us> us                      (t_done - t_first) / (generated - 1),
 //                                      or "TPOT: n/a (1 token)"
 //   E2E: <us> us                       time_us() after ai_wait - t_submit
 //   Prefix cache: <n> of <m> prompt tokens   (the device's prefix cache)
-//   timing: model=NAME synthetic=0|1 load_us=.. ttft_us=.. tpot_us=..|-1
+//   timing: model="NAME" synthetic=0|1 load_us=.. ttft_us=.. tpot_us=..|-1
 //     e2e_us=.. prompt=N generated=N submit=.. dispatch=.. accept=.. first=..
-//     done=.. waited=.. cached=N        (one line; submit..waited are the
+//     done=.. waited=.. cached=N repack_us=..  (one line; submit..waited are the
 //                                      raw guest timestamps in us since boot)
 // and, for synthetic weights, a line starting "note: synthetic weights".
 // All stamps are guest microseconds since boot (the clock of time_us()):
@@ -168,6 +169,9 @@ print_timing(struct ai_status *st, uint64 waited, int nprompt)
   if(n > 1)
     tpot = (st->t_done - st->t_first) / (n - 1);
   printf("Model Loading Time: %lu us\n", info.load_us);
+  if(info.repack_us)
+    printf("  of which the one-time int8 repack: %lu us (cached: later loads skip it)\n",
+           info.repack_us);
   printf("TTFT: %lu us\n", ttft);
   if(tpot >= 0)
     printf("TPOT: %ld us\n", tpot);
@@ -175,12 +179,12 @@ print_timing(struct ai_status *st, uint64 waited, int nprompt)
     printf("TPOT: n/a (1 token)\n");
   printf("E2E: %lu us\n", e2e);
   printf("Prefix cache: %d of %d prompt tokens\n", st->ncached, nprompt);
-  printf("timing: model=%s synthetic=%d load_us=%lu ttft_us=%lu tpot_us=%ld "
+  printf("timing: model=\"%s\" synthetic=%d load_us=%lu ttft_us=%lu tpot_us=%ld "
          "e2e_us=%lu prompt=%d generated=%d submit=%lu dispatch=%lu "
-         "accept=%lu first=%lu done=%lu waited=%lu cached=%d\n",
+         "accept=%lu first=%lu done=%lu waited=%lu cached=%d repack_us=%lu\n",
          info.name, (info.flags & AI_CFG_SYNTHETIC) != 0, info.load_us, ttft,
          tpot, e2e, nprompt, n, st->t_submit, st->t_dispatch, st->t_accept,
-         st->t_first, st->t_done, waited, st->ncached);
+         st->t_first, st->t_done, waited, st->ncached, info.repack_us);
   if(info.flags & AI_CFG_SYNTHETIC)
     printf("note: synthetic weights (%s): the ids are not meaningful, the "
            "timings are real\n", info.name);

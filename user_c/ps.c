@@ -1,5 +1,6 @@
 // ps: list processes (from the procinfo system call), sorted by pid.
-// Columns: PID, parent PID, state, user memory, program name.
+// Columns: PID, parent PID, state, hart (running or last ran on), user
+// memory, program name.
 
 #include "types.h"
 #include "param.h"
@@ -30,13 +31,18 @@ main(int argc, char *argv[])
       rows[j] = rows[j - 1];
     rows[j] = t;
   }
-  printf("%5s %5s %-6s %8s %s\n", "PID", "PPID", "STATE", "MEM", "NAME");
+  printf("%5s %5s %-6s %4s %8s %s\n", "PID", "PPID", "STATE", "HART", "MEM", "NAME");
   for(int i = 0; i < n; i++){
     struct procinfo *p = &rows[i];
     const char *st = "?";
     if(p->state >= 0 && p->state < sizeof(states) / sizeof(states[0]))
       st = states[p->state];
-    printf("%5d %5d %-6s %7luK %s%s\n", p->pid, p->ppid, st,
+    char hart[4] = "-";
+    if(p->cpu >= 0 && p->cpu < 10){
+      hart[0] = '0' + p->cpu;
+      hart[1] = 0;
+    }
+    printf("%5d %5d %-6s %4s %7luK %s%s\n", p->pid, p->ppid, st, hart,
            p->sz / 1024, p->name, p->killed ? " (killed)" : "");
   }
   return 0;

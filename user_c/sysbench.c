@@ -12,6 +12,11 @@
 //   sysbench fs [N]      N times: create a file, write 4 KiB, close,
 //                        delete it: file operations per second (each is
 //                        one or two log commits; `harness bench fs`)
+//   sysbench pingpong [N] N one-byte round trips parent -> child -> parent
+//                        over two pipes: microseconds per round trip (two
+//                        sleeps and two wake-ups; on one hart two context
+//                        switches, on several a wake-up of another hart by
+//                        IPI each way)
 //   sysbench             the first four with their default N
 //
 // Each mode prints one line "MODE: key=value ..." (times from time_us(),
@@ -157,6 +162,42 @@ bench_fs(uint64 n)
   printf("\n");
 }
 
+static void
+bench_pingpong(uint64 n)
+{
+  int to[2], from[2], pid;
+  char c = 'x';
+  uint64 t0, us;
+
+  if(pipe(to) < 0 || pipe(from) < 0 || (pid = fork()) < 0){
+    fprintf(2, "sysbench: pipe/fork failed\n");
+    exit(1);
+  }
+  if(pid == 0){
+    close(to[1]);
+    close(from[0]);
+    while(read(to[0], &c, 1) == 1)
+      write(from[1], &c, 1);
+    exit(0);
+  }
+  close(to[0]);
+  close(from[1]);
+  t0 = time_us();
+  for(uint64 i = 0; i < n; i++){
+    if(write(to[1], &c, 1) != 1 || read(from[0], &c, 1) != 1){
+      fprintf(2, "sysbench: pingpong broke\n");
+      exit(1);
+    }
+  }
+  us = time_us() - t0;
+  close(to[1]);
+  close(from[0]);
+  wait(0);
+  printf("pingpong: n=%lu us=%lu per_round_trip_us=", n, us);
+  putfix(us, n, 1);
+  printf("\n");
+}
+
 struct mode {
   char *name;
   void (*run)(uint64);
@@ -170,6 +211,7 @@ static struct mode modes[] = {
   { "fork", bench_fork, 100, 1 },
   { "pipe", bench_pipe, 1024, 1 },
   { "fs", bench_fs, 200, 0 },
+  { "pingpong", bench_pingpong, 2000, 0 },
 };
 #define NMODE (sizeof(modes) / sizeof(modes[0]))
 
@@ -198,6 +240,6 @@ main(int argc, char *argv[])
       return 0;
     }
   }
-  fprintf(2, "usage: sysbench [getpid|cpu|fork|pipe|fs [N]]\n");
+  fprintf(2, "usage: sysbench [getpid|cpu|fork|pipe|fs|pingpong [N]]\n");
   return 2;
 }

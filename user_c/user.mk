@@ -7,6 +7,9 @@
 #   UCFLAGS        compiler flags; UCFLAGS_<name> adds flags for <name>.c only
 #   FS_FILES       extra image files, NAME=HOSTPATH (NAME may contain '/')
 #   FS_IMG         build/fs.img: all programs plus FS_FILES
+#   TESTPROGS      the tests' user programs, tests/kernel_progs/<name>.c, built
+#                  with the same flags to build/tests/_<name> (not in the image:
+#                  the tests put them in scratch images)
 #
 # A program made of several files: list it in UPROGS and add its other
 # objects as prerequisites, e.g. `$(UBUILD)/_llmrun: $(UBUILD)/llm_math.o`.
@@ -38,6 +41,10 @@ FS_FILES += words.txt=$(U)/files/words.txt prompt.txt=$(U)/files/prompt.txt
 # 5 MiB: usertests hugefile needs 1.5 MiB free beside the programs (tok, llmrun
 # and its two copies carry the guest tokenizer and its Unicode tables)
 FS_IMG_ARGS ?= --size-blocks 5120 --ninodes 512
+
+TESTPROGS := ktest aiktest
+TBUILD := $(BUILD)/tests
+TESTPROG_BINS := $(TESTPROGS:%=$(TBUILD)/_%)
 
 .PHONY: user fsimg
 user: $(UPROG_BINS)
@@ -71,6 +78,17 @@ $(UBUILD)/_%: $(UBUILD)/%.o $(ULIB) $(U)/user.ld
 
 .PRECIOUS: $(UBUILD)/%.o
 
+$(TBUILD):
+	@mkdir -p $@
+
+$(TBUILD)/%.o: tests/kernel_progs/%.c | $(TBUILD)
+	$(CC) $(UCFLAGS) -c -o $@ $<
+
+$(TBUILD)/_%: $(TBUILD)/%.o $(ULIB) $(U)/user.ld
+	$(LD) $(ULDFLAGS) -o $@ $(filter %.o,$^)
+
+.PRECIOUS: $(TBUILD)/%.o
+
 # harness.fsimage is the kernel's host-side image builder (kernel_c/fs.h)
 $(FS_IMG): $(UPROG_BINS) $(foreach f,$(FS_FILES),$(lastword $(subst =, ,$(f)))) \
 		$(wildcard harness/fsimage.py kernel_c/fs.h)
@@ -79,7 +97,7 @@ $(FS_IMG): $(UPROG_BINS) $(foreach f,$(FS_FILES),$(lastword $(subst =, ,$(f)))) 
 	  $(foreach a,$(UPROG_ALIASES),$(firstword $(subst =, ,$(a)))=$(UBUILD)/_$(lastword $(subst =, ,$(a)))) \
 	  $(FS_FILES)
 
--include $(wildcard $(UBUILD)/*.d)
+-include $(wildcard $(UBUILD)/*.d $(TBUILD)/*.d)
 
 # usertests is split by subject
 $(UBUILD)/_usertests: $(UBUILD)/ut_proc.o $(UBUILD)/ut_fs.o $(UBUILD)/ut_mem.o \

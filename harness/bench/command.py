@@ -19,7 +19,7 @@ def apply_quick(opts: Options, given: set[str]) -> Options:
 
 
 def write_outputs(res: Results, out: Path) -> dict[str, Path]:
-    from harness.bench import plots, report
+    from harness.bench import markdown, plots, report
 
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}
@@ -28,7 +28,7 @@ def write_outputs(res: Results, out: Path) -> dict[str, Path]:
     files["json"] = out / "results.json"
     report.write_json(res, files["json"])
     files["csv"], files["requests_csv"] = report.write_csv(res, out)
-    files["report"] = report.write_markdown(res, out, pics)
+    files["report"] = markdown.write_markdown(res, out, pics)
     return files
 
 

@@ -65,6 +65,7 @@ for line in open("/proc/self/maps"):
 info = model.info
 print(json.dumps({"load_s": load_s, "files": sorted(files),
                   "repack_cache": info.extra.get("repack_cache", "off"),
+                  "repack_s": info.extra.get("repack_s", 0.0),
                   "label": info.label, "synthetic": info.synthetic}))
 """
 
@@ -78,6 +79,7 @@ class LoadSample:
     method: str  # how the cache was dropped ("" for warm)
     repack_cache: str  # "hit" | "miss" | "empty" | "off"
     foreign_cores: float  # CPU other processes used meanwhile
+    repack_s: float = 0.0  # of `seconds`: the one-time int8 repack (0: its cache was mapped)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -90,13 +92,15 @@ class LoadResult:
     file_bytes: int = 0
     samples: list[LoadSample] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    mapped_by: list[str] = field(default_factory=list)  # "pid (command)" that kept it cached
 
     def seconds(self, kind: str) -> list[float]:
         return [s.seconds for s in self.samples if s.kind == kind]
 
     def as_dict(self) -> dict[str, Any]:
         return {"spec": self.spec, "files": self.files, "file_bytes": self.file_bytes,
-                "samples": [s.as_dict() for s in self.samples], "notes": self.notes}
+                "samples": [s.as_dict() for s in self.samples], "notes": self.notes,
+                "mapped_by": self.mapped_by}
 
 
 # ---------------------------------------------------------------- page cache
@@ -216,7 +220,7 @@ def prepare(spec: str) -> tuple[LoadResult, LoadSample]:
         d = _child_load(spec)
     res = LoadResult(spec, d["files"], sum(os.path.getsize(f) for f in d["files"]))
     first = LoadSample("first", d["load_s"], math.nan, resident_fraction(res.files), "",
-                       d["repack_cache"], w.foreign)
+                       d["repack_cache"], w.foreign, d["repack_s"])
     return res, first
 
 
@@ -230,11 +234,12 @@ def measure(res: LoadResult, kind: str, method: str = "fadvise") -> LoadSample:
     before = resident_fraction(res.files)
     if kind == "cold" and before > RESIDENT_OK:
         who = mapped_by(res.files)
+        res.mapped_by = list(dict.fromkeys(res.mapped_by + who))
         res.notes.append(f"cold load with {before:.0%} of the files still cached"
                          + (f": mapped by {', '.join(who)}" if who else ""))
     with CpuWatch() as w:
         d = _child_load(res.spec)
     s = LoadSample(kind, d["load_s"], before, resident_fraction(res.files), used,
-                   d["repack_cache"], w.foreign)
+                   d["repack_cache"], w.foreign, d["repack_s"])
     res.samples.append(s)
     return s

@@ -38,32 +38,80 @@ def _err(s) -> tuple[float, float]:  # type: ignore[no-untyped-def]
     return (max(0.0, s.median - s.min), max(0.0, s.max - s.median)) if s.n else (0.0, 0.0)
 
 
+BARS = "error bars: min..max of the requests behind each median"
+LOG_RANGE = 10.0  # a log y axis only when the values span more than this factor
+
+
+def set_yscale(ax, ys: list[float]) -> str:  # type: ignore[no-untyped-def]
+    """Log scale when the finite positive values span more than LOG_RANGE, else linear from
+    zero (a log axis over 5..10 ms has no decade in it and labels its ticks "9x10^0")."""
+    pos = [y for y in ys if math.isfinite(y) and y > 0]
+    if pos and max(pos) / min(pos) > LOG_RANGE:
+        ax.set_yscale("log")
+        return "log"
+    ax.set_ylim(bottom=0)
+    return "linear"
+
+
 def _vs_length(res: Results, metric: str, axis: str, path: Path, title: str, xlabel: str,
                ylabel: str) -> Path:
+    """`metric` against one length (top) and, below, what the guest path adds to it: guest
+    minus device (the OS path: system call, queue, worker, virtqueue) and device minus engine
+    (the engine inside the emulator's process), as the lines above lie close together."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(7.5, 5))
+    fig, (ax, od) = plt.subplots(2, 1, figsize=(7.5, 7.5), sharex=True,
+                                 gridspec_kw={"height_ratios": [3, 2]})
     xs = res.opts.input_lens if axis == "n_in" else res.opts.output_lens
+    top: list[float] = []
+    diffs = False
     for k, (spec, mr) in enumerate(res.models.items()):
+        med: dict[str, list[float]] = {}
         for v in res.vantages(spec):
             ss = [res.summary(spec, v, metric, **{axis: x}) for x in xs]
             ys = [s.median for s in ss]
             if not any(math.isfinite(y) for y in ys):
                 continue
+            med[v] = ys
+            top += ys
             errs = list(zip(*[_err(s) for s in ss], strict=True))
             ax.errorbar(xs, ys, yerr=errs, linestyle=STYLE[v], marker=MARK[v],
                         color=COLORS[k % len(COLORS)], capsize=3, label=f"{mr.label}, {v}")
+        for (hi, lo), style in ((("guest", "device"), "-"), (("device", "engine"), ":")):
+            if hi in med and lo in med:
+                od.plot(xs, [a - b for a, b in zip(med[hi], med[lo], strict=True)],
+                        linestyle=style, marker=MARK[hi], color=COLORS[k % len(COLORS)],
+                        label=f"{mr.label}: {hi} − {lo}")
+                diffs = True
     ax.set_xscale("log", base=2)
     ax.set_xticks(xs, [str(x) for x in xs])
-    ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
+    scale = set_yscale(ax, top)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, title=BARS, title_fontsize=7, loc="best")
+    od.axhline(0, color="gray", lw=0.8)
+    od.set_ylabel(ylabel.replace("(", "difference ("))
+    od.set_xlabel(xlabel)
+    od.grid(True, alpha=0.3)
+    if diffs:
+        od.set_title("what the guest path adds (medians): guest − device = the OS path; "
+                     "device − engine = the engine inside the emulator", fontsize=8)
+        od.legend(fontsize=7)
+    else:
+        od.set_title("guest path not measured in this run (no OS overhead to show)", fontsize=8)
+    if scale == "log":
+        ax.yaxis.set_major_formatter(_plain_formatter())
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _plain_formatter():  # type: ignore[no-untyped-def]
+    """Tick labels as plain numbers (1, 10, 100) instead of 10^k."""
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda y, _: f"{y:g}")
 
 
 def ttft_vs_input(res: Results, out: Path) -> Path:
@@ -79,21 +127,51 @@ def tpot_vs_output(res: Results, out: Path) -> Path:
 
 
 def load_time(res: Results, out: Path) -> Path:
+    """Cold and warm loads per model and, where it repacked, the first load with its one-time
+    int8 repack drawn as its own (hatched) part."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    fig, ax = plt.subplots(figsize=(7, 4.8))
     names = list(res.models)
-    w = 0.38
-    for j, kind in enumerate(("cold", "warm")):
-        ss = [load_summary(res.models[s])[kind] for s in names]
-        xs = [i + (j - 0.5) * w for i in range(len(names))]
-        errs = list(zip(*[_err(s) for s in ss], strict=True))
-        ax.bar(xs, [s.median for s in ss], w, yerr=errs, capsize=4,
-               label=f"{kind} page cache", color=("tab:blue", "tab:orange")[j])
+    sums = [load_summary(res.models[s]) for s in names]
+    firsts = [ls["first"] for ls in sums]
+    kinds = ["cold", "warm"] + (["first"] if any(fl and fl["repack_s"] for fl in firsts) else [])
+    w = 0.8 / len(kinds)
+    for j, kind in enumerate(kinds):
+        xs = [i + (j - (len(kinds) - 1) / 2) * w for i in range(len(names))]
+        if kind == "first":
+            total = [fl["seconds"] if fl else math.nan for fl in firsts]
+            rep = [fl["repack_s"] if fl else 0.0 for fl in firsts]
+            ax.bar(xs, [t - r for t, r in zip(total, rep, strict=True)], w,
+                   color="tab:gray", label="first load, without the repack")
+            top = ax.bar(xs, rep, w, bottom=[t - r for t, r in zip(total, rep, strict=True)],
+                         color="white", edgecolor="tab:gray", hatch="//",
+                         label="one-time int8 repack (cached: later loads skip it)")
+            ax.bar_label(top, [f"{t:.3g} s\n({r:.3g} s repack)" if r else ""
+                               for t, r in zip(total, rep, strict=True)], fontsize=7)
+            continue
+        ss = [ls[kind] for ls in sums]
+        errs = list(zip(*[_err(x) for x in ss], strict=True))
+        bars = ax.bar(xs, [x.median for x in ss], w, yerr=errs, capsize=4,
+                      label=f"{kind} page cache (median)", color=("tab:blue", "tab:orange")[j])
+        ok = [kind == "warm" or ls["cold_ok"] for ls in sums]
+        for bar, good in zip(bars, ok, strict=True):
+            if not good:  # a warm load in disguise: say so on the bar
+                bar.set_hatch("xx")
+        # the value on each bar (a first load with its repack would dwarf them)
+        ax.bar_label(bars, [f"{x.median:.3g} s" if good else "cold\nimpossible*"
+                            for x, good in zip(ss, ok, strict=True)], fontsize=7)
+    why = [f"{res.models[s].label}: mapped by " + ", ".join(f"PID {p.split()[0]}" for p in
+                                                          ls["mapped_by"])
+           for s, ls in zip(names, sums, strict=True) if not ls["cold_ok"] and ls["mapped_by"]]
+    if why:
+        ax.set_xlabel("* cold load impossible (pages a process maps stay cached): "
+                      + "; ".join(why), fontsize=7)
+    ax.set_ylim(top=ax.get_ylim()[1] * 1.15)  # room for the labels
     ax.set_xticks(range(len(names)), [res.models[s].label for s in names], fontsize=8)
     ax.set_ylabel("Model Loading Time (s)")
     ax.set_title("Model Loading Time: weights file -> ready (fresh process)")
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=7, title="error bars: min..max of the loads", title_fontsize=7)
     fig.tight_layout()
     path = out / "load_time.png"
     fig.savefig(path, dpi=110)
@@ -102,21 +180,34 @@ def load_time(res: Results, out: Path) -> Path:
 
 
 def roofline(res: Results, out: Path) -> Path:
+    """The roof, its memory- and compute-bound sides (and the band around the ridge where
+    the label would follow the noise), every phase as a point. One unit for the roof and the
+    phases: GOP/s (report.OPS_NOTE)."""
     plt = _plt()
     pk = res.probes
-    fig, ax = plt.subplots(figsize=(7.5, 5.2))
+    fig, ax = plt.subplots(figsize=(8, 6.6))
     pts = [p for mr in res.models.values() for p in mr.roofline]
     lo = min([p.intensity for p in pts] + [0.5]) / 2
     hi = max([p.intensity for p in pts] + [pk.ridge * 4]) * 2
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     ax.plot(xs, [min(pk.compute, x * pk.bw) / 1e9 for x in xs], "k-", lw=2,
-            label=f"roof: {pk.bw / 1e9:.1f} GB/s, {pk.compute / 1e9:.0f} GOP/s "
+            label=f"roof: {pk.bw / 1e9:.1f} GB/s × op/B, at most {pk.compute / 1e9:.0f} GOP/s "
                   f"({pk.compute_kind})")
     f32 = max(pk.gemm_f32, default=0.0)
     if f32 and f32 < pk.compute:
         ax.axhline(f32 / 1e9, color="gray", ls="--", lw=1,
-                   label=f"f32 GEMM (OpenBLAS sgemm) {f32 / 1e9:.0f} GFLOP/s")
-    ax.axvline(pk.ridge, color="gray", ls=":", lw=1, label=f"ridge {pk.ridge:.1f} FLOP/B")
+                   label=f"f32 GEMM roof (OpenBLAS sgemm) {f32 / 1e9:.0f} GOP/s")
+    band_lo, band_hi = pk.ridge / pk.ridge_band, pk.ridge * pk.ridge_band
+    ax.axvspan(lo, band_lo, color="tab:blue", alpha=0.06)
+    ax.axvspan(band_lo, band_hi, color="gray", alpha=0.15,
+               label=f"near the ridge ({pk.ridge:.1f} op/B, ×/÷ {pk.ridge_band:.2g})")
+    ax.axvspan(band_hi, hi, color="tab:red", alpha=0.06)
+    ax.axvline(pk.ridge, color="gray", ls=":", lw=1)
+    ymin = min([p.achieved_flops / 1e9 for p in pts if p.achieved_flops > 0]
+               + [lo * pk.bw / 1e9]) / 3
+    for x, text, ha in ((lo * 1.15, "memory-bound\n(bandwidth limits)", "left"),
+                        (hi / 1.15, "compute-bound\n(arithmetic limits)", "right")):
+        ax.text(x, ymin * 1.3, text, ha=ha, va="bottom", fontsize=8, color="dimgray")
     for k, mr in enumerate(res.models.values()):
         c = COLORS[k % len(COLORS)]
         pre = [p for p in mr.roofline if p.phase == "prefill"]
@@ -130,13 +221,17 @@ def roofline(res: Results, out: Path) -> Path:
         for p in dec:
             ax.plot([p.intensity], [p.achieved_flops / 1e9], "*", ms=14, color=c,
                     label=f"{mr.label}: decode")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(bottom=ymin)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
-    ax.set_ylabel("achieved GFLOP/s (engine only)")
+    ax.xaxis.set_major_formatter(_plain_formatter())
+    ax.yaxis.set_major_formatter(_plain_formatter())
+    ax.set_xlabel("arithmetic intensity (operations per byte moved, op/B)")
+    ax.set_ylabel("achieved GOP/s, engine only (1 op = a multiply or an add)")
     ax.set_title("Roofline: prefill (numbers = prompt tokens) and decode")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
     fig.tight_layout()
     path = out / "roofline.png"
     fig.savefig(path, dpi=110)
@@ -166,7 +261,8 @@ def concurrency(res: Results, out: Path) -> Path | None:
     for ax in (a1, a2):
         ax.set_xscale("log", base=2)
         ax.set_xticks(cs, [str(c) for c in cs])
-        ax.set_yscale("log")
+        if set_yscale(ax, [y for line in ax.get_lines() for y in line.get_ydata()]) == "log":
+            ax.yaxis.set_major_formatter(_plain_formatter())
         ax.set_xlabel("concurrent clients")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)

@@ -13,7 +13,7 @@ from typing import Any
 
 from harness import cheader
 from harness.bench import analysis as A
-from harness.bench.lifecycle import Results, course_anchor
+from harness.bench.lifecycle import Results
 from harness.bench.metrics import METRICS, START_STOP, TIMESTAMP_MEANING, VANTAGES
 from harness.bench.stats import Summary
 
@@ -36,6 +36,20 @@ def f(x: float, digits: int = 3) -> str:
 
 def fx(x: float) -> str:
     return "-" if not math.isfinite(x) else f"{f(x)}x"
+
+
+OPS_NOTE = ("Work is counted in operations (op: one multiply or one add; the engine's matrix "
+            "products do them on int8, the rest on float32), so the phases and both GEMM roofs "
+            "share one unit, GOP/s.")
+ABOVE_ROOF = ("‡ above the roof measured in this run: the ceiling probes ran slower than this "
+              "phase did (another process held a core or the memory bus during the probes, or "
+              "part of the phase's bytes came from the CPU caches), so the measured roof is too "
+              "low here, not the phase faster than the machine.")
+
+
+def of_roof(x: float) -> str:
+    """A share of the roof; above 100 % marked ‡ (ABOVE_ROOF says why)."""
+    return f"{f(100 * x, 2)} %" + (" ‡" if x > 1 else "")
 
 
 def mb(x: float) -> str:
@@ -162,33 +176,119 @@ def synthetic_note(res: Results) -> str:
             "generates are meaningless.")
 
 
+def tpot_cell(row: dict[str, Any], vantage: str) -> str:
+    """A TPOT table cell: the figure, or why there is none (1 generated token)."""
+    return "n/a (1 token)" if row["n_out"] < 2 else f(row[f"{vantage}_tpot"])
+
+
+def cold_impossible(ls: dict[str, Any]) -> str:
+    """Why a cold load could not be measured (load_summary's cold_ok is False)."""
+    if ls["mapped_by"]:
+        return ("cold load impossible: mapped by " + ", ".join(f"PID {p}" for p in
+                                                             ls["mapped_by"])
+                + " (pages a process maps cannot be dropped from the page cache)")
+    return (f"cold load impossible: {f(100 * ls['resident_before_cold_max'], 2)} % of the "
+            "files stayed in the page cache")
+
+
+def repack_text(seconds: float) -> str:
+    """The one-time int8 repack inside a load time, as a clause ("" when there was none)."""
+    return (f"of which {f(seconds)} s the one-time int8 repack (written to the repack cache: "
+            "later loads map it)" if seconds > 0 else "")
+
+
+def load_sentence(mr: Any) -> str:
+    """Model Loading Time of one model for report.md: cold, warm, bytes read, the first load
+    with its repack, the load the guest saw; never a placeholder for what was not measured."""
+    ls = A.load_summary(mr)
+    cold = (f"cold {f(ls['cold'].median)} s" if ls["cold_ok"] else
+            f"**{cold_impossible(ls)}** (the 'cold' loads took {f(ls['cold'].median)} s "
+            "from the page cache)")
+    read = (f", of which a cold load reads {mb(ls['bytes_read'])}: {f(ls['cold_MBps'])} MB/s"
+            if ls["cold_ok"] else "")
+    text = (f"**Model Loading Time:** {cold}, warm {f(ls['warm'].median)} s (n = "
+            f"{ls['cold'].n}/{ls['warm'].n}; files {mb(ls['file_bytes'])} in "
+            f"{len(ls['files'])}{read}; page cache dropped by **{ls['method']}**, "
+            f"{f(100 * ls['resident_before_cold_max'], 2)} % still resident at worst). ")
+    first = ls["first"]
+    if first and first["repack_s"] > 0:
+        text += (f"The first load took {f(first['seconds'])} s, {repack_text(first['repack_s'])}"
+                 "; the cold and warm loads above map that cache. ")
+    if mr.llmrun.get("load_us"):
+        rep = int(mr.llmrun.get("repack_us", 0)) / 1e6
+        text += (f"As the guest sees it (`llmrun --timing`, the device's load_us at boot): "
+                 f"{f(int(mr.llmrun['load_us']) / 1e3)} ms"
+                 + (f", {repack_text(rep)}" if rep > 0 else "") + ".")
+    return text
+
+
+def _finite(xs: list[int], ys: list[float]) -> list[tuple[int, float]]:
+    return [(x, y) for x, y in zip(xs, ys, strict=True) if math.isfinite(y)]
+
+
 def findings_lengths(res: Results, spec: str) -> list[str]:
-    """Sentences on which metric follows input length and which follows output length."""
+    """Sentences on which metric follows input length and which follows output length; what
+    the chosen lengths do not allow (one length: no trend; 1 token: no TPOT) is said as such."""
     o = res.opts
     fd = A.length_findings(res, spec)
     v = A.headline_vantage(res, spec)
     if v not in fd:
         return []
     t = fd[v]
-    out = []
+    return [_ttft_sentence(o, t, v), _tpot_sentence(o, t)]
+
+
+def _ttft_sentence(o: Any, t: dict[str, Any], v: str) -> str:
     tin, tout = t["ttft_vs_input"], t["ttft_vs_output"]
-    out.append(
-        f"**TTFT follows input length.** From the {v}: {f(tin.ys[0])} ms at {o.input_lens[0]} "
-        f"prompt tokens to {f(tin.ys[-1])} ms at {o.input_lens[-1]} ({fx(t['ttft_growth'])} for "
-        f"{fx(t['input_growth'])} the tokens); a least-squares line gives {f(tin.slope)} ms per "
-        f"prompt token plus {f(tin.intercept)} ms fixed (r = {f(tin.r, 2)}). Against output "
-        f"length it moves {f(tout.slope)} ms per generated token: TTFT ends before decoding "
-        "starts, so the output length cannot reach it.")
-    tpo, e2e = t["tpot_vs_output"], t["e2e_vs_output"]
-    out.append(
-        f"**TPOT follows neither, and E2E follows output length.** TPOT is {f(tpo.ys[0])} ms at "
-        f"{o.output_lens[0]} generated tokens and {f(tpo.ys[-1])} ms at {o.output_lens[-1]} "
-        f"({fx(t['tpot_growth_out'])}); across prompt lengths {o.input_lens[0]}..."
-        f"{o.input_lens[-1]} it changes {fx(t['tpot_growth_in'])}: every decode step reads "
-        "all weights once, and a few hundred cached positions add little to that. E2E grows "
-        f"{f(e2e.slope)} ms per generated token (r = {f(e2e.r, 2)}), i.e. about one TPOT per "
-        "token: E2E ≈ TTFT + (tokens − 1) × TPOT.")
-    return out
+    pts = _finite(o.input_lens, tin.ys)
+    if not pts:
+        return f"**TTFT** was not measured from the {v} (no request of this model succeeded)."
+    if len(pts) < 2:
+        return (f"**TTFT** from the {v}: {f(pts[0][1])} ms at {pts[0][0]} prompt tokens. Only "
+                "one prompt length was measured, so how TTFT follows input length cannot be "
+                "computed: give two or more, e.g. --input-lens 8,16,32.")
+    (x0, y0), (x1, y1) = pts[0], pts[-1]
+    text = (f"**TTFT follows input length.** From the {v}: {f(y0)} ms at {x0} prompt tokens "
+            f"to {f(y1)} ms at {x1} ({fx(A.ratio(y1, y0))} for {fx(x1 / x0)} the tokens); a "
+            f"least-squares line gives {f(tin.slope)} ms per prompt token plus "
+            f"{f(tin.intercept)} ms fixed (r = {f(tin.r, 2)}).")
+    if len(_finite(o.output_lens, tout.ys)) >= 2:
+        text += (f" Against output length it moves {f(tout.slope)} ms per generated token: "
+                 "TTFT ends before decoding starts, so the output length cannot reach it.")
+    return text
+
+
+def _tpot_sentence(o: Any, t: dict[str, Any]) -> str:
+    tpo, tpi, e2e = t["tpot_vs_output"], t["tpot_vs_input"], t["e2e_vs_output"]
+    pts = _finite(o.output_lens, tpo.ys)
+    if not pts:
+        why = ("every request generated 1 token, and TPOT is the mean gap between the tokens "
+               "after the first" if max(o.output_lens) < 2 else "no request of it succeeded")
+        return (f"**TPOT cannot be computed** at output length {', '.join(map(str, o.output_lens))}"
+                f": {why}; give 2 or more generated tokens (e.g. --output-lens 8,16,32) to "
+                "measure it.")
+    skipped = [n for n in o.output_lens if n < 2]
+    note = (f" (not at {', '.join(map(str, skipped))} token: TPOT needs 2 or more)"
+            if skipped else "")
+    ins = _finite(o.input_lens, tpi.ys)
+    across = (f"; across prompt lengths {ins[0][0]}...{ins[-1][0]} it changes "
+              f"{fx(A.ratio(ins[-1][1], ins[0][1]))}" if len(ins) >= 2 else "")
+    why = (": every decode step reads all weights once, and a few hundred cached positions "
+           "add little to that")
+    if len(pts) < 2:
+        return (f"**TPOT** is {f(pts[0][1])} ms at {pts[0][0]} generated tokens{note}{across}"
+                f"{why if across else ''}. One output length only: how TPOT and E2E follow "
+                "output length cannot be computed (give two or more, e.g. --output-lens "
+                "8,16,32).")
+    (x0, y0), (x1, y1) = pts[0], pts[-1]
+    if not math.isfinite(e2e.slope):
+        return (f"**TPOT follows neither length.** TPOT is {f(y0)} ms at {x0} generated tokens "
+                f"and {f(y1)} ms at {x1} ({fx(A.ratio(y1, y0))}){note}{across}{why}. E2E was "
+                "not measured at two output lengths, so its growth per token is not given.")
+    return (f"**TPOT follows neither, and E2E follows output length.** TPOT is {f(y0)} ms at "
+            f"{x0} generated tokens and {f(y1)} ms at {x1} ({fx(A.ratio(y1, y0))}){note}"
+            f"{across}{why}. E2E grows {f(e2e.slope)} ms per generated token (r = "
+            f"{f(e2e.r, 2)}), i.e. about one TPOT per token: E2E ≈ TTFT + (tokens − 1) × TPOT.")
 
 
 def findings_roofline(res: Results, spec: str) -> list[str]:
@@ -197,27 +297,38 @@ def findings_roofline(res: Results, spec: str) -> list[str]:
     out = []
     pre = [p for p in mr.roofline if p.phase == "prefill"]
     dec = [p for p in mr.roofline if p.phase == "decode"]
+    band = (f"within {fx(pk.ridge_band)} of the ridge ({f(pk.ridge)} op/B), where the label "
+            "would change with the machine's noise")
     if pre:
         comp = [p for p in pre if p.bound == "compute"]
         first = comp[0].label.split()[1] if comp else None
         big = pre[-1]
+        where = (band if big.bound == "near the ridge" else
+                 f"{'above' if big.bound == 'compute' else 'below'} the ridge ({f(pk.ridge)})")
         out.append(
-            f"**Prefill ({mr.label})** does {f(big.flops / 1e9)} GFLOP for {big.label.split()[1]} "
-            f"tokens while moving at least {mb(big.bytes)}: {f(big.intensity)} FLOP/byte, "
-            f"{'above' if big.bound == 'compute' else 'below'} the ridge ({f(pk.ridge)}), so it "
-            f"is **{big.bound}-bound**; it ran at {f(big.achieved_flops / 1e9)} GFLOP/s, "
-            f"{f(100 * big.of_roof, 2)} % of what the roof allows there."
+            f"**Prefill ({mr.label})** does {f(big.flops / 1e9)} GOP for {big.label.split()[1]} "
+            f"tokens while moving at least {mb(big.bytes)}: {f(big.intensity)} op/byte, "
+            f"{where}, so it is **{big.bound_text}**; it ran at "
+            f"{f(big.achieved_flops / 1e9)} GOP/s, {of_roof(big.of_roof)} of what the roof "
+            "allows there."
             + (f" Prefill is compute-bound from {first} prompt tokens on: the weights are read "
                "once per forward pass however many tokens share it." if first else ""))
+        near = [p.label.split()[1] for p in pre if p.bound == "near the ridge"]
+        if near and big.bound != "near the ridge":
+            out.append(f"Prefill at {', '.join(near)} tokens is **near the ridge** ({band}): "
+                       "it is neither clearly memory- nor compute-bound on this machine.")
     for p in dec:
+        share = p.achieved_bw / pk.bw
         out.append(
-            f"**Decode ({mr.label})** does {f(p.flops / 1e9)} GFLOP per token but must stream "
+            f"**Decode ({mr.label})** does {f(p.flops / 1e9)} GOP per token but must stream "
             f"{mb(p.bytes)} (weights {mb(mr.info['weight_bytes'])} + caches): {f(p.intensity)} "
-            f"FLOP/byte, far below the ridge, so it is **{p.bound}-bound**. At the measured TPOT "
+            f"op/byte, far below the ridge, so it is **{p.bound_text}**. At the measured TPOT "
             f"({f(p.seconds * 1e3)} ms) it moves {f(p.achieved_bw / 1e9)} GB/s, "
-            f"{f(100 * p.achieved_bw / pk.bw, 2)} % of the bandwidth measured in this run "
-            f"({f(pk.bw / 1e9)} GB/s); the bandwidth floor would be "
-            f"{f(p.bytes / pk.bw * 1e3)} ms.")
+            f"{of_roof(share)} of the bandwidth measured in this run "
+            f"({f(pk.bw / 1e9)} GB/s, the best of {len(pk.bandwidth)} probes); the bandwidth "
+            f"floor would be {f(p.bytes / pk.bw * 1e3)} ms."
+            + (" (‡: the table's note says why a share can exceed 100 %.)" if share > 1
+               else ""))
     return out
 
 
@@ -278,7 +389,7 @@ def findings_compare(res: Results, a: str, b: str) -> list[str]:
         te = A.ratio(pb.seconds, pa.seconds)
         eff = (f" Engine only, the prefill time ratio {fx(te)} = FLOPs "
                f"{fx(A.ratio(pb.flops, pa.flops))} × achieved rate "
-               f"{f(pa.achieved_flops / 1e9)} / {f(pb.achieved_flops / 1e9)} GFLOP/s "
+               f"{f(pa.achieved_flops / 1e9)} / {f(pb.achieved_flops / 1e9)} GOP/s "
                f"({fx(A.ratio(pa.achieved_flops, pb.achieved_flops))}"
                + ("; the DeltaNet recurrence is not a plain GEMM" if mb_.arch.state_bytes
                   else "") + ").")
@@ -349,310 +460,6 @@ def findings_conc(res: Results, spec: str) -> list[str]:
     return out
 
 
-# ---------------------------------------------------------------- markdown
-
-def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return lines + [""]
-
-
-def write_markdown(res: Results, out: Path, plots: dict[str, Path]) -> Path:
-    o, meta = res.opts, res.meta
-    L: list[str] = []
-    add = L.append
-    add("# Part 1 — the LLM inference lifecycle, measured")
-    add("")
-    add(f"`harness bench` run of {meta['date']} on {meta['cpu'] or 'this machine'} "
-        f"({meta['cpus']} CPUs, {meta['mem_gib']} GiB), commit `{meta['commit']}`, "
-        f"{f(res.wall_s)} s. Models: "
-        + ", ".join(f"**{mr.label}** ({mr.info['weight_format']}, {mr.info['backend']}, "
-                    f"{mr.info['n_threads']} threads)" for mr in res.models.values()) + ".")
-    add("")
-    for line in (synthetic_note(res), noise_line(res)):
-        if line:
-            add("> " + line)
-            add("")
-    for spec, why in res.skipped.items():
-        add(f"> Skipped `{spec}`: {why}")
-        add("")
-
-    add("## 1. What is measured, and where each metric starts and stops")
-    add("")
-    add("Each request is seen from three places (`harness/bench/metrics.py` is the one "
-        "definition):")
-    add("")
-    L += _md_table(["vantage", "what it is", "clock"],
-                   [[k, v.name, v.clock] for k, v in VANTAGES.items()])
-    rows = [[METRICS[m].name, v, f"t_{a}", f"t_{b}"] for (v, m), (a, b) in START_STOP.items()]
-    rows += [[METRICS["tpot"].name, "all", "(t_done − t_first)", "/ (tokens − 1)"]]
-    L += _md_table(["metric", "vantage", "starts at", "stops at"], rows)
-    L += _md_table(["timestamp", "meaning"], [[f"t_{k}", v] for k, v in
-                                               TIMESTAMP_MEANING.items()])
-    add(f"**Model Loading Time:** {METRICS['load'].meaning}")
-    add("")
-    add(f"Every request sends user_c/aibench.c's prompt pattern at the given length, greedy, "
-        f"and generates exactly the requested tokens (no EOS stop). {o.reps} interleaved "
-        f"round(s) per cell; a warm-up request per model (engine) and aibench's reference "
-        f"request (guest) are not counted. Medians unless stated; P99 and std are in "
-        f"results.json. Load: {o.load_reps} cold and {o.load_reps} warm load(s) per model, "
-        "interleaved, each in a fresh process.")
-    add("")
-
-    specs = list(res.models)
-    for k, spec in enumerate(specs):
-        mr = res.models[spec]
-        task = "Task A" if k == 0 else "Task B" if k == 1 else "Model"
-        add(f"## 2.{k + 1} {task} — {mr.title}: load, TTFT and TPOT against lengths")
-        add("")
-        ls = A.load_summary(mr)
-        add(f"**Model Loading Time:** cold {f(ls['cold'].median)} s, warm "
-            f"{f(ls['warm'].median)} s (n = {ls['cold'].n}/{ls['warm'].n}; "
-            f"files {mb(ls['file_bytes'])} in {len(ls['files'])}, of which a cold load reads "
-            f"{mb(ls['bytes_read'])}: {f(ls['cold_MBps'])} MB/s; page cache dropped by "
-            f"**{ls['method']}**, "
-            f"{f(100 * ls['resident_before_cold_max'], 2)} % still resident at worst"
-            + ("" if ls["cold_ok"] else
-               ": **not fully cold** — another process had the files mapped, so those pages "
-               "could not be dropped" + (f" ({'; '.join(ls['notes'])})" if ls["notes"] else ""))
-            + "). "
-            + (f"As the guest sees it (`llmrun --timing`, the device's load_us at boot): "
-               f"{f(int(mr.llmrun['load_us']) / 1e3)} ms." if mr.llmrun.get("load_us") else ""))
-        add("")
-        if mr.llmrun_text:
-            add("`llmrun --timing` in the guest (the course's output format):")
-            add("")
-            add("```")
-            add(mr.llmrun_text)
-            add("```")
-            add("")
-        if mr.guest_error:
-            add(f"> Guest path not measured for this model: {mr.guest_error}")
-            add("")
-        vs = res.vantages(spec)
-        head = ["in", "out"] + [f"TTFT {v}" for v in vs] + [f"TPOT {v}" for v in vs
-                                                             if v != "device"] \
-            + [f"E2E {v}" for v in vs if v != "device"]
-        trs = []
-        for r in A.main_rows(res, spec):
-            trs.append([str(r["n_in"]), str(r["n_out"])] + [f(r[f"{v}_ttft"]) for v in vs]
-                       + [f(r[f"{v}_tpot"]) for v in vs if v != "device"]
-                       + [f(r[f"{v}_e2e"]) for v in vs if v != "device"])
-        add("All times in ms (medians):")
-        add("")
-        L += _md_table(head, trs)
-        for s in findings_lengths(res, spec):
-            add(s)
-            add("")
-    if "ttft_vs_input" in plots:
-        add(f"![TTFT vs input length]({plots['ttft_vs_input'].name})")
-        add("")
-    if "tpot_vs_output" in plots:
-        add(f"![TPOT vs output length]({plots['tpot_vs_output'].name})")
-        add("")
-
-    add("## 3. Prefill vs decode: compute-bound or memory-bound")
-    add("")
-    pk = res.probes
-    add(f"Ceilings measured in this run ({len(pk.bandwidth)} samples, interleaved with the "
-        f"requests, {pk.threads} threads; the best sample is the roof):")
-    add("")
-    L += _md_table(["ceiling", "best", "median", "probe"], [
-        ["memory bandwidth", f"{f(pk.bw / 1e9)} GB/s",
-         f"{f(A.median(pk.bandwidth) / 1e9)} GB/s", "1 GiB streamed (pyllm_stream_read)"],
-        ["int8 GEMM", f"{f(max(pk.gemm_int8, default=math.nan) / 1e9)} GOP/s",
-         f"{f(A.median(pk.gemm_int8) / 1e9)} GOP/s", "pyllm_qmatmul 3584x1024, 128 rows"],
-        ["f32 GEMM", f"{f(max(pk.gemm_f32, default=math.nan) / 1e9)} GFLOP/s",
-         f"{f(A.median(pk.gemm_f32) / 1e9)} GFLOP/s", "OpenBLAS sgemm 1024^3"],
-        ["ridge point", f"{f(pk.ridge)} FLOP/B", "", "compute roof / bandwidth"]])
-    rows = []
-    for mr in res.models.values():
-        for p in mr.roofline:
-            rows.append([mr.label, p.label, f(p.flops / 1e9), mb(p.bytes), f(p.intensity),
-                         f(p.seconds * 1e3), f(p.achieved_flops / 1e9), f(p.achieved_bw / 1e9),
-                         f"**{p.bound}**", f"{f(100 * p.of_roof, 2)} %"])
-    add("FLOPs and bytes per phase come from each model's config (harness/bench/roofline.py "
-        "lists what is counted); the time is the engine-only one (no OS path):")
-    add("")
-    L += _md_table(["model", "phase", "GFLOP", "bytes moved", "FLOP/B", "time (ms)", "GFLOP/s",
-                    "GB/s", "bound", "of roof"], rows)
-    for spec in specs:
-        for s in findings_roofline(res, spec):
-            add(s)
-            add("")
-    if "roofline" in plots:
-        add(f"![Roofline]({plots['roofline'].name})")
-        add("")
-
-    if len(specs) >= 2:
-        a, b = specs[0], specs[1]
-        ma, mb_ = res.models[a], res.models[b]
-        add(f"## 4. Task B — {mb_.title} against {ma.title}")
-        add("")
-        arows = []
-        for mr in res.models.values():
-            r = mr.arch
-            arows.append([r.model, f(r.params / 1e6) + " M", f"{r.layers} ({r.layer_mix})",
-                          str(r.hidden), str(r.ffn), r.heads, f"{r.vocab:,}",
-                          f"{f(r.kv_bytes_per_token / 1024)} KiB",
-                          mb(r.state_bytes) if r.state_bytes else "-",
-                          f"{mb(r.weight_bytes)} {r.weight_format}", mb(r.file_bytes)])
-        L += _md_table(["model", "params", "layers", "hidden", "FFN", "heads", "vocab",
-                        "KV / token", "state / seq", "weights read / token", "files"], arows)
-        rows = [[r["what"], r["kind"], f(r["a"]), f(r["b"]), fx(r["ratio"])]
-                for r in A.model_ratios(res, a, b)]
-        L += _md_table(["quantity", "kind", ma.label, mb_.label, "ratio"], rows)
-        for s in findings_compare(res, a, b):
-            add(s)
-            add("")
-        if "load_time" in plots:
-            add(f"![Model Loading Time]({plots['load_time'].name})")
-            add("")
-
-    add("## 5. The OS path: guest vs device vs engine")
-    add("")
-    rows = []
-    for spec in specs:
-        p = A.os_path(res, spec)
-        if p:
-            rows.append([res.models[spec].label, f(p["slot_wait_ms"]), f(p["queue_ms"]),
-                         f(p["submit_to_accept_ms"]),
-                         f(p["ttft_guest_ms"]), f(p["ttft_engine_ms"]),
-                         f(p["ttft_guest_minus_device_ms"]), f(p["done_to_waited_ms"]),
-                         f(p["tpot_guest_ms"]), f(p["tpot_engine_ms"])])
-    if rows:
-        L += _md_table(["model", "slot wait", "queue (submit→dispatch)", "submit→device accept",
-                        "TTFT guest", "TTFT engine", "TTFT guest − device",
-                        "device done → ai_wait returns", "TPOT guest", "TPOT engine"], rows)
-        add("All ms, medians over every single-client request. The OS path (system call, "
-            "queue, worker wake-up, virtqueue, interrupt, copy-out) adds the fixed costs in "
-            "the slot-wait, queue, submit→accept and done→return columns.")
-        n = max(res.opts.input_lens)
-        for spec in specs:
-            p = A.os_path(res, spec)
-            if not p:
-                continue
-            pr, tr = p["prefill_device_over_engine"], p["tpot_device_over_engine"]
-            slow = max(pr, tr) > 1.15
-            add("")
-            add(f"{res.models[spec].label}: inside the machine the same engine takes {fx(pr)} "
-                f"its engine-only time for a {n}-token prefill and {fx(tr)} per decode step. "
-                + ("It runs slower there: its thread shares the two vCPUs and Python's GIL "
-                   "with the emulator thread (each return from a C kernel can wait for the "
-                   "GIL), which costs more than the OS path's fixed microseconds."
-                   if slow else "Within the noise, the device adds nothing to the compute; "
-                   "the OS path's cost is the fixed part above."))
-    else:
-        add("The guest path was not measured in this run: " + "; ".join(
-            f"{res.models[s].label}: {res.models[s].guest_error}" for s in specs))
-    add("")
-
-    add("## 6. Concurrency: queueing and back-pressure")
-    add("")
-    rows = []
-    for spec in specs:
-        mr = res.models[spec]
-        for v, pts in mr.conc.items():
-            for p in pts:
-                rows.append([mr.label, v, str(p.clients), f"{p.ok}/{p.requests}",
-                             f(p.req_per_s), f(p.tok_per_s), f(p.ttft.median), f(p.ttft.p99),
-                             f(p.tpot.median), f(p.tpot.p99), f(p.queue.median),
-                             f(p.slot_wait.p99) if v == "guest" else "-",
-                             str(p.workers or "-")])
-    add(f"Each client sends {o.per_client} request(s) of {o.conc_in} prompt tokens -> "
-        f"{o.conc_out} tokens one after the other (guest: `aibench -c C -n {o.per_client} "
-        f"-p {o.conc_in} -g {o.conc_out}`; engine: C threads doing the same).")
-    add("")
-    L += _md_table(["model", "vantage", "clients", "ok", "req/s", "tok/s", "TTFT med",
-                    "TTFT P99", "TPOT med", "TPOT P99", "queue med", "slot wait P99",
-                    "workers"], rows)
-    for spec in specs:
-        for s in findings_conc(res, spec):
-            add(s)
-            add("")
-    if "concurrency" in plots:
-        add(f"![Concurrency sweep]({plots['concurrency'].name})")
-        add("")
-    for spec in specs:
-        for v in ("guest", "engine"):
-            blk = A.vllm_block(res, spec, v)
-            if blk:
-                add(f"vLLM-style result, {res.models[spec].label}, {v}:")
-                add("")
-                add("```")
-                L.extend(blk)
-                add("```")
-                add("")
-
-    add("## 7. Against the original lab and llama.cpp")
-    add("")
-    from harness.bench.anchors import SOURCE
-
-    rows = []
-    for spec in specs:
-        for r in A.anchor_rows(res, spec):
-            rows.append([res.models[spec].label, r["what"], f(r["course"]), f(r["ours"]),
-                         fx(r["speedup"])])
-    if rows:
-        add(f"The course's figures ({SOURCE}) against ours; speed-up = course / ours:")
-        add("")
-        L += _md_table(["model", "metric", "course", "ours", "speed-up"], rows)
-        add("The course ran the model token by token on one emulated RISC-V core inside the "
-            "guest; here the guest hands token ids to a device backed by native kernels, which "
-            "is why a token takes milliseconds instead of seconds. Their TTFT was "
-            "prompt length × TPOT (serial prefill); batched prefill makes ours grow much "
-            "slower than the prompt.")
-        for spec in specs:
-            an = course_anchor(res.models[spec])
-            if an is not None:
-                ls = A.load_summary(res.models[spec])
-                add("")
-                add(f"Load, {res.models[spec].label}: the course read {mb(an.asset_bytes)} of "
-                    f"assets through the guest's file system at {f(an.load_MBps)} MB/s; a cold "
-                    f"load here reads {mb(ls['bytes_read'])} on the host at "
-                    f"{f(ls['cold_MBps'])} MB/s.")
-        add("")
-    rows = []
-    for spec in specs:
-        lc = res.models[spec].llamacpp
-        for r in A.llamacpp_rows(res, spec):
-            rows.append([res.models[spec].label, r["what"], f(r["ours"]), f(r["llama.cpp"]),
-                         fx(r["ratio"])])
-        if lc.get("unavailable"):
-            add(f"llama.cpp, {res.models[spec].label}: {lc['unavailable']}.")
-            add("")
-    if rows:
-        omp = next((res.models[sp].llamacpp.get("omp_wait_policy") for sp in specs
-                    if res.models[sp].llamacpp.get("omp_wait_policy")), "")
-        add("pyllm (engine only) against llama.cpp (llama-cpp-python) on the same GGUF file, "
-            "same threads, same run; ratio = ours / llama.cpp (below 1: we are faster)"
-            + (f". llama.cpp ran with OMP_WAIT_POLICY={omp}: its spinning OpenMP threads "
-               "collapse when another process holds a core of this shared 2-vCPU machine, "
-               "while passive waiting costs it some speed when the machine is idle"
-               if omp else "") + ":")
-        add("")
-        L += _md_table(["model", "metric", "pyllm", "llama.cpp", "ratio"], rows)
-
-    add("## 8. Notes")
-    add("")
-    for spec in specs:
-        mr = res.models[spec]
-        sk = [abs(s) for s in mr.clock_skew_s]
-        if sk and max(sk) > 1e-3:
-            add(f"- {mr.label}: aibench's t_first (kernel time_us()) and the device trace's "
-                f"differ by up to {f(max(sk) * 1e3)} ms: the kernel's and the device's clocks "
-                "disagree, so those requests' guest figures start at the trace's slot-claim "
-                "stamp instead of t_submit.")
-    add(f"- Files: results.json (every figure, `schema` {SCHEMA}), results.csv (summaries), "
-        "requests.csv (every request), the PNG plots, this report.")
-    add("- Performance is measured, never asserted: rerun `harness bench` for your machine; "
-        "compare ratios within one run rather than absolute times across runs.")
-    add("")
-    path = out / "report.md"
-    path.write_text("\n".join(L))
-    return path
-
-
 # ---------------------------------------------------------------- terminal
 
 def terminal(res: Results, console: Any) -> None:
@@ -663,12 +470,17 @@ def terminal(res: Results, console: Any) -> None:
     for line in (synthetic_note(res), noise_line(res)):
         if line:
             console.print(line.replace("**", ""))
+    for spec, why in res.skipped.items():
+        console.print(f"[yellow]skipped model '{spec}': {why}[/]", highlight=False)
     for spec, mr in res.models.items():
         vs = res.vantages(spec)
         ls = A.load_summary(mr)
-        cold = f(ls['cold'].median) + ("" if ls["cold_ok"] else " NOT FULLY COLD")
-        t = Table(title=f"{mr.label}: medians, ms (load: cold {cold} s, warm "
-                        f"{f(ls['warm'].median)} s; {ls['method']})", title_justify="left")
+        cold = (f"cold {f(ls['cold'].median)} s" if ls["cold_ok"] else cold_impossible(ls))
+        first = ls["first"]
+        rep = (f"; first load {f(first['seconds'])} s, {repack_text(first['repack_s'])}"
+               if first and first["repack_s"] > 0 else "")
+        t = Table(title=f"{mr.label}: medians, ms (load: {cold}, warm "
+                        f"{f(ls['warm'].median)} s; {ls['method']}{rep})", title_justify="left")
         t.add_column("in", justify="right")
         t.add_column("out", justify="right")
         for v in vs:
@@ -681,7 +493,7 @@ def terminal(res: Results, console: Any) -> None:
                 t.add_column(f"E2E {v}", justify="right")
         for r in A.main_rows(res, spec):
             t.add_row(str(r["n_in"]), str(r["n_out"]), *[f(r[f"{v}_ttft"]) for v in vs],
-                      *[f(r[f"{v}_tpot"]) for v in vs if v != "device"],
+                      *[tpot_cell(r, v) for v in vs if v != "device"],
                       *[f(r[f"{v}_e2e"]) for v in vs if v != "device"])
         console.print(t)
         if mr.guest_error:
@@ -690,19 +502,22 @@ def terminal(res: Results, console: Any) -> None:
             console.print(f"[yellow]{note}[/]", highlight=False)
         for s in findings_lengths(res, spec):
             console.print(" " + s.replace("**", ""))
-    t = Table(title=f"Roofline (ridge {f(res.probes.ridge)} FLOP/B; bandwidth "
+    t = Table(title=f"Roofline (ridge {f(res.probes.ridge)} op/B; bandwidth "
                     f"{f(res.probes.bw / 1e9)} GB/s, {res.probes.compute_kind} "
-                    f"{f(res.probes.compute / 1e9)} GOP/s, measured this run)",
+                    f"{f(res.probes.compute / 1e9)} GOP/s, best of the probes of this run)",
               title_justify="left")
-    for c in ("model", "phase", "GFLOP", "MB moved", "FLOP/B", "ms", "GFLOP/s", "GB/s", "bound",
+    for c in ("model", "phase", "GOP", "MB moved", "op/B", "ms", "GOP/s", "GB/s", "bound",
               "of roof"):
         t.add_column(c, justify="left" if c in ("model", "phase", "bound") else "right")
     for mr in res.models.values():
         for p in mr.roofline:
             t.add_row(mr.label, p.label, f(p.flops / 1e9), f(p.bytes / 1e6), f(p.intensity),
                       f(p.seconds * 1e3), f(p.achieved_flops / 1e9), f(p.achieved_bw / 1e9),
-                      p.bound, f"{f(100 * p.of_roof, 2)} %")
+                      p.bound_text, of_roof(p.of_roof))
     console.print(t)
+    console.print(OPS_NOTE, highlight=False)
+    if any(p.of_roof > 1 for mr in res.models.values() for p in mr.roofline):
+        console.print(ABOVE_ROOF, highlight=False)
     specs = list(res.models)
     if len(specs) >= 2:
         a, b = specs[0], specs[1]

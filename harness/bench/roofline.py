@@ -49,6 +49,13 @@ GEMM_ROWS = 128  # activation rows of the int8 GEMM probe (a 128-token prefill)
 GEMM_N, GEMM_K = 3584, 1024  # Qwen3.5-0.8B's MLP shape
 SGEMM_N = 1024
 BW_BYTES = 1 << 30  # larger than any cache on the machine (L3 reported 300 MiB)
+PROBE_REPEATS = 5  # samples of each ceiling per Probes.run(): the best one is the roof
+# A phase whose intensity is within a factor RIDGE_BAND of the ridge is "near the ridge": on a
+# shared machine the ridge moves by tens of percent between runs, so a compute/memory label
+# there would flip with the noise. When the best ceiling samples are themselves further apart
+# (best / second best of each, multiplied), the band widens to that, up to RIDGE_BAND_MAX.
+RIDGE_BAND, RIDGE_BAND_MAX = 1.5, 2.0
+BOUNDS = ("memory", "near the ridge", "compute")  # Point.bound, left to right
 
 
 @dataclass(frozen=True)
@@ -140,10 +147,30 @@ class Peaks:
         """Arithmetic intensity (FLOP/byte) where the two roofs meet."""
         return self.compute / self.bw
 
+    @property
+    def ridge_band(self) -> float:
+        """The factor around the ridge within which a phase is "near the ridge": how far the
+        roofs could move if their best sample were lost (best / second best, bandwidth times
+        compute), kept within RIDGE_BAND..RIDGE_BAND_MAX."""
+        def noise(xs: list[float]) -> float:
+            xs = sorted((x for x in xs if x > 0), reverse=True)
+            return xs[0] / xs[1] if len(xs) >= 2 else 1.0
+
+        comp = self.gemm_int8 if self.compute_kind.startswith("int8") else self.gemm_f32
+        return min(RIDGE_BAND_MAX, max(RIDGE_BAND, noise(self.bandwidth) * noise(comp)))
+
+    def bound(self, intensity: float) -> str:
+        """Which roof limits a phase of this intensity (one of BOUNDS)."""
+        if intensity < self.ridge / self.ridge_band:
+            return "memory"
+        if intensity > self.ridge * self.ridge_band:
+            return "compute"
+        return "near the ridge"
+
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.update(bw_peak=self.bw, compute_peak=self.compute, compute_kind=self.compute_kind,
-                 ridge=self.ridge)
+                 ridge=self.ridge, ridge_band=self.ridge_band)
         return d
 
 
@@ -177,15 +204,18 @@ class Probes:
             self.peaks.notes.append("C kernels not built: bandwidth from numpy sum, no int8 GEMM")
 
     def run(self) -> None:
-        """One sample of every ceiling (about 0.3 s)."""
+        """PROBE_REPEATS samples of every ceiling (about 1 s); the roofs are the best ones, so
+        a sample slowed by another process does not lower them."""
+        for _ in range(PROBE_REPEATS):
+            self._sample()
+
+    def _sample(self) -> None:
         p = self.peaks
         if self.native is not None:
-            ffi, lib = self.native
-            lib.pyllm_set_threads(self.threads)
-            ptr = ffi.cast("uint8_t *", self.buf.ctypes.data)
-            t = time.perf_counter()
-            lib.pyllm_stream_read(ptr, self.buf.nbytes)
-            p.bandwidth.append(self.buf.nbytes / (time.perf_counter() - t))
+            from pyllm.bench import stream_bandwidth
+
+            self.native[1].pyllm_set_threads(self.threads)
+            p.bandwidth.append(stream_bandwidth(self.buf))
             self.qmat.matmul(self.x)  # warm-up (activation buffers, page faults)
             t = time.perf_counter()
             self.qmat.matmul(self.x)
@@ -223,8 +253,13 @@ class Point:
     achieved_flops: float  # FLOP/s
     achieved_bw: float  # bytes/s
     attainable: float  # min(compute peak, intensity * bandwidth), FLOP/s
-    bound: str  # "memory" | "compute"
-    of_roof: float  # achieved / attainable
+    bound: str  # one of BOUNDS: "memory" | "near the ridge" | "compute"
+    of_roof: float  # achieved / attainable: above 1 when the probes measured a low roof
+
+    @property
+    def bound_text(self) -> str:
+        """"memory-bound", "compute-bound" or "near the ridge" (for sentences and tables)."""
+        return self.bound if self.bound == "near the ridge" else f"{self.bound}-bound"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -238,5 +273,5 @@ def classify(model: str, phase: str, label: str, cost: Cost, seconds: float,
     return Point(model=model, phase=phase, label=label, flops=cost.flops, bytes=cost.bytes,
                  seconds=seconds, intensity=i, achieved_flops=achieved,
                  achieved_bw=cost.bytes / seconds if seconds > 0 else math.nan,
-                 attainable=attainable, bound="memory" if i < peaks.ridge else "compute",
+                 attainable=attainable, bound=peaks.bound(i),
                  of_roof=achieved / attainable if attainable else math.nan)

@@ -266,12 +266,12 @@ class LlamaCppRunner:
     @staticmethod
     def unavailable(path: str) -> str | None:
         """None if llama.cpp can run `path`, else why not."""
-        from pyllm.bench import llama_cpp_available
+        from pyllm.bench import llama_cpp_available, llama_cpp_runs
 
         why = llama_cpp_available()
         if why is None and not str(path).endswith(".gguf"):
             why = "llama.cpp runs GGUF files only"
-        return why
+        return why or llama_cpp_runs(str(path))
 
     def ttft(self, n_in: int, vocab: int) -> float:
         """Seconds for the prefill of an n_in-token prompt + choosing the first token."""

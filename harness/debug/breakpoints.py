@@ -48,7 +48,7 @@ class Breakpoint:
     hits: int = 0
     internal: bool = False
     predicate: Callable[[], bool] | None = None  # internal: fire only when true
-    handles: list[int] = field(default_factory=list)
+    handles: list[tuple[Uc, int]] = field(default_factory=list)  # (hart's Unicorn, hook)
 
     @property
     def kind(self) -> str:
@@ -67,7 +67,7 @@ class Watchpoint:
     pa: int = 0
     enabled: bool = True
     hits: int = 0
-    handles: list[int] = field(default_factory=list)
+    handles: list[tuple[Uc, int]] = field(default_factory=list)  # (hart's Unicorn, hook)
     condition: str | None = None
     temporary: bool = False
 
@@ -88,6 +88,7 @@ class Hit:
     store_size: int = 0
     store_old: bytes = b""  # watch: memory the store overwrote (an AMO's result)
     error: str = ""         # a condition could not be evaluated
+    hart: int = 0           # the hart that hit it
 
 
 class BreakpointTable:
@@ -96,13 +97,12 @@ class BreakpointTable:
 
     def __init__(self, machine: Machine, phys: Phys, procs: ProcTable | None) -> None:
         self.m, self.phys, self.procs = machine, phys, procs
-        self.uc: Uc = machine.uc
+        self.ucs: list[Uc] = [c.uc for c in machine.cpus]  # a point fires on any hart
         self.points: dict[int, Breakpoint | Watchpoint] = {}
         self.internal: list[Breakpoint] = []  # next/finish/until helpers
         self._next = 1
         self.hit: Hit | None = None
-        self._skip_addr: int | None = None
-        self._skip_left = 0
+        self._skip: dict[int, list[int]] = {}  # hart -> [pc, hooks there to let pass]
         self.condition_eval: Callable[[str], bool] | None = None  # set by the interpreter
 
     # ---------------------------------------------------------------- table
@@ -118,10 +118,11 @@ class BreakpointTable:
             predicate: Callable[[], bool] | None = None) -> Breakpoint:
         bp = Breakpoint(self._number(internal), locations, spec, temporary, condition,
                         internal=internal, predicate=predicate)
-        for loc in locations:
-            bp.handles.append(self.uc.hook_add(UC_HOOK_CODE, self._on_code, (bp, loc),
-                                               loc.addr, loc.addr))
-        self.uc.ctl_flush_tb()
+        for uc in self.ucs:
+            for loc in locations:
+                bp.handles.append((uc, uc.hook_add(UC_HOOK_CODE, self._on_code, (bp, loc),
+                                                   loc.addr, loc.addr)))
+            uc.ctl_flush_tb()
         if internal:
             self.internal.append(bp)
         else:
@@ -139,17 +140,19 @@ class BreakpointTable:
                         condition=condition)
         # Unicorn matches a hook on the access's first byte: widen by 7 bytes below so
         # an 8-byte store that starts before the watched range still calls us
-        wp.handles.append(self.uc.hook_add(UC_HOOK_MEM_WRITE, self._on_write, wp,
-                                           max(pa - 7, 0), pa + size - 1))
-        self.uc.ctl_flush_tb()
+        for uc in self.ucs:
+            wp.handles.append((uc, uc.hook_add(UC_HOOK_MEM_WRITE, self._on_write, wp,
+                                               max(pa - 7, 0), pa + size - 1)))
+            uc.ctl_flush_tb()
         self.points[wp.number] = wp
         return wp
 
     def remove(self, point: Breakpoint | Watchpoint) -> None:
-        for h in point.handles:
-            self.uc.hook_del(h)
+        for uc, h in point.handles:
+            uc.hook_del(h)
         point.handles.clear()
-        self.uc.ctl_flush_tb()
+        for uc in self.ucs:
+            uc.ctl_flush_tb()
         if point in self.internal:
             self.internal.remove(point)  # type: ignore[arg-type]
         else:
@@ -176,12 +179,13 @@ class BreakpointTable:
         return [p for p in [*self.internal, *self.points.values()] if isinstance(p, Breakpoint)]
 
     # ---------------------------------------------------------------- resuming
-    def arm_skip(self, pc: int) -> None:
-        """The next run starts with the instruction at pc: let its hooks pass once."""
-        self._skip_addr, self._skip_left = pc, self.at(pc)
+    def arm_skip(self, pc: int, hart: int = 0) -> None:
+        """Hart `hart`'s next run starts with the instruction at pc: let its hooks pass
+        once there."""
+        self._skip[hart] = [pc, self.at(pc)]
 
     def disarm(self) -> None:
-        self._skip_addr, self._skip_left = None, 0
+        self._skip.clear()
 
     def take_hit(self) -> Hit | None:
         hit, self.hit = self.hit, None
@@ -199,8 +203,9 @@ class BreakpointTable:
         return user and self.procs is not None and self.procs.current_name() == program.name
 
     def _on_code(self, uc: Uc, addr: int, size: int, data: tuple[Breakpoint, Location]) -> None:
-        if self._skip_left and addr == self._skip_addr:
-            self._skip_left -= 1
+        skip = self._skip.get(self.m.cur)
+        if skip is not None and skip[1] and addr == skip[0]:
+            skip[1] -= 1
             return
         bp, loc = data
         if not bp.enabled or self.hit is not None or not self._matches(loc.program):
@@ -215,7 +220,7 @@ class BreakpointTable:
             except DebugError as e:
                 error = f"Error in testing condition for breakpoint {bp.number}: {e}"
         bp.hits += 1
-        self.hit = Hit(bp, addr, error=error)
+        self.hit = Hit(bp, addr, error=error, hart=self.m.cur)
         self.m.pause(f"breakpoint {bp.number}")
 
     def _on_write(self, uc: Uc, access: int, addr: int, size: int, value: int,
@@ -243,5 +248,5 @@ class BreakpointTable:
             except DebugError:
                 pass
         wp.hits += 1
-        self.hit = Hit(wp, hart.pc, old, bytes(new), addr, size, store_old)
+        self.hit = Hit(wp, hart.pc, old, bytes(new), addr, size, store_old, hart=self.m.cur)
         self.m.pause(f"watchpoint {wp.number}")

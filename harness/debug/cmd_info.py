@@ -20,7 +20,7 @@ from harness.debug.values import format_value
 from harness.guest.backtrace import process_backtrace
 from harness.guest.memory import flags_text, satp_root
 from harness.guest.programs import Program
-from harness.hart import ABI_NAMES
+from harness.hart import ABI_NAMES, PRIV_NAMES, REG_PC
 from harness.traps import cause_name
 
 
@@ -53,6 +53,30 @@ class InfoCommands(CommandBase):
             out.append(self.frame_line(f, with_pc=f.level > 0 or None))
         if n < len(frames):
             out.append("(More stack frames follow...)")
+        return "\n".join(out)
+
+    def cmd_cpu(self, arg: str) -> str:
+        """cpu [N]: select hart N (registers, backtrace, stepping follow it); no N: which
+        hart is selected."""
+        if arg:
+            self.t.select_hart(self.evaluator().integer(arg))
+            self._frames, self.frame_no = None, 0
+        f = self.selected()
+        where = f"[Switching to hart {self.t.m.cur}]" if arg else f"hart {self.t.m.cur}"
+        return where + (f"\n{self.frame_line(f)}" if f is not None else "")
+
+    def info_cpus(self, arg: str) -> str:
+        m, procs = self.t.m, self.t.procs
+        out = ["  HART  STATE    MODE  PC                   PROCESS"]
+        for c in m.cpus:
+            state = "parked" if not c.started else "wfi" if c.idle else "running"
+            pc = c.hart.get(REG_PC) if c.started else c.pc
+            p = procs.current(c.id) if procs is not None and c.started else None
+            mark = "*" if c.id == m.cur else " "
+            mode = PRIV_NAMES.get(c.hart.priv, "?") if c.started else "-"
+            who = f"pid {p.pid} ({p.name})" if p else "-"
+            out.append(f"{mark} {c.id:>4}  {state:<8} {mode:<5} "
+                       f"{pc:#x}{self._sym_tag(None, pc):<18} {who}".rstrip())
         return "\n".join(out)
 
     def cmd_frame(self, arg: str) -> str:
@@ -138,7 +162,8 @@ class InfoCommands(CommandBase):
     # ---------------------------------------------------------------- info
     def cmd_info(self, arg: str) -> str:
         """info SUBCOMMAND: breakpoints, registers [REG...], all-registers, proc [PID],
-        frame, locals, args, symbol ADDR, line [LOCATION], mem [PID], programs, source."""
+        frame, locals, args, symbol ADDR, line [LOCATION], mem [PID], programs, source,
+        cpus (every hart: state, privilege, pc, process; * = selected)."""
         parts = arg.split(None, 1)
         if not parts:
             return "info " + ", ".join(INFO_SUBCOMMANDS)

@@ -3,12 +3,22 @@ condition, info breakpoints (harness/debug/breakpoints.py does the hooks)."""
 
 from __future__ import annotations
 
+import difflib
 import re
 
 from harness.debug import DebugError
 from harness.debug.breakpoints import Watchpoint
 from harness.debug.cmdbase import KERNBASE, CommandBase
+from harness.guest.programs import Program
 from harness.hart import PRIV_U
+
+MAX_SUGGESTIONS = 5  # names offered for a function that does not exist
+
+
+def _is_function(prog: Program, name: str) -> bool:
+    """A sized symbol in prog's code (not data, not an assembly label)."""
+    sym = prog.symbol(name)
+    return sym is not None and sym.size > 0 and prog.has_code(prog.runtime(sym.addr))
 
 
 class PointCommands(CommandBase):
@@ -27,7 +37,33 @@ class PointCommands(CommandBase):
             if f is None or f.pc is None:
                 raise DebugError("No default breakpoint location now.")
             spec = f"*{f.pc:#x}"
-        return self.programs.resolve(spec, prog, cur_file, lambda e: self.evaluator().integer(e))
+        try:
+            return self.programs.resolve(spec, prog, cur_file,
+                                         lambda e: self.evaluator().integer(e))
+        except DebugError as e:
+            hint = self._nearest_functions(spec) if "not defined" in str(e) else ""
+            if not hint:
+                raise
+            raise DebugError(f"{e} {hint}") from None
+
+    def _nearest_functions(self, spec: str) -> str:
+        """"Did you mean: sys_ai_submitx?" for a FUNC or PROG:FUNC that names no function:
+        the functions whose names start with it (what gdb's completion would list), then the
+        closest spellings; "" if none is near."""
+        m = re.fullmatch(r"(?:([A-Za-z_][\w.-]*):)?([A-Za-z_]\w*)", spec)
+        if m is None:
+            return ""
+        progs = ([self.programs.get(m.group(1))] if m.group(1)
+                 else [self.programs.kernel, *self.programs.users()])
+        names = sorted({n for p in progs if p is not None for n in p.symbol_names
+                        if _is_function(p, n)})
+        want = m.group(2)
+        starts = sorted((n for n in names if n.startswith(want)), key=len)
+        near = difflib.get_close_matches(want, names, n=MAX_SUGGESTIONS, cutoff=0.75)
+        picks = list(dict.fromkeys(starts + near))[:MAX_SUGGESTIONS]
+        if not picks:
+            return ""
+        return f"Did you mean{' one of' if len(picks) > 1 else ''}: {', '.join(picks)}?"
 
     def _break(self, arg: str, temporary: bool) -> str:
         spec, cond = self._location_spec(arg)

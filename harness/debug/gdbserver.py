@@ -10,11 +10,13 @@ and target.py runs the machine. Registers come from the data in gdbregs.py.
     m M X  memory           c s (vCont)  resume      Z0 z0 (Z1)  breakpoints
     Z2 z2  write watchpoints                        k  kill    D  detach
     qSupported qXfer:features:read qAttached qC qfThreadInfo qSymbol qRcmd (monitor)
-    QStartNoAckMode  vMustReplyEmpty  H T
+    QStartNoAckMode  vMustReplyEmpty  H T  qThreadExtraInfo
 
-gdb sees one thread, the hart. Memory is read through the page table in satp (with the
-kernel's as a fallback), so kernel and current-process addresses both work; breakpoints
-set by gdb fire at their address in any address space. `monitor CMD` runs a
+gdb sees every hart as a thread (thread id = hart + 1; `info threads`, `thread N`): Hg and
+vCont;s:N select the hart whose registers are read and which steps (a step runs only that
+hart), a stop reply names the hart that stopped. Memory is read through the selected
+hart's satp (with the kernel's as a fallback), so kernel and current-process addresses
+both work; breakpoints set by gdb fire at their address in any address space. `monitor CMD` runs a
 `harness debug` command (monitor info proc, monitor bt, monitor info mem).
 """
 
@@ -36,7 +38,6 @@ SIGINT, SIGTRAP, SIGABRT, SIGSEGV, SIGALRM = 2, 5, 6, 11, 14
 E_FAULT, E_INVAL = b"E0e", b"E16"
 FEATURES = (b"PacketSize=4000;qXfer:features:read+;QStartNoAckMode+;swbreak+;hwbreak+;"
             b"vContSupported+")
-THREAD = b"thread:1;"
 
 
 def _hex(data: bytes) -> bytes:
@@ -60,7 +61,7 @@ class GdbServer:
             "p": self.h_read_register, "P": self.h_write_register, "m": self.h_read_memory,
             "M": self.h_write_memory, "X": self.h_write_binary, "c": self.h_continue,
             "s": self.h_step, "C": self.h_continue, "S": self.h_step, "v": self.h_v,
-            "q": self.h_query, "Q": self.h_set, "H": self.h_ok, "T": self.h_ok,
+            "q": self.h_query, "Q": self.h_set, "H": self.h_thread, "T": self.h_alive,
             "Z": self.h_insert, "z": self.h_remove, "k": self.h_kill, "D": self.h_detach,
         }
 
@@ -193,19 +194,19 @@ class GdbServer:
             wp = stop.point
             va = (wp.addr + max(stop.hit.store_addr - wp.pa, 0)
                   if isinstance(wp, Watchpoint) else stop.hit.store_addr)
-            return f"T{SIGTRAP:02x}watch:{va:x};".encode() + THREAD
+            return f"T{SIGTRAP:02x}watch:{va:x};".encode() + self._thread()
         if stop.kind == "breakpoint":
-            return f"T{SIGTRAP:02x}swbreak:;".encode() + THREAD
+            return f"T{SIGTRAP:02x}swbreak:;".encode() + self._thread()
         if stop.kind == "interrupted":
-            return f"T{SIGINT:02x}".encode() + THREAD
-        return f"T{SIGTRAP:02x}".encode() + THREAD
+            return f"T{SIGINT:02x}".encode() + self._thread()
+        return f"T{SIGTRAP:02x}".encode() + self._thread()
 
     def _stop_at_end(self, r: RunResult) -> bytes:
         """A panic or fault stops the hart where it is (inspectable); power-off exits."""
         if r.exit == Exit.PANIC:
-            return f"T{SIGABRT:02x}".encode() + THREAD
+            return f"T{SIGABRT:02x}".encode() + self._thread()
         if r.exit == Exit.FAULT:
-            return f"T{SIGSEGV:02x}".encode() + THREAD
+            return f"T{SIGSEGV:02x}".encode() + self._thread()
         return self._end_reply(r)
 
     def _end_reply(self, r: RunResult) -> bytes:
@@ -213,6 +214,28 @@ class GdbServer:
             return f"W{r.status & 0xFF:02x}".encode()
         sig = {Exit.PANIC: SIGABRT, Exit.FAULT: SIGSEGV, Exit.TIMEOUT: SIGALRM}.get(r.exit, 9)
         return f"X{sig:02x}".encode()
+
+    def _thread(self) -> bytes:
+        return f"thread:{self.t.m.cur + 1:x};".encode()
+
+    def _hart_of(self, tid: bytes) -> int | None:
+        """The hart of a thread id (hex; 0 or -1: any, None)."""
+        n = int(tid, 16) if tid and tid != b"-1" else 0
+        if n <= 0:
+            return None
+        if n > len(self.t.m.cpus):
+            raise ValueError(f"no thread {n}")
+        return n - 1
+
+    def h_thread(self, pkt: bytes) -> bytes:
+        """Hg/Hc THREAD: the hart later packets are about."""
+        h = self._hart_of(pkt[2:])
+        if h is not None:
+            self.t.select_hart(h)
+        return b"OK"
+
+    def h_alive(self, pkt: bytes) -> bytes:
+        return b"OK" if self._hart_of(pkt[1:]) is not None else b"E01"
 
     def h_continue(self, pkt: bytes) -> bytes:
         self._resume_at(pkt, 1 if pkt[:1] == b"c" else pkt.find(b";") + 1)
@@ -231,7 +254,7 @@ class GdbServer:
 
     def h_stop_reason(self, pkt: bytes) -> bytes:
         if self.last is None:
-            return f"T{SIGTRAP:02x}".encode() + THREAD
+            return f"T{SIGTRAP:02x}".encode() + self._thread()
         return self.stop_reply(self.last)
 
     def h_kill(self, pkt: bytes) -> bytes | None:
@@ -252,8 +275,11 @@ class GdbServer:
         if pkt == b"vCont?":
             return b"vCont;c;C;s;S"
         if pkt.startswith(b"vCont;"):
-            action = pkt[6:].split(b";")[0].split(b":")[0]
+            action, _, tid = pkt[6:].split(b";")[0].partition(b":")
             if action[:1] in (b"s", b"S"):
+                h = self._hart_of(tid)
+                if h is not None:
+                    self.t.select_hart(h)
                 return self._run(step=True)
             if action[:1] in (b"c", b"C"):
                 return self._run(step=False)
@@ -277,9 +303,13 @@ class GdbServer:
         if pkt == b"qAttached" or pkt.startswith(b"qAttached:"):
             return b"1"
         if pkt == b"qC":
-            return b"QC1"
+            return f"QC{self.t.m.cur + 1:x}".encode()
         if pkt == b"qfThreadInfo":
-            return b"m1"
+            return b"m" + b",".join(f"{c.id + 1:x}".encode() for c in self.t.m.cpus)
+        if pkt.startswith(b"qThreadExtraInfo,"):
+            c = self.t.m.cpus[self._hart_of(pkt.split(b",")[1]) or 0]
+            state = "parked" if not c.started else "wfi" if c.idle else "running"
+            return _hex(f"hart {c.id} ({state})".encode())
         if pkt == b"qsThreadInfo":
             return b"l"
         if pkt.startswith(b"qSymbol"):

@@ -27,7 +27,8 @@ from harness.debug import DebugError
 from harness.debug.breakpoints import Breakpoint, BreakpointTable, Hit, Watchpoint
 from harness.guest.programs import Location, Programs
 from harness.guest.spaces import Guest
-from harness.hart import PRIV_U, REG_PC, SSTATUS_SIE
+from harness.hart import PRIV_NAMES, PRIV_U, REG_PC, SSTATUS_SIE, Hart
+from harness.harts import Cpu
 from harness.machine import Exit, Machine, RunResult
 from harness.machine_guest import machine_phys
 from harness.traps import mem_operand
@@ -61,6 +62,8 @@ class Target(Guest):
         super().__init__(machine.hart, machine_phys(machine), programs)
         self.m = machine
         self.bps = BreakpointTable(machine, self.phys, self.procs)
+        if self.procs is not None:
+            self.procs.hart = lambda: machine.cur  # cpus[selected hart].proc
 
     # ---------------------------------------------------------------- state
     @property
@@ -73,19 +76,24 @@ class Target(Guest):
             raise DebugError(f"The machine is not running: {describe_end(r)}.")
 
     # ---------------------------------------------------------------- running
-    def _interrupt_first(self) -> bool:
-        """Will the next run take an interrupt before executing the instruction at pc?"""
-        if self.m.idle:
+    def _interrupt_first(self, c: Cpu | None = None) -> bool:
+        """Will hart c's (default: the selected one's) next run take an interrupt before
+        executing the instruction at its pc?"""
+        c = c or self.m.cpu
+        if c.idle if len(self.m.cpus) > 1 else self.m.idle:
             return True
-        if not self.hart.pending_enabled():
+        h = c.hart
+        if not h.pending_enabled():
             return False
-        return self.priv == PRIV_U or bool(self.hart.csr(R.UC_RISCV_REG_SSTATUS) & SSTATUS_SIE)
+        return h.priv == PRIV_U or bool(h.csr(R.UC_RISCV_REG_SSTATUS) & SSTATUS_SIE)
 
     def resume(self) -> Stop:
-        """Continue until a breakpoint, a watchpoint, a pause request or the end."""
+        """Continue until a breakpoint, a watchpoint, a pause request or the end (on any
+        hart: the one that stops becomes the selected one)."""
         self.check_alive()
-        if not self._interrupt_first():
-            self.bps.arm_skip(self.pc)
+        for c in self.m.cpus:
+            if c.started and not self._interrupt_first(c):
+                self.bps.arm_skip(c.hart.get(REG_PC), c.id)
         try:
             res = self.m.run()
         finally:
@@ -102,7 +110,7 @@ class Target(Guest):
             saved = self.hart.csr(R.UC_RISCV_REG_MIE)
             self.hart.set_csr(R.UC_RISCV_REG_MIE, 0)
         if mask or not self._interrupt_first():
-            self.bps.arm_skip(self.pc)
+            self.bps.arm_skip(self.pc, self.m.cur)
         try:
             res = self.m.step()
         finally:
@@ -167,6 +175,29 @@ class Target(Guest):
                 self.hart.set_x(rd, old)
         self.hart.set(REG_PC, pc + n)
         hit.pc = pc
+
+    # ---------------------------------------------------------------- harts
+    @property  # type: ignore[override]
+    def hart(self) -> Hart:
+        """The selected hart (the one that stopped, or `cpu N`)."""
+        return self.m.hart
+
+    @hart.setter
+    def hart(self, h: Hart) -> None:
+        pass  # Guest's constructor: the machine's current hart is the selected one
+
+    def select_hart(self, n: int) -> None:
+        if not 0 <= n < len(self.m.cpus):
+            raise DebugError(f"no hart {n} (the machine has {len(self.m.cpus)})")
+        self.m.cur = n
+        self.m._pc = self.m.hart.get(REG_PC)
+
+    def context(self) -> str:
+        """"S-mode, pid 3 (sh)" (with "hart N, " on a multi-hart machine) for stop lines."""
+        mode = PRIV_NAMES.get(self.priv, str(self.priv))
+        p = self.current_proc()
+        where = f"hart {self.m.cur}, " if len(self.m.cpus) > 1 else ""
+        return where + (f"{mode}-mode, pid {p.pid} ({p.name})" if p else f"{mode}-mode, no process")
 
 
 def describe_end(r: RunResult) -> str:

@@ -1,11 +1,12 @@
 """CLINT-style timer at CLINT (kernel_c/memlayout.h; driver kernel_c/timer.c).
 
-Two 64-bit registers, each accessed as two 32-bit halves (Unicorn splits 8-byte MMIO
+64-bit registers, each accessed as two 32-bit halves (Unicorn splits 8-byte MMIO
 accesses, low word first):
 
-    CLINT_MTIME     read-only   current time (harness/clock.py), TIMEBASE_HZ
-    CLINT_MTIMECMP  read/write  deadline: the supervisor timer interrupt (STIP) is
-                                pending while mtime >= mtimecmp
+    CLINT_MTIME                  read-only   current time (harness/clock.py), TIMEBASE_HZ
+    CLINT_MTIMECMP + 8*hart      read/write  hart's deadline: its supervisor timer
+                                             interrupt (STIP) is pending while
+                                             mtime >= mtimecmp (QEMU virt's layout)
 
 This is not QEMU's CLINT: there is no M-mode, so the comparator drives STIP directly
 (Unicorn cannot raise MTIP). Writing mtimecmp re-evaluates STIP at once, so a handler
@@ -23,35 +24,53 @@ from harness.devices.base import Device, DeviceContext
 _ML = cheader.load("memlayout.h")
 MTIMECMP = _ML["CLINT_MTIMECMP"] - _ML["CLINT"]
 MTIME = _ML["CLINT_MTIME"] - _ML["CLINT"]
+STRIDE = _ML["CLINT_MTIMECMP_STRIDE"]
 
 
 class Clint(Device):
-    """Timer comparator. `stip(level)` drives mip.STIP; `on_deadline(mtimecmp)` tells the
-    run loop when the next interrupt is due."""
+    """One timer comparator per hart. `stip(hart, level)` drives that hart's mip.STIP;
+    `on_deadline()` tells the run loop that a deadline moved."""
 
     size = 0x10000
 
     def __init__(self, name: str, ctx: DeviceContext, *, clock: Clock,
-                 stip: Callable[[bool], None], on_deadline: Callable[[int], None]) -> None:
+                 stip: Callable[[int, bool], None], on_deadline: Callable[[], None],
+                 nharts: int = 1) -> None:
         super().__init__(name, ctx)
         self.clock = clock
         self.stip = stip
         self.on_deadline = on_deadline
-        self.mtimecmp = NEVER
-        self._level = False
+        self.cmp = [NEVER] * nharts   # mtimecmp of each hart
+        self.levels = [False] * nharts
         self._latched_mtime: int | None = None  # mtime sampled by a low-half read
 
     @property
+    def mtimecmp(self) -> int:
+        """The earliest deadline of any hart (NEVER if none is armed)."""
+        return min(self.cmp)
+
+    @property
     def level(self) -> bool:
-        """Whether the comparator drives STIP now (as of the last tick or write)."""
-        return self._level
+        """Whether a comparator drives STIP now (as of the last tick or write)."""
+        return any(self.levels)
+
+    def armed_ahead(self) -> int:
+        """The earliest deadline whose STIP is not raised yet (NEVER if none)."""
+        pairs = zip(self.cmp, self.levels, strict=True)
+        return min((c for c, lv in pairs if not lv), default=NEVER)
 
     def tick(self) -> None:
-        """Re-evaluate STIP against the current time (the run loop calls this)."""
-        level = self.clock.mtime() >= self.mtimecmp
-        if level != self._level:
-            self._level = level
-            self.stip(level)
+        """Re-evaluate every STIP against the current time (the run loop calls this)."""
+        now = self.clock.mtime()
+        for h, cmp in enumerate(self.cmp):
+            level = now >= cmp
+            if level != self.levels[h]:
+                self.levels[h] = level
+                self.stip(h, level)
+
+    def _hart_of(self, offset: int) -> int | None:
+        h, r = divmod(offset - MTIMECMP, STRIDE)
+        return h if offset >= MTIMECMP and 0 <= h < len(self.cmp) else None
 
     def read(self, offset: int, size: int) -> int:
         if offset in (MTIME, MTIME + 4):
@@ -63,21 +82,24 @@ class Clint(Device):
             t = self._latched_mtime if self._latched_mtime is not None else self.clock.guest_read()
             self._latched_mtime = None
             return t >> 32
-        if offset in (MTIMECMP, MTIMECMP + 4):
+        h = self._hart_of(offset)
+        if h is not None and offset % 4 == 0:
             self.need_size(offset, size, 4)
-            return (self.mtimecmp >> (32 if offset != MTIMECMP else 0)) & 0xFFFF_FFFF
+            high = (offset - MTIMECMP) % STRIDE
+            return (self.cmp[h] >> (32 if high else 0)) & 0xFFFF_FFFF
         return super().read(offset, size)
 
     def write(self, offset: int, size: int, value: int) -> None:
-        if offset in (MTIMECMP, MTIMECMP + 4):
+        h = self._hart_of(offset)
+        if h is not None and offset % 4 == 0:
             self.need_size(offset, size, 4)
             value &= 0xFFFF_FFFF
-            if offset == MTIMECMP:
-                self.mtimecmp = (self.mtimecmp & ~0xFFFF_FFFF) | value
+            if (offset - MTIMECMP) % STRIDE == 0:
+                self.cmp[h] = (self.cmp[h] & ~0xFFFF_FFFF) | value
             else:
-                self.mtimecmp = (self.mtimecmp & 0xFFFF_FFFF) | (value << 32)
+                self.cmp[h] = (self.cmp[h] & 0xFFFF_FFFF) | (value << 32)
             self.tick()
-            self.on_deadline(self.mtimecmp)
+            self.on_deadline()
             return
         if offset in (MTIME, MTIME + 4):
             raise self.error(offset, size, "mtime is read-only on this machine")

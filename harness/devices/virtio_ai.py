@@ -51,7 +51,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness import cheader
@@ -116,6 +115,11 @@ class LoadedModel:
     load_us: int  # Model Loading Time: weights file -> ready, host microseconds
     spec: str     # what was asked for ("smol", a path, ...)
 
+    @property
+    def repack_us(self) -> int:
+        """The part of load_us that was the one-time int8 repack (0: its cache was mapped)."""
+        return int(self.model.info.extra.get("repack_s", 0.0) * 1e6)
+
     @classmethod
     def load(cls, spec: str, kv_cache: int | None = None, **opts: object) -> LoadedModel:
         """Load `spec` (pyllm.registry name or path) and start its engine (`kv_cache`: its
@@ -140,30 +144,36 @@ class LoadedModel:
     def config_fields(self) -> dict[str, int | bytes]:
         """The model's part of struct virtio_ai_config."""
         info = self.model.info
-        extra = info.extra
-        path = Path(info.path)
-        name = path.stem if path.suffix else path.name
         return {
             "flags": A["AI_CFG_SYNTHETIC"] if info.synthetic else 0,
             "vocab_size": info.vocab_size,
             "max_context": info.max_context,
             "eos_token": info.eos_ids[0] if info.eos_ids else 0xFFFF_FFFF,
-            "n_layers": int(extra.get("n_layers", extra.get("layers", 0))),
-            "dim": int(extra.get("dim", extra.get("hidden", 0))),
+            "n_layers": info.n_layers,
+            "dim": info.model_width,
             "max_inflight": self.engine.max_batch,
             "n_params": info.n_params,
             "weight_bytes": info.weight_bytes,
             "load_us": self.load_us,
-            "name": name.encode()[:31],
+            "name": guest_name(info.title),
             "arch": info.arch.encode()[:15],
             "kv_cache_bytes": self.engine.cache.budget,
             "kv_block": self.engine.cache.block,
+            "repack_us": self.repack_us,
         }
 
     def cache_counters(self) -> dict[str, int]:
         """struct ai_cache: the prefix cache's counters (pyllm.prefix_cache.PrefixCache)."""
         st = self.engine.cache.status()
         return {f: st["bytes"] >> 10 if f == "kib" else int(st.get(f, 0)) for f in CACHE.fields}
+
+
+def guest_name(title: str) -> bytes:
+    """The config's `name` (char[32], NUL-terminated): the model's title in at most 31 bytes,
+    cut at a character boundary. The guest prints it inside quotes (`model="..."`), so a quote
+    or a control character in it becomes '_'."""
+    clean = "".join("_" if c == '"' or not c.isprintable() else c for c in title)
+    return clean.encode()[:31].decode(errors="ignore").encode()
 
 
 @dataclass
@@ -315,7 +325,9 @@ class VirtioAi(VirtioMmio):
             self._set_model(lm)
             info = lm.model.info
             self.log(f"[ai] model {info.label} ready ({info.arch}, "
-                     f"{info.n_params / 1e6:.0f}M parameters, loaded in {lm.load_us / 1e3:.0f} ms)")
+                     f"{info.n_params / 1e6:.0f}M parameters, loaded in {lm.load_us / 1e3:.0f} ms"
+                     + (f", of which {lm.repack_us / 1e3:.0f} ms the one-time int8 repack, "
+                        "cached for later loads" if lm.repack_us else "") + ")")
         start, end = self._us_at(span[0]), self._us_at(span[1])
         self._event(span[2] if start is None else start, "load", 0)  # 0 if before boot
         self._event(self.now_us() if end is None else end, "loaded", 0, arg=self.state)

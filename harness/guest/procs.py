@@ -9,6 +9,7 @@ identity-mapped (vmlayout.h), so the globals are read at their physical addresse
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.guest import GuestError
@@ -40,7 +41,8 @@ class Proc:
 
 
 class ProcTable:
-    """Reads `proc[]` and `cpus[0].proc` through the kernel's debug info."""
+    """Reads `proc[]` and `cpus[hart].proc` through the kernel's debug info (`hart()`: the
+    hart in question, the debugger's selected one)."""
 
     def __init__(self, kernel: Program, phys: Phys) -> None:
         self.kernel, self.phys = kernel, phys
@@ -54,6 +56,7 @@ class ProcTable:
         self.cpus = cpus.addr
         cpu_type = cpus.type.target if cpus.type.kind == "array" else None
         self.cpu_size = cpu_type.size if cpu_type is not None else 0
+        self.hart: Callable[[], int] = lambda: 0  # the debugger's selected hart
         self.size = self.ptype.size
         self.fields = {}
         for name in FIELDS:
@@ -94,13 +97,15 @@ class ProcTable:
     def all(self) -> list[Proc]:
         return [p for p in (self.read(i) for i in range(self.count)) if p is not None]
 
-    def current_addr(self, cpu: int = 0) -> int:
-        """cpus[cpu].proc: the struct proc on that hart, 0 if none (scheduler, boot)."""
-        v = self.phys.u64(self.cpus + cpu * self.cpu_size)
+    def current_addr(self, cpu: int | None = None) -> int:
+        """cpus[cpu].proc: the struct proc on that hart (default: hart()), 0 if none
+        (scheduler, boot)."""
+        h = self.hart() if cpu is None else cpu
+        v = self.phys.u64(self.cpus + h * self.cpu_size)
         return v or 0
 
-    def current(self) -> Proc | None:
-        addr = self.current_addr()
+    def current(self, hart: int | None = None) -> Proc | None:
+        addr = self.current_addr(hart)
         if not addr or not self.base <= addr < self.base + self.count * self.size:
             return None
         return self.read((addr - self.base) // self.size)

@@ -17,6 +17,7 @@ same members.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,6 +55,7 @@ class NumpyOps:
 
     def __init__(self) -> None:
         self.weight_bytes = 0
+        self.repack_s = 0.0  # seconds of repacking (and caching) at load: none here
         self.n_threads = 1  # numpy's BLAS is held to one thread in scope()
 
     def _count(self, lin: Linear) -> Linear:
@@ -174,6 +176,7 @@ class CKernelOps(NumpyOps):
         nbytes = int(self.lib.pyllm_qmat_bytes(getattr(self.lib, kind), padded, cols))
         data = self.cache.get(name, nbytes) if self.cache is not None else None
         if data is None:
+            t_repack = time.perf_counter()
             data = aligned_empty(nbytes)
             if by_part:
                 self._repack_parts(parts, kind, data)
@@ -181,6 +184,7 @@ class CKernelOps(NumpyOps):
                 self._quantize_rows(parts, padded, cols, data)
             if self.cache is not None:
                 self.cache.put(name, data)
+            self.repack_s += time.perf_counter() - t_repack
         return self._count(RecordLinear(data, rows, cols, kind))
 
     def _repack_parts(self, parts: Sequence[Any], kind: str, data: np.ndarray) -> None:
@@ -231,7 +235,10 @@ class CKernelOps(NumpyOps):
 
     def finish(self) -> None:
         if self.cache is not None:
+            t = time.perf_counter()
             self.cache.save()
+            if self.cache.fresh:  # writing the new cache is part of the one-time repack
+                self.repack_s += time.perf_counter() - t
 
     def conv(self, x: np.ndarray, conv_state: np.ndarray, w: np.ndarray) -> np.ndarray:  # type: ignore[override]
         out = np.empty(x.shape, F32)

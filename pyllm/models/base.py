@@ -50,10 +50,14 @@ if TYPE_CHECKING:
 class ModelInfo:
     """Facts about a loaded model (all plain values, so `as_dict()` is JSON-ready)."""
 
-    name: str  # short name ("smol", "qwen") or the file stem for a path
+    name: str  # short name ("smol", "qwen") or the file stem for a path: what --model takes
+    title: str  # the model's own name, from its metadata (pyllm/naming.py): for display
     arch: str  # architecture id: "llama", "qwen3_5"
     vocab_size: int  # rows of the embedding / LM head
     max_context: int  # positions the model was trained for (cap for prompt + generation)
+    n_layers: int  # decoder layers
+    model_width: int  # d_model, the residual stream (HF hidden_size, GGUF embedding_length)
+    ffn_width: int  # the MLP's inner width (HF intermediate_size, GGUF feed_forward_length)
     n_params: int  # parameters, counting tied embeddings once
     weight_bytes: int  # bytes of weights the hot path reads per decode step
     load_seconds: float  # file -> ready to run (parse + map + repack), excluding the tokenizer

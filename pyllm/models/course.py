@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from pyllm import naming
 from pyllm.backend.threads import blas_threads, default_threads
 from pyllm.errors import ModelNotFoundError, PyllmError, UnsupportedArchitectureError
 from pyllm.loaders.course import (
@@ -47,6 +48,7 @@ from pyllm.loaders.course import (
     LAYER_LINEAR,
     CourseAssets,
     find_source,
+    kind_name,
     open_course,
     parse_cfg,
 )
@@ -138,6 +140,13 @@ def _n_params(a: CourseAssets) -> int:
     return n
 
 
+def _folder(a: CourseAssets) -> str:
+    """The assets' folder name ("SMOL"), or the zip's file name for a zip's top level."""
+    if a.source is not None and a.source.root_name:
+        return a.source.root_name
+    return Path(a.where.split(":", 1)[0]).name
+
+
 def _info(a: CourseAssets, *, name: str, arch: str, synthetic: bool, backend: str,
           n_threads: int, weight_bytes: int, bos: int | None, eos: tuple[int, ...],
           extra: dict[str, Any]) -> ModelInfo:
@@ -146,15 +155,16 @@ def _info(a: CourseAssets, *, name: str, arch: str, synthetic: bool, backend: st
     c = a.cfg
     n_lin = a.kinds.count(LAYER_LINEAR)
     return ModelInfo(
-        name=name, arch=arch, vocab_size=c.vocab_size, max_context=c.runtime_seq_len,
+        name=name, title=naming.from_course(kind_name(c.model_kind), _folder(a), a.where),
+        arch=arch, vocab_size=c.vocab_size, max_context=c.runtime_seq_len, n_layers=c.n_layers,
+        model_width=c.dim, ffn_width=c.hidden_dim,
         n_params=_n_params(a), weight_bytes=int(weight_bytes), load_seconds=0.0,
         synthetic=synthetic, path=a.where, weight_format="qmat (course int8, per-row scale)",
         backend=(kernels.backend_name() if backend == "c" else
                  f"{kernels.backend_name()}-f32" if backend == "c-f32" else backend),
         n_threads=n_threads, bos_id=bos, eos_ids=eos,
         extra={"format": "course", "cfg_version": c.version, "model_kind": c.model_kind,
-               "layers": c.n_layers, "attention_layers": c.n_layers - n_lin,
-               "deltanet_layers": n_lin, "dim": c.dim, "hidden": c.hidden_dim,
+               "attention_layers": c.n_layers - n_lin, "deltanet_layers": n_lin,
                "runtime_seq_len": c.runtime_seq_len, "seq_len": c.seq_len,
                "rope_theta": a.theta, "rope_theta_from": a.theta_from,
                "asset_bytes": a.nbytes, "prompt": a.prompt, "expected": a.expected,

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from pyllm import naming
 from pyllm.backend.ops import Ops, make_ops
 from pyllm.backend.tensors import tensor_f32
 from pyllm.backend.threads import blas_threads, default_threads, set_blas_threads
@@ -379,19 +380,19 @@ def from_gguf(path: Path, *, name: str, synthetic: bool = False, backend: str = 
     eos = meta.get("tokenizer.ggml.eos_token_id")
     bos = meta.get("tokenizer.ggml.bos_token_id")
     info = ModelInfo(
-        name=name, arch="llama", vocab_size=cfg.vocab_size, max_context=cfg.max_context,
-        n_params=sum(t.n_elements for t in ck.tensors.values()),
+        name=name, title=naming.from_gguf(meta, ck.path), arch="llama",
+        vocab_size=cfg.vocab_size, max_context=cfg.max_context, n_layers=cfg.n_layers,
+        model_width=cfg.dim, ffn_width=cfg.hidden, n_params=sum(t.n_elements for t in ck.tensors.values()),
         weight_bytes=int(ops.weight_bytes), load_seconds=0.0, synthetic=synthetic,
         path=ck.path, weight_format=_weight_format(ck),
         backend=ops.backend, n_threads=n_threads if ops.c_kernels else blas_threads(),
         bos_id=int(bos) if bos is not None else None,
         eos_ids=(int(eos),) if eos is not None else (),
-        extra={"dim": cfg.dim, "hidden": cfg.hidden, "n_layers": cfg.n_layers,
-               "n_heads": cfg.n_heads, "n_kv_heads": cfg.n_kv_heads,
+        extra={"n_heads": cfg.n_heads, "n_kv_heads": cfg.n_kv_heads,
                "head_dim": cfg.head_dim, "rope_theta": cfg.rope_theta,
                "kv_bytes_per_token": 2 * cfg.n_layers * cfg.kv_dim * 4,
                "gguf_name": str(meta.get("general.name", "")),
-               "repack_cache": ops.cache_status})
+               "repack_cache": ops.cache_status, "repack_s": ops.repack_s})
     model = LlamaModel(cfg, w, info, fast, lambda: tokenizer_from_gguf(Path(ck.path), ck))
     model.ck = ck  # keeps the mapped file alive (the embedding rows are read from it)
     model.info.load_seconds = time.perf_counter() - t0

@@ -41,6 +41,7 @@ from pyllm.backend.reference import (  # noqa: F401  (also this module's public 
     inv_unit_lower,
     silu,
 )
+from pyllm import naming
 from pyllm.errors import FormatError, UnsupportedArchitectureError
 from pyllm.models.base import Model, ModelInfo, ModelState
 
@@ -618,14 +619,17 @@ def from_hf(path: Path, *, name: str = "qwen", synthetic: bool = False, backend:
     t2 = time.perf_counter()
     n_params = sum(int(np.prod(s)) for s in tensor_table(cfg).values())
     info = ModelInfo(
-        name=name, arch="qwen3_5", vocab_size=cfg.vocab_size, max_context=cfg.max_position,
+        name=name, title=naming.from_hf(ckpt.metadata, path), arch="qwen3_5",
+        vocab_size=cfg.vocab_size, max_context=cfg.max_position, n_layers=cfg.n_layers,
+        model_width=cfg.hidden_size, ffn_width=cfg.intermediate_size,
         n_params=n_params, weight_bytes=ops.weight_bytes, load_seconds=t2 - t0,
         synthetic=synthetic, path=str(path), weight_format=ops.weight_format,
         backend=ops.backend, n_threads=ops.n_threads, bos_id=None, eos_ids=cfg.eos_ids,
-        extra={"layers": cfg.n_layers, "deltanet_layers": cfg.layer_types.count(LINEAR),
-               "attention_layers": cfg.layer_types.count(FULL), "hidden": cfg.hidden_size,
-               "prefix": prefix, "checkpoint_bytes": ckpt.file_bytes,
-               "load_open_s": t1 - t0, "load_weights_s": t2 - t1, "repack_cache": ops.cache_status})
+        extra={"deltanet_layers": cfg.layer_types.count(LINEAR),
+               "attention_layers": cfg.layer_types.count(FULL), "prefix": prefix,
+               "checkpoint_bytes": ckpt.file_bytes, "load_open_s": t1 - t0,
+               "load_weights_s": t2 - t1, "repack_cache": ops.cache_status,
+               "repack_s": ops.repack_s})
     model = Qwen35(cfg, w, ops, info, chunk=chunk)
     model._ckpt = ckpt  # keeps the mapped checkpoint alive (embedding rows are read from it)
     model.use_fast_decode()

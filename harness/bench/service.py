@@ -1,5 +1,6 @@
-"""`harness bench service`: what the guest path (syscalls, kernel queue, ai_daemon, virtio AI
-device) adds to TTFT and TPOT, against the engine alone in the same process.
+"""The service bench (`harness bench service`): what the guest path (syscalls, kernel
+queue, ai_daemon, virtio AI device) adds to TTFT and TPOT,
+against the engine alone in the same process.
 
 Each round boots the guest once with `llmrun --timing --stdin` and sends it every prompt
 (--pairs times); next to each guest request (alternately before and after) the same prompt goes
@@ -28,15 +29,13 @@ from __future__ import annotations
 import json
 import re
 import statistics
-import sys
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import click
-
-from harness.cmd_run import DEFAULT_FS, DEFAULT_KERNEL, _file
+from harness.bench.errors import BenchError
 
 PROMPTS = ("The capital of France is",
            "Once upon a time, in a small village by the sea, there lived an old fisherman who",
@@ -83,64 +82,36 @@ class Report:
         return statistics.median(xs) if xs else float("nan")
 
 
-@click.command()
-@click.option("--model", "-m", default="smol", show_default=True,
-              help="smol, qwen, or a path (the model the device and the engine both serve).")
-@click.option("--reps", type=click.IntRange(1, 50), default=5, show_default=True,
-              help="Rounds; each boots the guest once and sends every prompt --pairs times, "
-                   "each guest request next to an engine-only one.")
-@click.option("--pairs", type=click.IntRange(1, 20), default=2, show_default=True,
-              help="Requests per prompt and round on each path.")
-@click.option("--tokens", "-n", type=click.IntRange(2, 512), default=32, show_default=True,
-              help="Tokens generated per request (>= 2, for TPOT).")
-@click.option("--no-busy", is_flag=True, help="Skip the busy-guest coexistence check.")
-@click.option("--kernel", type=click.Path(dir_okay=False, path_type=Path),
-              default=DEFAULT_KERNEL, show_default="build/kernel/kernel.elf")
-@click.option("--fs", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_FS,
-              show_default="build/fs.img")
-@click.option("--json", "as_json", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write every measurement to this JSON file.")
-def service(model: str, reps: int, pairs: int, tokens: int, no_busy: bool, kernel: Path,
-            fs: Path, as_json: Path | None) -> None:
-    """TTFT and TPOT through the guest vs the engine alone (medians, differences, ratios).
-
-    \b
-    Each round boots the guest with `llmrun --timing --stdin` and feeds it the prompts one
-    line at a time; right before or after each guest request (alternating) the same prompt
-    goes to the engine alone, so every pair is measured under the same host load. A second
-    boot per round does the same beside a busy guest process (sysbench cpu).
-    """
+def run(model: str, reps: int, pairs: int, tokens: int, busy: bool, kernel: Path, fs: Path,
+        say: Callable[[str], None], cpus: int = 1) -> Report:
+    """`reps` rounds of paired requests (the module docstring says how); `busy` adds the
+    busy-guest boot to each round."""
     from harness.devices.virtio_ai import LoadedModel
     from harness.session import AiSession
     from pyllm.engine import GenParams
     from pyllm.errors import PyllmError
 
-    _file("kernel", kernel, "build it with `make build`")
-    _file("disk image", fs, "build it with `make build`")
     try:
         lm = LoadedModel.load(model, kv_cache=0)  # TTFT of a prefill, not of a hit
     except PyllmError as e:
-        raise click.ClickException(str(e)) from None
+        raise BenchError(str(e)) from None
     info = lm.model.info
     # ids beyond a small test model's vocabulary are folded into it (the figures stay valid)
     prompts = [[i % info.vocab_size for i in lm.model.tokenizer.encode(p)] for p in PROMPTS]
     rep = Report(info.label, info.synthetic, tokens, reps)
 
-    def say(msg: str) -> None:
-        click.echo(msg, err=True)
-
     say(f"bench service: {info.label}, {tokens} tokens, prompts of "
         f"{'/'.join(str(len(p)) for p in prompts)} tokens, {reps} rounds x {pairs} pairs")
     params = GenParams(max_new_tokens=tokens, stop_ids=())
-    session = AiSession(lm, kernel=kernel, fs=fs)
+    session = AiSession(lm, kernel=kernel, fs=fs, cpus=cpus)
     try:
         _paired_round(session, lm, [prompts[0]], params, busy=False)  # warm-up (page cache)
         for r in range(reps):
             work = [p for _ in range(pairs) for p in prompts]
             got, first = _paired_round(session, lm, work, params, busy=False)
             rep.first_added.append(first)
-            busy = ([] if no_busy else
-                    _paired_round(session, lm, work, params, busy=True)[0])
+            beside = (_paired_round(session, lm, work, params, busy=True)[0] if busy
+                      else [])
             for i, (p, (e, g)) in enumerate(zip(work, got, strict=True)):
                 pair = Pair(len(p), e.timings.ttft_s * 1e3, e.timings.tpot_s * 1e3,
                             g.timing["ttft_us"] / 1e3, g.timing["tpot_us"] / 1e3)
@@ -151,11 +122,11 @@ def service(model: str, reps: int, pairs: int, tokens: int, no_busy: bool, kerne
                 pair.device_ttft = (t["first"] - t["accept"]) / 1e3
                 pair.completion = (t["waited"] - t["done"]) / 1e3
                 pair.same_ids = g.ids == e.tokens
-                if busy:
-                    b = busy[i][1]
+                if beside:
+                    b = beside[i][1]
                     pair.busy_ttft = b.timing["ttft_us"] / 1e3
                     pair.busy_tpot = b.timing["tpot_us"] / 1e3
-                    pair.busy_engine_tpot = busy[i][0].timings.tpot_s * 1e3
+                    pair.busy_engine_tpot = beside[i][0].timings.tpot_s * 1e3
                     pair.same_ids &= b.ids == e.tokens
                 rep.pairs.append(pair)
             last = rep.pairs[-len(work):]
@@ -167,12 +138,12 @@ def service(model: str, reps: int, pairs: int, tokens: int, no_busy: bool, kerne
     finally:
         session.close()
         lm.close()
-    click.echo(format_report(rep))
-    if as_json is not None:
-        as_json.write_text(json.dumps(asdict(rep), indent=1))
-    if not all(p.same_ids for p in rep.pairs):
-        click.echo("ERROR: the guest's ids differ from the engine's", err=True)
-        sys.exit(1)
+    return rep
+
+
+def write_json(rep: Report, path: Path) -> None:
+    """Every measurement of the run."""
+    path.write_text(json.dumps(asdict(rep), indent=1))
 
 
 def _paired_round(session: Any, lm: Any, prompts: list[list[int]], params: Any,
@@ -224,7 +195,7 @@ def _paired_round(session: Any, lm: Any, prompts: list[list[int]], params: Any,
     run = session.run(cmd, timeout=1800, echo=echo, during=driver)
     results = parse_llmrun(run.output)
     if failure or len(results) != len(prompts) + 1:
-        raise click.ClickException(f"the guest run failed ({'; '.join(failure) or run.exit.value}"
+        raise BenchError(f"the guest run failed ({'; '.join(failure) or run.exit.value}"
                                    f"): {len(results)} of {len(prompts) + 1} results\n"
                                    + run.output[-2000:])
     # from the device trace: when each request reached the engine's queue, guest clock
@@ -234,7 +205,7 @@ def _paired_round(session: Any, lm: Any, prompts: list[list[int]], params: Any,
     reqs = sorted((s for s in stamps.values() if "submit" in s and "engine" in s),
                   key=lambda s: s["submit"])
     if len(reqs) != len(results):
-        raise click.ClickException(f"the device trace has {len(reqs)} requests, llmrun printed "
+        raise BenchError(f"the device trace has {len(reqs)} requests, llmrun printed "
                                    f"{len(results)}")
     for res, st in zip(results, reqs, strict=True):
         res.timing["engine_in"] = st["engine"]

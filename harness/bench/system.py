@@ -1,0 +1,306 @@
+"""The system bench (`harness bench system`): how fast the machine runs our kernel, against
+same-run references.
+
+Measured for each hart count of `--cpus` (e.g. 1,2,4), interleaved `--reps` times,
+medians reported:
+
+    boot to prompt      fresh machine (ELF load, disk image) until the shell prints "$ "
+    guest MIPS          `sysbench cpu` (a hand-written 8-instruction user loop, timer on),
+                        one copy per hart at once: per hart (mean) and in total
+      reference         the same loop on a bare Unicorn (no machine, no kernel, no hooks)
+    syscall round trip  `sysbench getpid` (U -> kernel -> U through our trap delivery)
+      reference         an ecall loop on the machine with a 5-instruction S handler and
+                        no kernel: the floor set by the harness's Python trap delivery
+    context switch      `sysbench pingpong` (one byte there and back over two pipes): on
+                        one hart two switches per round trip; on several, two wake-ups
+                        of another hart by IPI
+    IPI wake-up         in the same runs: host time from the SSWI store to the woken
+                        hart's next run slice (Machine.stats)
+    idle host CPU       an interactive guest sitting at the prompt for --idle-seconds
+                        (target: under 2 % of one core, whatever the hart count)
+
+The references use stubs assembled with the cross compiler on the fly.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+from unicorn import UC_ARCH_RISCV, UC_MODE_RISCV64, UC_PROT_ALL, Uc
+from unicorn import riscv_const as R
+
+from harness.bench.errors import BenchError
+from harness.elf import ElfImage
+from harness.launch import Launch, launch
+from harness.machine import Exit, Machine, MachineConfig
+
+LOOPS = 50_000_000       # sysbench cpu iterations (8 instructions each)
+GETPIDS = 20_000
+PINGPONGS = 2_000
+FLOOR_ECALLS = 50_000
+PROMPT = b"$ "
+
+# the loop of user_c/sysbench.c's spin(), and an ecall loop with a minimal S-mode handler
+SPIN_S = """
+.globl _start
+_start:
+  li a1, 1
+  li a2, 2
+  li a3, 3
+1: add a1, a1, a2
+  xor a2, a2, a1
+  slli a3, a1, 3
+  add a2, a2, a3
+  srli a3, a2, 5
+  sub a1, a1, a3
+  addi a0, a0, -1
+  bnez a0, 1b
+.globl done
+done: j done
+"""
+FLOOR_S = f"""
+.globl _start
+_start:
+  la t0, svec
+  csrw stvec, t0
+  la t0, ucode
+  csrw sepc, t0
+  li t0, 0x100
+  csrc sstatus, t0
+  li a0, {FLOOR_ECALLS}
+  li a7, 0
+  sret
+ucode:
+1: ecall
+  addi a0, a0, -1
+  bnez a0, 1b
+  li a7, 1
+  ecall
+.align 4
+svec:
+  csrr t0, sepc
+  addi t0, t0, 4
+  csrw sepc, t0
+  bnez a7, off
+  sret
+off:
+  li t0, 0x100000
+  li t1, 0x5555
+  sw t1, 0(t0)
+2: j 2b
+"""
+LINK = "SECTIONS { . = 0x80000000; .text : { *(.text*) } }"
+
+
+def _assemble(src: str, name: str, work: Path) -> ElfImage:
+    s, ld, out = work / f"{name}.S", work / "link.ld", work / f"{name}.elf"
+    s.write_text(src)
+    ld.write_text(LINK)
+    cc = "riscv64-unknown-elf-gcc"
+    try:
+        subprocess.run([cc, "-nostdlib", "-march=rv64imac_zicsr", "-mabi=lp64",
+                        "-mcmodel=medany", "-T", str(ld), "-o", str(out), str(s)],
+                       check=True, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise BenchError(f"cannot assemble the reference stubs with {cc}: {e}") from None
+    return ElfImage.load(out)
+
+
+def raw_mips(spin: ElfImage, loops: int) -> float:
+    """The spin loop on a bare Unicorn: the speed ceiling for this host."""
+    uc = Uc(UC_ARCH_RISCV, UC_MODE_RISCV64)
+    uc.mem_map(0x8000_0000, 1 << 20, UC_PROT_ALL)
+    for seg in spin.segments:
+        uc.mem_write(seg.paddr, seg.data)
+    uc.reg_write(R.UC_RISCV_REG_A0, loops)
+    t = time.perf_counter()
+    uc.emu_start(spin.entry, spin.symbol("done"))
+    return loops * 8 / (time.perf_counter() - t) / 1e6
+
+
+def floor_trap_us(floor: ElfImage) -> float:
+    """µs per ecall round trip on the machine without a kernel."""
+    m = Launch(MachineConfig(kernel=floor.path)).machine
+    try:
+        t = time.perf_counter()
+        res = m.run()
+        dt = time.perf_counter() - t
+    finally:
+        m.close()
+    if res.exit != Exit.POWEROFF:
+        raise BenchError(f"the trap floor stub failed: {res.exit.value} {res.message}")
+    return dt / FLOOR_ECALLS * 1e6
+
+
+def guest(kernel: Path, fs: Path, cmd: str, timeout: float = 300, cpus: int = 1,
+          stats: list[Machine] | None = None) -> str:
+    """Run commands in the guest; its console output (the machine goes to `stats`)."""
+    res = launch(MachineConfig(kernel=kernel, fs=fs, cmd=cmd, timeout=timeout, cpus=cpus))
+    if stats is not None and res.machine is not None:
+        stats.append(res.machine)
+    if not res.ok:
+        raise BenchError(f"'{cmd}' failed in the guest ({res.exit.value} "
+                                   f"{res.status} {res.message}):\n{res.output[-500:]}")
+    return res.output
+
+
+def busy_mips(kernel: Path, fs: Path, cpus: int) -> list[float]:
+    """MIPS of each of `cpus` concurrent `sysbench cpu` copies (a pipeline of them, each
+    but the last writing to a file, so the shell waits for all)."""
+    loops = LOOPS // cpus
+    stages = [f"sysbench cpu {loops} > /b{i}" for i in range(cpus - 1)]
+    cmd = " | ".join([*stages, f"sysbench cpu {loops}"])
+    if cpus > 1:
+        cmd += "; cat " + " ".join(f"/b{i}" for i in range(cpus - 1))
+    text = guest(kernel, fs, cmd, cpus=cpus)
+    vals = [float(v) for v in re.findall(r"mips=([0-9.]+)", text)]
+    if len(vals) != cpus:
+        raise BenchError(f"expected {cpus} sysbench lines:\n{text[-800:]}")
+    return vals
+
+
+def _field(text: str, key: str) -> float:
+    m = re.search(rf"{key}=([0-9.]+)", text)
+    if not m:
+        raise BenchError(f"no {key}= in the guest output:\n{text[-500:]}")
+    return float(m.group(1))
+
+
+def interactive(kernel: Path, fs: Path, at_prompt: Callable[[Machine, float], None],
+                cpus: int = 1) -> None:
+    """Boot to the prompt on a worker thread, call at_prompt(machine, seconds to prompt),
+    then quit."""
+    seen = bytearray()
+    ready = threading.Event()
+
+    def hook(data: bytes) -> None:
+        seen.extend(data)
+        if not ready.is_set() and PROMPT in seen:
+            ready.set()
+
+    t0 = time.perf_counter()
+    m = Launch(MachineConfig(kernel=kernel, fs=fs, timeout=600, cpus=cpus), echo=hook).machine
+    worker = threading.Thread(target=m.run, name="bench-guest", daemon=True)
+    worker.start()
+    try:
+        if not ready.wait(60):
+            raise BenchError("the guest did not reach the shell prompt within 60 s")
+        at_prompt(m, time.perf_counter() - t0)
+    finally:
+        m.request_quit("bench done")
+        worker.join(30)
+        m.close()
+
+
+def idle_cpu_percent(m: Machine, seconds: float) -> float:
+    time.sleep(0.5)  # let the shell settle into its read()
+    c, w = time.process_time(), time.perf_counter()
+    time.sleep(seconds)
+    return 100 * (time.process_time() - c) / (time.perf_counter() - w)
+
+
+def _row(label: str, value: float, fmt: str = "{:<10.2f}") -> str:
+    return f"{label:<40}" + fmt.format(value)
+
+
+def measure(kernel: Path, fs: Path, cpus: list[int], reps: int, idle_seconds: float,
+            spin: ElfImage, floor: ElfImage,
+            progress: Callable[[Iterable[int]], Any] = nullcontext) -> dict[str, list[float]]:
+    """Every figure, `reps` interleaved rounds; keys end in _<harts> where they depend
+    on the hart count."""
+    r: dict[str, list[float]] = {"raw_mips": [], "floor_us": []}
+    with progress(range(reps)) as bar:
+        for _ in bar:
+            r["raw_mips"].append(raw_mips(spin, LOOPS))
+            r["floor_us"].append(floor_trap_us(floor))
+            for n in cpus:
+                vals = busy_mips(kernel, fs, n)
+                r.setdefault(f"guest_mips_total_{n}", []).append(sum(vals))
+                r.setdefault(f"guest_mips_per_hart_{n}", []).append(sum(vals) / n)
+                r.setdefault(f"syscall_us_{n}", []).append(_field(guest(
+                    kernel, fs, f"sysbench getpid {GETPIDS}", cpus=n), "per_call_us"))
+                ms: list[Machine] = []
+                r.setdefault(f"pingpong_us_{n}", []).append(_field(guest(
+                    kernel, fs, f"sysbench pingpong {PINGPONGS}", cpus=n, stats=ms),
+                    "per_round_trip_us"))
+                st = ms[0].stats
+                if st.ipi_wakes:
+                    r.setdefault(f"ipi_wake_us_{n}", []).append(st.ipi_wake_s / st.ipi_wakes
+                                                                * 1e6)
+
+                def booted(m: Machine, seconds: float, n: int = n) -> None:
+                    r.setdefault(f"boot_ms_{n}", []).append(seconds * 1e3)
+                    k = re.search(rb"boot\s+(\d+) ms", bytes(m.console_tail))
+                    if k:
+                        r.setdefault(f"kernel_boot_ms_{n}", []).append(float(k.group(1)))
+
+                interactive(kernel, fs, booted, cpus=n)
+    for n in cpus:
+        idle = r[f"idle_cpu_percent_{n}"] = []
+        interactive(kernel, fs, lambda m, s, idle=idle: idle.append(  # type: ignore[misc]
+            idle_cpu_percent(m, idle_seconds)), cpus=n)
+    # ratios are taken within each repetition (the runs were back to back), then the
+    # median: on a busy host that is steadier than a ratio of medians
+    base = cpus[0]
+    r["guest_over_bare"] = [g / b for g, b in zip(r[f"guest_mips_total_{base}"],
+                                                 r["raw_mips"], strict=True)]
+    r["syscall_over_floor"] = [s / f for s, f in zip(r[f"syscall_us_{base}"], r["floor_us"],
+                                                    strict=True)]
+    return r
+
+
+def run(cpus: list[int], reps: int, idle_seconds: float, kernel: Path, fs: Path,
+        progress: Callable[[Iterable[int]], Any] = nullcontext) -> dict[str, Any]:
+    """Every figure for each hart count of `cpus`, interleaved `reps` times: {"median":
+    {figure: median}, "runs": {figure: [one value per repetition]}}; figures that depend on
+    the hart count end in _<harts>. `progress` wraps the repetitions (a progress bar)."""
+    with tempfile.TemporaryDirectory(prefix="bench-system-") as tmp:
+        spin = _assemble(SPIN_S, "spin", Path(tmp))
+        floor = _assemble(FLOOR_S, "floor", Path(tmp))
+        r = measure(kernel, fs, cpus, reps, idle_seconds, spin, floor, progress)
+    med = {k: statistics.median(v) for k, v in r.items() if v}
+    return {"reps": reps, "idle_seconds": idle_seconds, "cpus": cpus, "median": med, "runs": r}
+
+
+def format_report(data: dict[str, Any]) -> str:
+    """The table `harness bench system` prints: one column per hart count."""
+    reps, idle_seconds, med, cpus = data["reps"], data["idle_seconds"], data["median"], data["cpus"]
+    bar = "{s:{c}^{n}}".format
+    cols = "".join(f"{f'{n} hart' + ('s' if n > 1 else ''):>10}" for n in cpus)
+
+    def row(label: str, key: str, fmt: str = "{:>10.2f}") -> str:
+        return f"{label:<36}" + "".join(fmt.format(med[f"{key}_{n}"]) if f"{key}_{n}" in med
+                                        else f"{'-':>10}" for n in cpus)
+
+    w = 36 + 10 * len(cpus)
+    lines = [bar(s=" harness bench system ", n=w, c="="),
+             _row("Repetitions (interleaved, medians)", reps, "{:<10d}"),
+             f"{'':<36}{cols}",
+             bar(s=" Boot ", n=w, c="-"),
+             row("Boot to shell prompt (ms)", "boot_ms"),
+             row("  kernel's own boot to /init (ms)", "kernel_boot_ms"),
+             bar(s=" CPU (one sysbench cpu per hart) ", n=w, c="-"),
+             row("Guest MIPS per hart", "guest_mips_per_hart"),
+             row("Guest MIPS in total", "guest_mips_total"),
+             _row("Bare Unicorn MIPS, same loop", med["raw_mips"]),
+             _row(f"Ratio guest / bare ({cpus[0]} hart{'s' if cpus[0] > 1 else ''})",
+                  med["guest_over_bare"]),
+             bar(s=" System calls, switches, IPIs ", n=w, c="-"),
+             row("Syscall round trip, getpid (us)", "syscall_us"),
+             _row("Trap floor, no kernel (us)", med["floor_us"]),
+             row("pingpong round trip (us)", "pingpong_us"),
+             row("IPI wake-up, store to run (us)", "ipi_wake_us"),
+             bar(s=" Idle ", n=w, c="-"),
+             row(f"Host CPU at the prompt, {idle_seconds:g} s (%)", "idle_cpu_percent"),
+             _row("  target (% of one core)", 2.0),
+             "=" * w]
+    return "\n".join(lines)
