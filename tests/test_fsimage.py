@@ -213,6 +213,24 @@ def test_with_files_copies_everything_and_adds(tmp_path: Path, layout: FsLayout)
     assert out.read("/AI/SMOL/PMT.BIN") == b"\x01\x00\x00\x00\x07\x00\x00\x00"
 
 
+def test_with_files_grow_keeps_the_free_space() -> None:
+    """with_files(grow=True): files larger than the free space fit, and the free space the
+    image had is still there (the guest tokenizer's vocabulary, harness/cmd_run.py)."""
+    fs = FsBuilder(1024, 32)
+    fs.add_file("a", b"x" * 100_000)
+    img = fs.to_bytes()
+    used, free = FsImage(img).usage()[0], FsImage(img).sb["nblocks"] - FsImage(img).usage()[0]
+    big = {"AI/QWEN/VOCAB.TOK": bytes(range(256)) * 8000}  # 2 MB, far beyond the image
+    with pytest.raises(FsError, match="larger --size-blocks"):
+        with_files(img, big)
+    out = FsImage(with_files(img, big, grow=True))
+    assert out.check() == []
+    assert out.read("/AI/QWEN/VOCAB.TOK") == big["AI/QWEN/VOCAB.TOK"]
+    assert out.read("/a") == b"x" * 100_000
+    assert out.sb["nblocks"] - out.usage()[0] >= free
+    assert used < out.usage()[0]
+
+
 def _commit(img: bytearray, layout: FsLayout, sb: dict, homes: dict[int, bytes]) -> None:
     """Write a committed transaction into the log, as kernel_c/log.c would leave it."""
     bs = layout.bsize

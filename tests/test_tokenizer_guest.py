@@ -35,10 +35,13 @@ def _tokenizer(key: str):  # noqa: ANN202
 
 
 def _text(key: str, size: int) -> str:
-    """The sample as the model's tokenizer sees it (Qwen3.5's NFC-normalises first; the
-    guest's does not, see docs/ARCHITECTURE.md)."""
-    text = sample_text(size)
-    return unicodedata.normalize("NFC", text) if key == "qwen" else text
+    """The sample (the same for both models: Qwen3.5's tokenizers NFC-normalise it)."""
+    return sample_text(size)
+
+
+def _decoded(key: str, text: str) -> bytes:
+    """What decode(encode(text)) gives back: Qwen3.5 the NFC form of the text."""
+    return (unicodedata.normalize("NFC", text) if key == "qwen" else text).encode()
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +80,7 @@ def test_encode_decode_equal_on_megabytes(host, key: str) -> None:
     assert back.decode() == tok.decode(want)
     # the text comes back, but for the controls SmolLM2 has no token for (HF drops them)
     lost = {c for c in range(128) if not tok.encode(chr(c))}
-    assert back == bytes(c for c in raw if c not in lost)
+    assert back == bytes(c for c in _decoded(key, text) if c not in lost)
     assert key == "smol" or not lost
 
 
@@ -123,7 +126,7 @@ def _ids(line: str) -> list[int]:
 
 @pytest.mark.slow
 def test_tok_in_the_guest_both_models(tmp_path: Path) -> None:
-    files, cmds = {}, []
+    files, cmds, text_of = {}, [], {}
     for key in sorted(MODELS):
         (name, data), = vocab_files(MODELS[key]).items()
         files[name] = data
@@ -132,6 +135,7 @@ def test_tok_in_the_guest_both_models(tmp_path: Path) -> None:
         # without the controls SmolLM2 has no token for, so the text comes back whole
         text = "".join(c for c in text if ord(c) >= 128 or tok.encode(c))
         files[f"{key}.txt"] = text.encode()
+        text_of[key] = text
         files[f"{key}.ids"] = " ".join(map(str, tok.encode(text))).encode()
         # decoded into a file (the console would rewrite control characters), counted
         # and encoded again
@@ -151,7 +155,7 @@ def test_tok_in_the_guest_both_models(tmp_path: Path) -> None:
         assert m, r.output[-3000:]
         want = _ids(files[f"{key}.ids"].decode())
         assert _ids(m.group(1)) == want, _first_difference(_ids(m.group(1)), want)
-        assert int(m.group(2)) == len(files[f"{key}.txt"])
+        assert int(m.group(2)) == len(_decoded(key, text_of[key]))
         assert _ids(m.group(3)) == want
     tail = r.output.split("END smol\n", 1)[1]
     assert "tok: /nope: cannot open the vocabulary file\nrc=1" in tail
@@ -185,3 +189,18 @@ def test_bench_function_reports_both_models() -> None:
     for c in costs:
         assert c.tokens > 1000 and c.host_c_us > 0 and c.reference_us > 0
         assert c.line().startswith(f"tokenizer: model={c.model} bytes={c.bytes} ")
+
+
+def test_vocab_cache_gives_the_generated_file() -> None:
+    """build/vocab/ holds what guest_vocab makes; a changed model file is a new key."""
+    from harness import guest_tokenizer as gt
+    from pyllm.tokenizers.guestvocab import guest_vocab
+
+    want = guest_vocab(_tokenizer("smol")).to_bytes()
+    gt._vocab_file.cache_clear()
+    assert gt.vocab_files("smol") == {"AI/SMOL/VOCAB.TOK": want}  # made or read
+    gt._vocab_file.cache_clear()
+    key = gt._cache_key("smol")
+    assert key and (gt.CACHE / f"SMOL-{key}.tok").read_bytes() == want
+    assert gt.vocab_files("smol") == {"AI/SMOL/VOCAB.TOK": want}  # read
+    assert gt._cache_key(MODELS["qwen"]) not in (None, key)

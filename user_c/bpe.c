@@ -13,6 +13,7 @@
 #include "fcntl.h"
 #include "user.h"
 #include "bpe.h"
+#include "nfc.h"
 #include "uniclass.h"
 
 #define NOPE 0xffffffffu   // no rank: the pair does not merge
@@ -309,6 +310,9 @@ bpe_free(struct bpe *b)
 
 // ------------------------------------------------------------------ BPE
 
+static int encode_raw(struct bpe *b, const uchar *text, int len, uint32 *ids,
+                      int cap);
+
 // output ids, with the room left
 struct out {
   uint32 *ids;
@@ -557,9 +561,27 @@ special_at(struct bpe *b, const uchar *s, int n)
   return -1;
 }
 
-// Text -> ids. Returns the count, or -1 when more than cap ids are needed.
+// Text -> ids, after NFC for Qwen3.5 (its tokenizer's normaliser; the
+// specials are found in the normalised text, as there). Returns the count,
+// or -1 when more than cap ids are needed or memory runs out.
 int
 bpe_encode(struct bpe *b, const uchar *text, int len, uint32 *ids, int cap)
+{
+  if(b->kind == BPE_RANKS){
+    uchar *norm;
+    int n = nfc(text, len, &norm);
+    if(n < 0)
+      return -1;
+    int k = encode_raw(b, norm, n, ids, cap);
+    free(norm);
+    return k;
+  }
+  return encode_raw(b, text, len, ids, cap);
+}
+
+// bpe_encode without normalisation
+static int
+encode_raw(struct bpe *b, const uchar *text, int len, uint32 *ids, int cap)
 {
   struct out o = { ids, 0, cap };
   int seg = 0, i = 0;

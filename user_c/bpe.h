@@ -7,6 +7,7 @@
 //   struct bpe b;
 //   if(bpe_load(&b, "/AI/SMOL/VOCAB.TOK") < 0) ... b.err says why
 //   n = bpe_encode(&b, text, len, ids, cap);   // -1 when cap is too small
+//                                              // (Qwen3.5: NFC first, nfc.c)
 //   n = bpe_decode(&b, ids, nids, out, cap);   // raw bytes, -1 on a bad id
 
 #define BPE_MERGES 1      // SmolLM2: the merge list decides (GPT-2 style)

@@ -38,6 +38,8 @@ UPROG_BINS := $(UPROGS:%=$(UBUILD)/_%)
 
 FS_IMG   := $(BUILD)/fs.img
 FS_FILES += words.txt=$(U)/files/words.txt prompt.txt=$(U)/files/prompt.txt
+# 8 MiB: usertests hugefile needs 1.5 MiB free beside the programs (tok, chat,
+# llmrun and its two copies carry the guest tokenizer and its Unicode tables)
 FS_IMG_ARGS ?= --size-blocks 8192 --ninodes 512
 
 TESTPROGS := ktest aiktest
@@ -54,8 +56,12 @@ $(UBUILD):
 # the tokenizer's Unicode classes come from Python's unicodedata
 $(UBUILD)/uniclass.h: scripts/gen_uniclass.py | $(UBUILD)
 	$(PY) scripts/gen_uniclass.py $@
+$(UBUILD)/uninorm.h: scripts/gen_uninorm.py | $(UBUILD)
+	$(PY) scripts/gen_uninorm.py $@
 $(UBUILD)/bpe.o: $(UBUILD)/uniclass.h
+$(UBUILD)/nfc.o: $(UBUILD)/uninorm.h
 UCFLAGS_bpe := -I $(UBUILD)
+UCFLAGS_nfc := -I $(UBUILD)
 
 # the stubs come from the single list of system calls
 $(UBUILD)/usys.S: kernel_c/syscall.h scripts/gen_usys.py | $(UBUILD)
@@ -101,5 +107,5 @@ $(UBUILD)/_sh: $(UBUILD)/shparse.o
 $(UBUILD)/_init $(UBUILD)/_ai_daemon $(UBUILD)/_llmrun $(UBUILD)/_aitest \
 	$(UBUILD)/_aibench $(UBUILD)/_aistress $(UBUILD)/_aireadtest: $(UBUILD)/ailib.o
 # the guest tokenizer (bpe.c) and its model glue (tokmodel.c)
-$(UBUILD)/_tok $(UBUILD)/_llmrun $(UBUILD)/_chat: $(UBUILD)/bpe.o $(UBUILD)/tokmodel.o \
+$(UBUILD)/_tok $(UBUILD)/_llmrun $(UBUILD)/_chat: $(UBUILD)/bpe.o $(UBUILD)/nfc.o $(UBUILD)/tokmodel.o \
 	$(UBUILD)/ailib.o

@@ -16,7 +16,6 @@ import re
 import sys
 import tempfile
 import time
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,8 +80,6 @@ def tokenizer_cost(models: tuple[str, ...] = MODELS, size: int = 300_000, reps: 
             vpath = Path(tmp) / f"{model}.tok"
             vpath.write_bytes(vocab)
             text = sample_text(size)
-            if "Qwen" in type(tok).__name__:
-                text = unicodedata.normalize("NFC", text)
             raw = text.encode()
             ntok, ns = tool.encode_ns(vpath, raw, reps)
             best = float("inf")
