@@ -31,7 +31,7 @@ or lose any of them, when the power goes. For every stretch between two flushes 
 or more writes, --reorder-samples random subsets of it (applied in a random order) are
 tried on top of everything before the stretch. Identical crash images are booted once.
 
---kill N: the real thing, N times: `harness run --persist -c "fscrash 10"` on a copy of
+--kill N: the real thing, N times: `harness run --persist -c "fscrash 1000"` on a copy of
 the image, killed with SIGKILL at a random moment; the image it leaves must pass the
 harness's fsck (which replays a committed log, as the kernel will) and boot clean.
 """
@@ -304,7 +304,7 @@ def kill_runs(n: int, *, seed: int = 1, kernel: Path = DEFAULT_KERNEL,
             shutil.copyfile(fs, img)
             p = subprocess.Popen([sys.executable, "-m", "harness", "run", "--persist", "-q",
                                   "--kernel", str(kernel), "--fs", str(img), "-c",
-                                  "fscrash 10"], stdin=subprocess.DEVNULL,
+                                  "fscrash 1000"], stdin=subprocess.DEVNULL,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
                 p.wait(rng.uniform(0.5, 6.0))
