@@ -101,17 +101,25 @@ def _vs_length(res: Results, metric: str, axis: str, path: Path, title: str, xla
         od.set_title("guest path not measured in this run (no OS overhead to show)", fontsize=8)
     if scale == "log":
         ax.yaxis.set_major_formatter(_plain_formatter())
+        ax.yaxis.set_minor_formatter(_plain_formatter(minor=True))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def _plain_formatter():  # type: ignore[no-untyped-def]
-    """Tick labels as plain numbers (1, 10, 100) instead of 10^k."""
+def _plain_formatter(minor: bool = False):  # type: ignore[no-untyped-def]
+    """Tick labels as plain numbers (1, 10, 100) instead of 10^k; `minor`: only the 2s, 3s
+    and 5s between decades are labelled (200, 300, 500), so an axis spanning less than a
+    decade still has numbers and a wider one is not crowded."""
     from matplotlib.ticker import FuncFormatter
 
-    return FuncFormatter(lambda y, _: f"{y:g}")
+    def label(y: float, _: object) -> str:
+        if minor and f"{y:.0e}"[0] not in "235":
+            return ""
+        return f"{y:g}"
+
+    return FuncFormatter(label)
 
 
 def ttft_vs_input(res: Results, out: Path) -> Path:
@@ -263,6 +271,8 @@ def concurrency(res: Results, out: Path) -> Path | None:
         ax.set_xticks(cs, [str(c) for c in cs])
         if set_yscale(ax, [y for line in ax.get_lines() for y in line.get_ydata()]) == "log":
             ax.yaxis.set_major_formatter(_plain_formatter())
+            ax.yaxis.set_minor_formatter(_plain_formatter(minor=True))
+        ax.yaxis.set_minor_formatter(_plain_formatter(minor=True))
         ax.set_xlabel("concurrent clients")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
