@@ -27,7 +27,7 @@ all: build
 # ---------------------------------------------------------------- set-up
 # Installs only what is missing: Debian packages, the Python package with its
 # dev extra (this also compiles pyllm's C kernels), and the SmolLM2 weights.
-APT_PKGS := gcc-riscv64-unknown-elf gdb-multiarch
+APT_PKGS := gcc-riscv64-unknown-elf gdb-multiarch tmux
 SETUP_STAMP := $(BUILD)/.setup-stamp
 
 setup: $(SETUP_STAMP)
