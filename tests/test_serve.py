@@ -84,6 +84,35 @@ def wait_idle(srv: ServerProcess, timeout_s: float = 30.0) -> dict[str, float]:
         time.sleep(0.1)
 
 
+# ---------------------------------------------------------------- ids -> text (no server)
+def test_output_stop_strings_across_tokens() -> None:
+    """A stop string split over several ids is found; the text before it is released, what
+    might start it is held back; a stop id ends the answer without its text."""
+    from harness.serve.generate import Output
+
+    tok = smol().tokenizer
+    ids = tok.encode("Hello there, general Kenobi. You are a bold one.")
+    whole = tok.decode(ids)
+    out = Output(tok, max_tokens=100, stop_ids=(), stop_strings=["Kenobi", "zzz"])
+    released = ""
+    for i in ids:
+        released += out.push(i)
+        if out.finish:
+            break
+    assert released == whole[:whole.index("Kenobi")] == out.all_text
+    assert out.finish == "stop" and tok.decode(out.ids).endswith("Kenobi")
+    out = Output(tok, max_tokens=100, stop_ids=(ids[3],))
+    text = "".join(out.push(i) for i in ids[:4])
+    assert text == tok.decode(ids[:3]) and out.finish == "stop" and out.ids == ids[:4]
+    out = Output(tok, max_tokens=3, stop_ids=(), stop_strings=["@@"])
+    assert "".join(out.push(i) for i in ids[:3]) == tok.decode(ids[:3])
+    assert out.finish == "length"
+    snow = tok.encode("snow ☃ man")  # a character of several bytes, perhaps over several ids
+    out = Output(tok, max_tokens=100, stop_ids=())
+    pieces = [out.push(i) for i in snow]
+    assert "".join(pieces) == "snow ☃ man" and all("\ufffd" not in p for p in pieces)
+
+
 # ---------------------------------------------------------------- models, health, tokenizer
 def test_models_and_health(server: ServerProcess, client: Any) -> None:
     models = client.models.list()
@@ -247,6 +276,18 @@ def test_seed_reproducible(client: Any) -> None:
     a = sample(7)
     assert sample(7) == a
     assert any(sample(s) != a for s in (1, 2, 3))
+
+
+def test_seeded_sampling_equals_local_engine(client: Any, engine: Any) -> None:
+    """The same seed and parameters sample the same ids through HTTP as in the engine here."""
+    ids = smol().tokenizer.encode(PROMPTS[3])
+    for seed, temp, top_p, top_k in ((11, 0.8, 0.9, 40), (12, 1.2, 1.0, 0)):
+        r = client.completions.create(model="smol", prompt=ids, max_tokens=12, temperature=temp,
+                                      top_p=top_p, seed=seed,
+                                      extra_body={"top_k": top_k, "return_token_ids": True})
+        want = engine.run(ids, max_new_tokens=12, temperature=temp, top_p=top_p, top_k=top_k,
+                          seed=seed).tokens
+        assert r.choices[0].model_extra["token_ids"] == want
 
 
 # ---------------------------------------------------------------- chat
