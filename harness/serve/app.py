@@ -7,8 +7,10 @@
     GET  /health                 200 while the engine runs
     GET  /metrics                Prometheus text (harness/serve/metrics.py)
 
-`stream: true` answers with server-sent events (harness/serve/sse.py). A client that goes away
-(closes the connection or the stream) cancels its engine request at once, streaming or not.
+`stream: true` answers with server-sent events (harness/serve/sse.py), one chunk per token, or
+per run of tokens that arrived while the last chunk was sent (a busy server sends fewer). A
+client that goes away (closes the connection or the stream) cancels its engine request at once,
+streaming or not.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -38,6 +40,7 @@ from harness.serve.schemas import (
 )
 from pyllm.errors import PyllmError
 
+T = TypeVar("T")
 DEFAULT_COMPLETION_TOKENS = 16  # OpenAI's default max_tokens for /v1/completions
 
 
@@ -109,7 +112,7 @@ def create_app(bridge: Bridge) -> FastAPI:
     return app
 
 
-def _tokenizer_call(fn):  # type: ignore[no-untyped-def]
+def _tokenizer_call(fn: Callable[[], T]) -> T:
     """Run a tokenizer call; its PyllmError (an id outside the vocabulary...) becomes a 400."""
     try:
         return fn()
@@ -148,9 +151,14 @@ async def _stream(request: Request, gen: Generation, out: Output, shape: Shape,
         async with _cancel_on_disconnect(request, gen):
             if shape.kind == "chat":  # the role comes first, before any token
                 yield sse.event(shape.chunk("", [], None))
-            async for ev in gen:
-                text = out.push(ev.token)
-                yield sse.event(shape.chunk(text, [ev.token], out.finish))
+            async for batch in gen.batches():  # one chunk for the ids that came meanwhile
+                text, ids = "", []
+                for ev in batch:
+                    text += out.push(ev.token)
+                    ids.append(ev.token)
+                    if out.finish is not None:
+                        break
+                yield sse.event(shape.chunk(text, ids, out.finish))
                 if out.finish is not None:
                     break
             if out.finish is None:  # the engine ended it without a finish (cancelled)

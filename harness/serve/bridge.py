@@ -41,8 +41,23 @@ class Generation:
         self.req = lm.engine.submit(ids, params, on_token=on_token, on_done=on_done)
 
     async def __aiter__(self) -> AsyncIterator[TokenEvent]:
-        while (ev := await self._events.get()) is not None:
-            yield ev
+        async for batch in self.batches():
+            for ev in batch:
+                yield ev
+
+    async def batches(self) -> AsyncIterator[list[TokenEvent]]:
+        """The events in lists: each list is every event that arrived while the last was
+        handled (one when the client keeps up; a stream then sends one chunk per list)."""
+        end = False
+        while not end:
+            batch = [await self._events.get()]
+            while not self._events.empty():
+                batch.append(self._events.get_nowait())
+            if batch[-1] is None:
+                end = True
+            evs = [ev for ev in batch if ev is not None]
+            if evs:
+                yield evs
         if self.req.error is not None:
             raise errors.engine_failed(self.req.error)
 
