@@ -4,7 +4,8 @@ The server runs as a separate process (`python -m harness serve --port 0`, harne
 process.py), loaded with SmolLM2; every answer is checked against the client's own types
 (`Completion.model_validate` of the raw JSON) and against the local engine: greedy ids through
 HTTP are the ids pyllm's Engine produces in this process for the same prompt. A second server
-with `--max-waiting 1` shows back-pressure (429) and cancel on disconnect.
+with `--max-waiting 1` shows back-pressure (429) and cancel on disconnect; a tiny Qwen3.5
+checkpoint served by path shows a recurrent model (prefix-cache snapshots) through HTTP.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from pyllm_util import smol, smol_path
+from pyllm_util import ROOT, smol, smol_path
 
 openai = pytest.importorskip("openai")
 from openai.types import Completion, Model  # noqa: E402
@@ -470,3 +471,40 @@ def test_stop_ends_streams_in_flight() -> None:
             err = json.loads(events[-2].removeprefix("data: "))["error"]
             assert err["code"] == "service_unavailable"
             assert srv.proc.wait(30) in (0, -signal.SIGTERM)
+
+
+def test_recurrent_model_ids_equal_local() -> None:
+    """A Qwen3.5 checkpoint (tiny, recurrent DeltaNet state and the prefix cache's snapshots)
+    served by path: token-id prompts, repeated and sharing a prefix longer than a cache
+    block, give the local engine's greedy ids, one at a time and all at once."""
+    import pyllm
+    from pyllm.engine import Engine
+
+    path = ROOT / "tests" / "data" / "qwen35" / "tiny_text"
+    model = pyllm.load(str(path))
+    shared = [(7 * i) % 500 + 3 for i in range(150)]
+    prompts = [shared, shared + [9, 10], [5, 6, 7], shared[:70] + [11]]
+    with Engine(model) as e:
+        want = [e.run(p, max_new_tokens=8).tokens for p in prompts]
+    with ServerProcess(str(path)) as srv:
+        assert srv.model == model.info.name
+        client = openai.OpenAI(base_url=srv.url, api_key="unused", max_retries=0)
+        for p, w in zip(prompts * 2, want * 2, strict=True):
+            assert _ids_request_to(client, srv.model, p, 8) == w
+        got: list[Any] = [None] * len(prompts)
+
+        def one(i: int) -> None:
+            got[i] = _ids_request_to(client, srv.model, prompts[i], 8)
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert got == want
+
+
+def _ids_request_to(client: Any, model: str, ids: list[int], n: int) -> list[int]:
+    r = client.completions.create(model=model, prompt=ids, max_tokens=n, temperature=0,
+                                  extra_body={"return_token_ids": True})
+    return r.choices[0].model_extra["token_ids"]
