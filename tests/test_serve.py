@@ -235,7 +235,8 @@ def test_stream_wire_format(server: ServerProcess) -> None:
         assert json.loads(e[6:])["object"] == "text_completion"
 
 
-def test_stop_strings(client: Any) -> None:
+def test_stop_strings(server: ServerProcess, client: Any) -> None:
+    before = wait_idle(server)
     base = client.completions.create(model="smol", prompt=PROMPTS[2], max_tokens=24,
                                      temperature=0, extra_body={"ignore_eos": True})
     text = base.choices[0].text
@@ -251,6 +252,14 @@ def test_stop_strings(client: Any) -> None:
         extra_body={"ignore_eos": True}))
     assert "".join(c.choices[0].text for c in streamed) == cut
     assert streamed[-1].choices[0].finish_reason == "stop"
+    after = wait_idle(server)  # counted as they ended, not as aborted by the stop string
+
+    def count(m: dict[str, float], reason: str) -> float:
+        return m.get(f"vllm:request_success_total{{finished_reason={reason}}}", 0)
+
+    assert count(after, "stop") - count(before, "stop") == 2
+    assert count(after, "length") - count(before, "length") == 1
+    assert count(after, "abort") == count(before, "abort")
 
 
 def test_stop_token_ids_and_ignore_eos(client: Any) -> None:

@@ -140,7 +140,7 @@ async def _answer(bridge: Bridge, request: Request, body: Sampling, shape: Shape
             if out.finish is not None:
                 break
         out.end()
-    gen.cancel()  # a stop string ends the answer before the engine knows
+    gen.finish(out.finish or "length")  # a stop string ends it before the engine knows
     return JSONResponse(shape.response(out.all_text, out.ids, out.finish or "length"))
 
 
@@ -158,6 +158,8 @@ async def _stream(request: Request, gen: Generation, out: Output, shape: Shape,
                     ids.append(ev.token)
                     if out.finish is not None:
                         break
+                if out.finish is not None:
+                    gen.finish(out.finish)
                 yield sse.event(shape.chunk(text, ids, out.finish))
                 if out.finish is not None:
                     break

@@ -28,6 +28,7 @@ class Generation:
     def __init__(self, lm: LoadedModel, ids: Sequence[int], params: GenParams,
                  metrics: Metrics) -> None:
         loop = asyncio.get_running_loop()
+        self.finish_reason: str | None = None  # set by `finish` (the answer ended early)
         self._events: asyncio.Queue[TokenEvent | None] = asyncio.Queue()
         put = self._events.put_nowait
 
@@ -35,7 +36,7 @@ class Generation:
             loop.call_soon_threadsafe(put, ev)
 
         def on_done(req: Request) -> None:
-            metrics.observe(req.timings)
+            metrics.observe(req.timings, self.finish_reason)
             loop.call_soon_threadsafe(put, None)
 
         self.req = lm.engine.submit(ids, params, on_token=on_token, on_done=on_done)
@@ -62,6 +63,13 @@ class Generation:
             raise errors.engine_failed(self.req.error)
 
     def cancel(self) -> None:
+        """The client is gone: stop the engine request (counted as aborted)."""
+        self.req.cancel()
+
+    def finish(self, reason: str) -> None:
+        """The answer is complete (`reason`: its finish_reason), though the engine may not
+        know yet (a stop string): stop the engine request, counted under `reason`."""
+        self.finish_reason = reason
         self.req.cancel()
 
 
