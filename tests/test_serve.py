@@ -396,18 +396,36 @@ def test_metrics_names_and_counters(server: ServerProcess, client: Any) -> None:
 
 
 # ---------------------------------------------------------------- back-pressure and cancel
+KEY = "course-key"
+
+
 @pytest.fixture(scope="module")
 def small_server() -> Iterator[ServerProcess]:
-    """A server whose queue holds one waiting request past the engine's batch of 8."""
+    """A server whose queue holds one waiting request past the engine's batch of 8, and that
+    wants an API key."""
     smol_path()
-    with ServerProcess("smol", max_waiting=1) as srv:
+    with ServerProcess("smol", max_waiting=1, args=("--api-key", KEY)) as srv:
         yield srv
+
+
+def test_api_key(small_server: ServerProcess) -> None:
+    wrong = openai.OpenAI(base_url=small_server.url, api_key="guess", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as exc:
+        wrong.completions.create(model="smol", prompt="hi", max_tokens=2)
+    assert exc.value.status_code == 401 and exc.value.body["code"] == "invalid_api_key"
+    for path in ("/models", "/completions", "/chat/completions"):
+        r = httpx.request("GET" if path == "/models" else "POST", small_server.url + path,
+                          json={})
+        assert r.status_code == 401, path
+    assert httpx.get(f"{small_server.root}/health").status_code == 200  # as vLLM: not guarded
+    assert "vllm:num_requests_running" in httpx.get(f"{small_server.root}/metrics").text
+    right = openai.OpenAI(base_url=small_server.url, api_key=KEY, max_retries=0)
+    assert right.completions.create(model="smol", prompt="hi", max_tokens=2).choices[0].text
 
 
 def test_queue_full_is_429(small_server: ServerProcess) -> None:
     n, max_tokens = 14, 48
-    client = openai.OpenAI(base_url=small_server.url, api_key="unused", max_retries=0,
-                           timeout=300)
+    client = openai.OpenAI(base_url=small_server.url, api_key=KEY, max_retries=0, timeout=300)
     results: list[Any] = [None] * n
     go = threading.Barrier(n)
 
@@ -440,7 +458,7 @@ def test_queue_full_is_429(small_server: ServerProcess) -> None:
 
 def test_cancel_on_disconnect(small_server: ServerProcess) -> None:
     """Closing a stream, or dropping a connection mid-request, ends the engine request."""
-    client = openai.OpenAI(base_url=small_server.url, api_key="unused", max_retries=0)
+    client = openai.OpenAI(base_url=small_server.url, api_key=KEY, max_retries=0)
     before = wait_idle(small_server)
     stream = client.completions.create(model="smol", prompt="Once", max_tokens=4000,
                                        stream=True, extra_body={"ignore_eos": True})
@@ -456,7 +474,8 @@ def test_cancel_on_disconnect(small_server: ServerProcess) -> None:
 
     # not streaming: the client gives up after 1 s and closes the connection
     with pytest.raises(httpx.ReadTimeout):
-        httpx.post(f"{small_server.url}/completions", timeout=1.0, json={
+        httpx.post(f"{small_server.url}/completions", timeout=1.0,
+                   headers={"Authorization": f"Bearer {KEY}"}, json={
             "model": "smol", "prompt": "Once", "max_tokens": 4000, "ignore_eos": True})
     wait_idle(small_server, 20)
     # and the server still answers

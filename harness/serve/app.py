@@ -7,6 +7,7 @@
     GET  /health                 200 while the engine runs
     GET  /metrics                Prometheus text (harness/serve/metrics.py)
 
+`--api-key KEY` guards the /v1 routes (401 without `Authorization: Bearer KEY`).
 `stream: true` answers with server-sent events (harness/serve/sse.py), one chunk per token, or
 per run of tokens that arrived while the last chunk was sent (a busy server sends fewer). A
 client that goes away (closes the connection or the stream) cancels its engine request at once,
@@ -17,11 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
@@ -44,9 +46,21 @@ T = TypeVar("T")
 DEFAULT_COMPLETION_TOKENS = 16  # OpenAI's default max_tokens for /v1/completions
 
 
-def create_app(bridge: Bridge) -> FastAPI:
+def create_app(bridge: Bridge, api_key: str | None = None) -> FastAPI:
+    """The app; with `api_key`, every /v1 route wants `Authorization: Bearer KEY` (401 else),
+    as vLLM's --api-key (the openai client sends its api_key so)."""
     app = FastAPI(title="pyllm (harness serve)", docs_url=None, redoc_url=None)
     created = int(time.time())
+
+    async def check_key(request: Request) -> None:
+        if api_key is None:
+            return
+        given = request.headers.get("authorization", "")
+        if not secrets.compare_digest(given.encode(), f"Bearer {api_key}".encode()):
+            raise errors.ApiError(401, "invalid or missing API key (Authorization: Bearer KEY)",
+                                  code="invalid_api_key")
+
+    v1 = [Depends(check_key)]
 
     @app.exception_handler(ApiError)
     async def api_error(_req: Request, exc: ApiError) -> JSONResponse:
@@ -67,11 +81,11 @@ def create_app(bridge: Bridge) -> FastAPI:
     async def metrics() -> Response:
         return Response(bridge.metrics.exposition(), media_type=CONTENT_TYPE)
 
-    @app.get("/v1/models")
+    @app.get("/v1/models", dependencies=v1)
     async def models() -> dict[str, Any]:
         return {"object": "list", "data": [model_card(bridge.name, created, bridge.max_model_len)]}
 
-    @app.post("/v1/completions")
+    @app.post("/v1/completions", dependencies=v1)
     async def completions(body: CompletionRequest, request: Request) -> Response:
         bridge.check_model(body.model)
         body.check()
@@ -81,7 +95,7 @@ def create_app(bridge: Bridge) -> FastAPI:
         return await _answer(bridge, request, body, Shape("completion", bridge.name, ids,
                                                           body.return_token_ids), max_new)
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", dependencies=v1)
     async def chat(body: ChatRequest, request: Request) -> Response:
         bridge.check_model(body.model)
         body.check()
