@@ -39,6 +39,7 @@ from harness.serve.schemas import (
     DetokenizeRequest,
     Sampling,
     TokenizeRequest,
+    chat_turns,
 )
 from pyllm.errors import PyllmError
 
@@ -110,7 +111,7 @@ def create_app(bridge: Bridge, api_key: str | None = None) -> FastAPI:
         if (body.prompt is None) == (body.messages is None):
             raise errors.bad_request("give either prompt or messages", "prompt")
         if body.messages is not None:
-            turns = [{"role": m.role, "content": m.text()} for m in body.messages]
+            turns = chat_turns(body.messages)
             ids = _tokenizer_call(
                 lambda: bridge.tokenizer.encode_chat(turns, body.add_generation_prompt))
         else:
