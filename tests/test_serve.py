@@ -14,7 +14,7 @@ import json
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -55,6 +55,23 @@ def engine() -> Iterator[Any]:
 
 def local_greedy(engine: Any, ids: list[int], n: int) -> list[int]:
     return engine.run(ids, max_new_tokens=n).tokens
+
+
+def at_once(fn: Callable[[int], Any], n: int) -> list[Any]:
+    """fn(0), ..., fn(n-1) on n threads released together; their results in order."""
+    out: list[Any] = [None] * n
+    go = threading.Barrier(n)
+
+    def run(i: int) -> None:
+        go.wait()
+        out[i] = fn(i)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
 
 
 def raw_json(resp: Any) -> dict[str, Any]:
@@ -188,16 +205,8 @@ def test_concurrent_clients_equal_local_greedy(client: Any, engine: Any) -> None
     tok = smol().tokenizer
     prompts = [tok.encode(p + suffix) for p in PROMPTS for suffix in ("", " and")]
     want = [local_greedy(engine, ids, 10) for ids in prompts]
-    got: list[Any] = [None] * len(prompts)
-
-    def one(i: int) -> None:
-        got[i] = _ids_request(client, prompts[i], 10)["choices"][0]["token_ids"]
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    got = at_once(lambda i: _ids_request(client, prompts[i], 10)["choices"][0]["token_ids"],
+                  len(prompts))
     assert got == want
 
 
@@ -426,23 +435,16 @@ def test_api_key(small_server: ServerProcess) -> None:
 def test_queue_full_is_429(small_server: ServerProcess) -> None:
     n, max_tokens = 14, 48
     client = openai.OpenAI(base_url=small_server.url, api_key=KEY, max_retries=0, timeout=300)
-    results: list[Any] = [None] * n
-    go = threading.Barrier(n)
 
-    def one(i: int) -> None:
-        go.wait()
+    def one(i: int) -> Any:
         try:
-            results[i] = client.completions.create(
+            return client.completions.create(
                 model="smol", prompt=f"Count to {i}:", max_tokens=max_tokens, temperature=0,
                 extra_body={"ignore_eos": True})
         except openai.RateLimitError as exc:
-            results[i] = exc
+            return exc
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = at_once(one, n)
     refused = [r for r in results if isinstance(r, openai.RateLimitError)]
     done = [r for r in results if isinstance(r, Completion)]
     assert len(refused) + len(done) == n
@@ -519,16 +521,7 @@ def test_recurrent_model_ids_equal_local() -> None:
         client = openai.OpenAI(base_url=srv.url, api_key="unused", max_retries=0)
         for p, w in zip(prompts * 2, want * 2, strict=True):
             assert _ids_request_to(client, srv.model, p, 8) == w
-        got: list[Any] = [None] * len(prompts)
-
-        def one(i: int) -> None:
-            got[i] = _ids_request_to(client, srv.model, prompts[i], 8)
-
-        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        got = at_once(lambda i: _ids_request_to(client, srv.model, prompts[i], 8), len(prompts))
         assert got == want
 
 
