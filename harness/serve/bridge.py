@@ -83,6 +83,9 @@ class Bridge:
 
     @classmethod
     def create(cls, lm: LoadedModel, max_waiting: int) -> Bridge:
+        # the tokenizer is built on first use (0.3 s, seconds on a loaded machine): now, not
+        # on the event loop inside the first request, where its tokens would wait for it
+        lm.model.tokenizer.decode([0])
         return cls(lm, max_waiting,
                    Metrics(lm.model.info.name, lambda: lm.engine.queue_depth))
 
