@@ -271,3 +271,38 @@ def fs(files: int, reps: int, kernel: Path, fs: Path) -> None:
     except BenchError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(bench_fs.format_report(r, reps))
+
+
+@bench.command()
+@click.option("--models", "-m", default="smol,qwen", show_default=True,
+              help="Comma-separated models (registry names or paths).")
+@click.option("--size", type=click.IntRange(1_000, 10_000_000), default=300_000,
+              show_default=True, help="Characters of the sample text encoded.")
+@click.option("--reps", type=click.IntRange(1, 50), default=3, show_default=True,
+              help="Encodings of the text on each side (the best counts).")
+@click.option("--first-reps", type=click.IntRange(1, 50), default=5, show_default=True,
+              help="Guest requests behind each first-character median.")
+@click.option("--guest", is_flag=True, help="Also time `tok -t` in the guest (slow).")
+@click.option("--no-first", is_flag=True,
+              help="Skip the time to the first character (no guest boot).")
+@_guest_options
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the figures to this JSON file.")
+def tokenizer(models: str, size: int, reps: int, first_reps: int, guest: bool,
+              no_first: bool, kernel: Path, fs: Path, json_path: Path | None) -> None:
+    """The guest tokenizer's µs per token against HF tokenizers / tiktoken, and the time to
+    the first character on the console against TTFT (llmrun --stream --text)."""
+    import json
+
+    from harness.bench import tokenizer as bench_tokenizer
+
+    if not no_first or guest:
+        _guest_files(kernel, fs)
+    rep = bench_tokenizer.run([m.strip() for m in models.split(",") if m.strip()], size, reps,
+                              first_reps, guest, kernel=kernel, fs=fs, first=not no_first,
+                              say=lambda m: click.echo(m, err=True))
+    click.echo("\n".join(bench_tokenizer.markdown(rep)))
+    if json_path:
+        json_path.write_text(json.dumps(rep.as_dict(), indent=2) + "\n")
+    if not rep.costs:
+        raise click.ClickException("no model measured: " + "; ".join(rep.skipped.values()))
