@@ -306,3 +306,46 @@ def tokenizer(models: str, size: int, reps: int, first_reps: int, guest: bool,
         json_path.write_text(json.dumps(rep.as_dict(), indent=2) + "\n")
     if not rep.costs:
         raise click.ClickException("no model measured: " + "; ".join(rep.skipped.values()))
+
+
+@bench.command()
+@click.option("--models", "-m", default="smol,qwen", show_default=True,
+              help="Comma-separated models (registry names or paths); a missing synthetic "
+                   "Qwen is skipped with the command that writes it.")
+@click.option("--reps", type=click.IntRange(1, 50), default=3, show_default=True,
+              help="Interleaved rounds (medians are reported).")
+@click.option("--prompt-len", type=click.IntRange(2, LIMITS["prompt"]),
+              default=LIMITS["prompt"], show_default=True,
+              help="Tokens of the shared-prefix prompts.")
+@click.option("--lengths", default="128,192,255", show_default=True,
+              callback=_ints(2, LIMITS["prompt"], "prompts must be {range} tokens (AI_MAX_TOKENS"
+                             " in kernel_c/ai.h)", "128,192,255"),
+              help="Prompt lengths of the cold / warm comparison.")
+@click.option("--turns", type=click.IntRange(2, 20), default=5, show_default=True,
+              help="Turns of the conversation.")
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for prefix.md, prefix.json and prefix_cache.png.")
+@click.option("--no-plots", is_flag=True, help="Do not draw the plot.")
+def prefix(models: str, reps: int, prompt_len: int, lengths: list[int], turns: int,
+           out: Path | None, no_plots: bool) -> None:
+    """TTFT with the prefix cache against without it: against the shared-prefix fraction
+    (0..100 %), cold vs warm at 3 prompt lengths, per turn of a conversation; its memory."""
+    import json
+
+    from harness.bench import prefix as bench_prefix
+
+    opts = bench_prefix.Options([m.strip() for m in models.split(",") if m.strip()], reps,
+                                prompt_len, lengths=tuple(lengths), turns=turns)
+    try:
+        rep = bench_prefix.run(opts, say=lambda m: click.echo(m, err=True))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    png = None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        png = None if no_plots else bench_prefix.plot(rep, out)
+        (out / "prefix.json").write_text(json.dumps(rep.as_dict(), indent=1) + "\n")
+        (out / "prefix.md").write_text("\n".join(bench_prefix.markdown(rep, png)))
+    click.echo("\n".join(bench_prefix.markdown(rep, png)))
+    if not rep.models:
+        raise click.ClickException("no model measured: " + "; ".join(rep.skipped.values()))
