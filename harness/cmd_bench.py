@@ -1,8 +1,8 @@
 """`harness bench`: benchmarks that print ratios against a reference measured in the same run.
 
 This module only parses the options and calls the benchmarks, which live in harness/bench/
-(one module each: lifecycle.py with no subcommand, system.py, service.py, fs.py) and, for pyllm's
-engines against llama.cpp, pyllm/bench.py (imported lazily).
+(one module each: lifecycle.py with no subcommand, system.py, service.py, fs.py, tokenizer.py,
+prefix.py) and, for pyllm's engines against llama.cpp, pyllm/bench.py (imported lazily).
 """
 
 from __future__ import annotations
@@ -109,10 +109,14 @@ MAX_CLIENTS = 32  # aibench -c
               help="Skip the guest path (engine and load figures only).")
 @click.option("--no-llamacpp", is_flag=True, help="Skip llama.cpp even if it is installed.")
 @click.option("--no-plots", is_flag=True, help="Do not draw the PNG plots.")
+@click.option("--no-tokenizer", is_flag=True,
+              help="Skip the guest tokenizer's cost and the time to the first character.")
+@click.option("--no-prefix", is_flag=True, help="Skip the prefix-cache section.")
 @click.pass_context
 def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: list[int],
           reps: int, concurrency: list[int], out: Path, quick: bool, load_reps: int, cold: str,
-          per_client: int, no_guest: bool, no_llamacpp: bool, no_plots: bool) -> None:
+          per_client: int, no_guest: bool, no_llamacpp: bool, no_plots: bool,
+          no_tokenizer: bool = False, no_prefix: bool = False) -> None:
     """The inference lifecycle: load time, TTFT, TPOT, roofline, concurrency.
 
     \b
@@ -125,6 +129,10 @@ def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: l
     harness bench system           boot time, syscall round trip, guest MIPS, idle host CPU
     harness bench service          TTFT/TPOT through the guest's AI service vs the engine alone
     harness bench fs               file-system throughput with the log against without it
+    harness bench tokenizer        the guest tokenizer's µs/token vs HF tokenizers / tiktoken;
+                                   time to the first character on the console vs TTFT
+    harness bench prefix           TTFT with the prefix cache vs without: shared prefix
+                                   0..100 %, cold vs warm, a conversation per turn; memory
 
     Each metric's start and stop are defined in harness/bench/metrics.py and docs/BENCH.md.
     """
@@ -145,7 +153,8 @@ def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: l
     opts = Options(models=names, input_lens=input_lens, output_lens=output_lens, reps=reps,
                    concurrency=concurrency, out=out, quick=quick, cold=cold,
                    guest=not no_guest, llamacpp=not no_llamacpp, load_reps=load_reps,
-                   per_client=per_client, plots=not no_plots)
+                   per_client=per_client, plots=not no_plots, tokenizer=not no_tokenizer,
+                   prefix=not no_prefix)
     if quick:
         given = {k for k in ("input_lens", "output_lens", "reps", "concurrency", "load_reps",
                              "per_client")

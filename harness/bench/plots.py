@@ -7,6 +7,7 @@
     roofline.png         the measured roofs and each phase (prefill at every prompt length,
                          decode) as a point
     concurrency.png      throughput and TTFT (median, P99) against concurrent clients
+    prefix_cache.png     TTFT with the prefix cache and without (harness/bench/prefix.py)
 
 Every point is a median over the run's repetitions; whiskers show min..max. Labels carry
 "(synthetic weights)" where it applies.
@@ -298,4 +299,10 @@ def all_plots(res: Results, out: Path) -> dict[str, Path]:
     c = concurrency(res, out)
     if c is not None:
         done["concurrency"] = c
+    if res.prefix is not None:
+        from harness.bench.prefix import plot
+
+        p = plot(res.prefix, out)
+        if p is not None:
+            done["prefix_cache"] = p
     return done

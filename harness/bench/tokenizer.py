@@ -190,7 +190,8 @@ def run(models: list[str], size: int = 300_000, reps: int = 3, first_reps: int =
         fs: Path | None = None, say: Callable[[str], None] = print,
         first: bool = True) -> TokenizerReport:
     """Both parts for each model: the encoding cost, and (with `first`) the first character
-    through the guest, served by lms[model] (loaded here, prefix cache off, when absent)."""
+    through the guest, served by lms[model] (without `lms`: loaded here, prefix cache off;
+    a model missing from a given `lms` gets no first-character figures)."""
     from harness.bench.errors import BenchError
     from harness.devices.virtio_ai import LoadedModel
     from pyllm.errors import PyllmError
@@ -199,12 +200,12 @@ def run(models: list[str], size: int = 300_000, reps: int = 3, first_reps: int =
     for model in models:
         try:
             rep.costs += tokenizer_cost((model,), size, reps, guest)
-        except (PyllmError, RuntimeError, OSError) as exc:
-            rep.skipped[model] = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - one model's failure is reported, not fatal
+            rep.skipped[model] = f"{type(exc).__name__}: {exc}".splitlines()[0]
             say(f"tokenizer: {model} skipped: {rep.skipped[model]}")
             continue
         say(rep.costs[-1].line())
-        if not first:
+        if not first or (lms is not None and model not in lms):
             continue
         lm = (lms or {}).get(model)
         own = lm is None
