@@ -335,8 +335,10 @@ def tokenizer(models: str, size: int, reps: int, first_reps: int, guest: bool,
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
               help="Folder for prefix.md, prefix.json and prefix_cache.png.")
 @click.option("--no-plots", is_flag=True, help="Do not draw the plot.")
+@click.option("--no-guest", is_flag=True, help="Skip the cold / warm pair through the guest.")
+@_guest_options
 def prefix(models: str, reps: int, prompt_len: int, lengths: list[int], turns: int,
-           out: Path | None, no_plots: bool) -> None:
+           out: Path | None, no_plots: bool, no_guest: bool, kernel: Path, fs: Path) -> None:
     """TTFT with the prefix cache against without it: against the shared-prefix fraction
     (0..100 %), cold vs warm at 3 prompt lengths, per turn of a conversation; its memory."""
     import json
@@ -345,8 +347,11 @@ def prefix(models: str, reps: int, prompt_len: int, lengths: list[int], turns: i
 
     opts = bench_prefix.Options([m.strip() for m in models.split(",") if m.strip()], reps,
                                 prompt_len, lengths=tuple(lengths), turns=turns)
+    if not no_guest:
+        _guest_files(kernel, fs)
     try:
-        rep = bench_prefix.run(opts, say=lambda m: click.echo(m, err=True))
+        rep = bench_prefix.run(opts, say=lambda m: click.echo(m, err=True),
+                               guest=None if no_guest else (kernel, fs))
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     png = None

@@ -18,6 +18,7 @@ from harness.bench import prefix
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "data" / "qwen35" / "tiny_text"
 SMOL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+KERNEL, FS = ROOT / "build" / "kernel" / "kernel.elf", ROOT / "build" / "fs.img"
 SMALL = dict(reps=1, prompt_len=130, lengths=(70, 130), turns=3, user_tokens=40,
              answer_tokens=30)
 
@@ -46,6 +47,12 @@ def _check_model(m: dict, block: int, recurrent: bool, opts: prefix.Options) -> 
         assert r["n_in"] in opts.lengths
         assert block <= r["cached_tokens"] < r["n_in"]  # warm: a hit, one token left to run
         assert r["warm_over_cold"] == pytest.approx(r["warm"]["median"] / r["cold"]["median"])
+        g = r["guest"]
+        if KERNEL.is_file():  # through the guest: the same tokens from the cache
+            assert not m["guest_error"], m["guest_error"]
+            assert g["cold"]["n"] == g["warm"]["n"] == opts.reps
+            assert g["cached_tokens"] == r["cached_tokens"]
+            assert g["cold"]["median"] > 0 and g["warm"]["median"] > 0
     turns = m["turns"]
     assert [t["turn"] for t in turns] == list(range(1, opts.turns + 1))
     for t in turns:
@@ -68,8 +75,9 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> prefix.PrefixReport:
     if SMOL.is_file():
         models["smol"] = load("smol")
     opts = prefix.Options(list(models), **SMALL)
+    guest = (KERNEL, FS) if KERNEL.is_file() and FS.is_file() else None
     try:
-        return prefix.run(opts, models, say=lambda _: None)
+        return prefix.run(opts, models, say=lambda _: None, guest=guest)
     finally:
         for m in models.values():
             m.close()

@@ -414,7 +414,9 @@ def _tokenizer_and_prefix(opts: Options, specs: list[str], lms: dict[str, Any],
         pre = prefix.PrefixReport(popts, {}, dict(skipped))
         for s in specs:
             progress(f"{s}: prefix cache", 0)
-            pre.models[s] = prefix.measure_model(s, lms[s].model, popts, popts.reps)
+            guest = None if models[s].guest_error else (opts.kernel, opts.fs)
+            pre.models[s] = prefix.measure_model(s, lms[s].model, popts, popts.reps,
+                                                 guest=guest)
             progress("", 1)
     return tok, pre
 

@@ -15,7 +15,9 @@ by accident. Parts, repeated --reps times (interleaved rounds, medians reported)
                     resumes only where a recurrent-state snapshot was taken)
     cold / warm     a new prompt at each of --lengths tokens: off, then cold on the cache-on
                     engine (a miss: it pays for filling the cache), then the same prompt
-                    again, warm (a hit)
+                    again, warm (a hit); and through the guest (the AI service path, served by
+                    the cache-on engine): `llmrun --timing --prompt-file` twice per new prompt,
+                    TTFT and the cached tokens from its `timing:` line, one boot per round
     conversation    --turns turns of --user-tokens user tokens and --answer-tokens answer
                     tokens (the answers as the model generated them, kept in the history as
                     a chat program does), each turn's whole prompt timed with the cache and,
@@ -25,7 +27,8 @@ by accident. Parts, repeated --reps times (interleaved rounds, medians reported)
 
 The on/off order alternates between rounds; ratios (warm / cold, on / off) are of medians of
 the same run. TTFT is the engine's (submit -> first token, perf_counter, no OS path: the
-guest adds a fixed ~1 ms, `harness bench service`).
+guest adds a fixed ~1 ms, `harness bench service`), except the guest's cold / warm columns
+(t_submit -> t_first, guest clock).
 """
 
 from __future__ import annotations
@@ -88,6 +91,8 @@ class ModelPrefix:
     shared: dict[int, dict[str, list[float]]] = field(default_factory=dict)
     coldwarm: dict[int, dict[str, list[float]]] = field(default_factory=dict)
     turns: dict[int, dict[str, list[float]]] = field(default_factory=dict)
+    guest: dict[int, dict[str, list[float]]] = field(default_factory=dict)  # n -> cold/warm/cached
+    guest_error: str = ""
     peak_bytes: int = 0
     end_status: dict[str, Any] = field(default_factory=dict)
     kv_bytes_per_block: int = 0
@@ -103,17 +108,23 @@ class ModelPrefix:
                    "on_over_off": ratio(_med(d["on"]), _med(d["off"])),
                    "over_0": ratio(_med(d["on"]), _med(self.shared[min(self.shared)]["on"]))}
                   for p, d in sorted(self.shared.items())]
+        g0 = {"cold": [], "warm": [], "cached": []}
         cw = [{"n_in": n, "cached_tokens": _mode(d["cached"]), "off": s(d["off"]),
                "cold": s(d["cold"]), "warm": s(d["warm"]),
                "warm_over_cold": ratio(_med(d["warm"]), _med(d["cold"])),
-               "cold_over_off": ratio(_med(d["cold"]), _med(d["off"]))}
-              for n, d in sorted(self.coldwarm.items())]
+               "cold_over_off": ratio(_med(d["cold"]), _med(d["off"])),
+               "guest": {"cold": s(g["cold"]), "warm": s(g["warm"]),
+                         "cached_tokens": _mode(g["cached"]),
+                         "warm_over_cold": ratio(_med(g["warm"]), _med(g["cold"]))}}
+              for n, d in sorted(self.coldwarm.items())
+              for g in [self.guest.get(n, g0)]]
         turns = [{"turn": k, "prompt_tokens": _mode(d["prompt"]),
                   "cached_tokens": _mode(d["cached"]), "on": s(d["on"]), "off": s(d["off"]),
                   "on_over_off": ratio(_med(d["on"]), _med(d["off"]))}
                  for k, d in sorted(self.turns.items())]
         return {"label": self.label, "synthetic": self.synthetic, "recurrent": self.recurrent,
                 "shared": shared, "cold_warm": cw, "turns": turns,
+                "guest_error": self.guest_error,
                 "memory": {"budget": self.budget, "block": self.block,
                            "peak_bytes": self.peak_bytes, "end": self.end_status,
                            "kv_bytes_per_block": self.kv_bytes_per_block,
@@ -162,10 +173,37 @@ def _ttft(engine: Any, prompt: list[int], tokens: int = 1) -> tuple[float, int, 
     return r.timings.ttft_s * 1e3, r.timings.n_cached, [int(t) for t in r.tokens]
 
 
+def _guest_round(mp: ModelPrefix, lm: Any, opts: Options, new: _Prompts,
+                 guest: tuple[Path, Path]) -> None:
+    """One boot: a warm-up request, then each length's new prompt twice (cold, warm)."""
+    from harness.bench.errors import BenchError
+    from harness.session import AiSession, parse_llmrun
+
+    files = {f"p{n}.ids": (" ".join(map(str, new(n))) + "\n").encode() for n in opts.lengths}
+    files["w.ids"] = (" ".join(map(str, new(8))) + "\n").encode()
+    run1 = "llmrun --timing --predict 1 --prompt-file /{}"
+    cmds = [run1.format("w.ids")] + [run1.format(f"p{n}.ids") for n in opts.lengths
+                                       for _ in (0, 1)]
+    run = AiSession(lm, kernel=guest[0], fs=guest[1]).run("; ".join(cmds), timeout=900,
+                                                          files=files)
+    res = [r.timing for r in parse_llmrun(run.output)]
+    if len(res) != len(cmds):
+        raise BenchError(f"{len(res)} of {len(cmds)} llmrun results: {run.output[-800:]}")
+    for k, n in enumerate(opts.lengths):
+        cold, warm = res[1 + 2 * k], res[2 + 2 * k]
+        d = mp.guest.setdefault(n, {"cold": [], "warm": [], "cached": []})
+        d["cold"].append(cold["ttft_us"] / 1e3)
+        d["warm"].append(warm["ttft_us"] / 1e3)
+        d["cached"].append(warm["cached"])
+
+
 def measure_model(spec: str, model: Any, opts: Options, rounds: int,
                   progress: Callable[[str], None] = lambda _: None,
-                  ) -> ModelPrefix:
-    """Every part on `model` (a loaded pyllm model), `rounds` interleaved rounds."""
+                  guest: tuple[Path, Path] | None = None) -> ModelPrefix:
+    """Every part on `model` (a loaded pyllm model), `rounds` interleaved rounds; with
+    `guest` (kernel, disk image) the cold / warm pair through the guest too."""
+    from harness.bench.errors import BenchError
+    from harness.devices.virtio_ai import LoadedModel
     from pyllm.engine import Engine
     from pyllm.prefix_cache import default_budget, nbytes_of
 
@@ -226,6 +264,13 @@ def measure_model(spec: str, model: Any, opts: Options, rounds: int,
                 d["prompt"].append(len(prompt))
                 history = prompt + answer
                 peak()
+            if guest is not None and not mp.guest_error:
+                progress(f"{spec} round {rnd + 1}/{rounds}: cold and warm through the guest")
+                try:
+                    _guest_round(mp, LoadedModel(model, on, 0, spec), opts, new, guest)
+                except BenchError as exc:
+                    mp.guest_error = str(exc).splitlines()[0]
+                peak()
         blocks = list(on.cache.blocks.values())
         mp.end_status = on.cache.status()
         if blocks:
@@ -239,9 +284,11 @@ def measure_model(spec: str, model: Any, opts: Options, rounds: int,
 
 
 def run(opts: Options, models: dict[str, Any] | None = None,
-        say: Callable[[str], None] = print) -> PrefixReport:
+        say: Callable[[str], None] = print,
+        guest: tuple[Path, Path] | None = None) -> PrefixReport:
     """Each model of opts.models: from `models` (spec -> loaded pyllm model) when there,
-    else loaded here; a model that cannot be loaded is skipped with the reason."""
+    else loaded here; a model that cannot be loaded is skipped with the reason. `guest`:
+    (kernel, disk image) for the guest's cold / warm columns."""
     from pyllm.errors import ModelNotFoundError, PyllmError
     from pyllm.registry import load
 
@@ -265,7 +312,7 @@ def run(opts: Options, models: dict[str, Any] | None = None,
                 say(f"prefix cache: {spec} skipped: {rep.skipped[spec]}")
                 continue
         try:
-            rep.models[spec] = measure_model(spec, model, opts, opts.reps, say)
+            rep.models[spec] = measure_model(spec, model, opts, opts.reps, say, guest)
         finally:
             if own and hasattr(model, "close"):
                 model.close()
@@ -296,7 +343,8 @@ def markdown(rep: PrefixReport, plot: Path | None = None, heading: str = "##") -
          f"(blocks of {next(iter(rep.models.values())).block if rep.models else 64} tokens), "
          "one with it off (`kv_cache=0`, as `harness run --kv-cache 0`), over the same loaded "
          f"model; random prompts, new for each measurement; medians of {o.reps} interleaved "
-         "round(s), TTFT in ms.", ""]
+         "round(s), TTFT in ms. The guest columns of the cold / warm table are the AI service "
+         "path (`llmrun --timing`, the cache-on engine behind the device, guest clock).", ""]
     for spec, why in rep.skipped.items():
         L += [f"> {spec} skipped: {why}", ""]
     for m in doc["models"].values():
@@ -311,14 +359,22 @@ def markdown(rep: PrefixReport, plot: Path | None = None, heading: str = "##") -
             L.append(f"| {r['percent']} % | {r['shared_tokens']} | {r['cached_tokens']} | "
                      f"{_f(_sm(r['on']))} | {_f(_sm(r['off']))} | {_f(r['on_over_off'], 2)}x"
                      f" | {_f(r['over_0'], 2)}x |")
+        guest = any(r["guest"]["cold"]["n"] for r in m["cold_warm"])
         L += ["", "Cold and warm (the same new prompt twice on the cache-on engine; off for "
-              "reference):", "",
+              "reference" + ("; and through the guest, `llmrun --timing`" if guest else "")
+              + "):", "",
               "| prompt tokens | from the cache (warm) | off | cold | warm | warm / cold | "
-              "cold / off |", "|---|---|---|---|---|---|---|"]
+              "cold / off |" + (" guest cold | guest warm | guest warm / cold |" if guest
+                                else ""), "|---|---|---|---|---|---|---|" + "---|" * 3 * guest]
         for r in m["cold_warm"]:
+            g = r["guest"]
             L.append(f"| {r['n_in']} | {r['cached_tokens']} | {_f(_sm(r['off']))} | "
                      f"{_f(_sm(r['cold']))} | {_f(_sm(r['warm']))} | "
-                     f"{_f(r['warm_over_cold'], 2)}x | {_f(r['cold_over_off'], 2)}x |")
+                     f"{_f(r['warm_over_cold'], 2)}x | {_f(r['cold_over_off'], 2)}x |"
+                     + (f" {_f(_sm(g['cold']))} | {_f(_sm(g['warm']))} | "
+                        f"{_f(g['warm_over_cold'], 2)}x |" if guest else ""))
+        if m["guest_error"]:
+            L += ["", f"> The guest's cold / warm pair was not measured: {m['guest_error']}"]
         L += ["", f"A conversation ({o.turns} turns of {o.user_tokens} user tokens, answers of "
               f"{o.answer_tokens} generated tokens kept in the history):", "",
               "| turn | prompt tokens | from the cache | TTFT cache on | TTFT cache off | "
@@ -350,6 +406,11 @@ def findings(m: dict[str, Any]) -> list[str]:
                    f"{_f(last['warm_over_cold'], 2)}x the cold one's TTFT "
                    f"({last['cached_tokens']} tokens from the cache); filling the cache "
                    f"makes a cold request {_f(last['cold_over_off'], 2)}x one without it.")
+    g = last["guest"] if last else None
+    if g and g["cold"]["n"]:
+        out.append(f"Through the guest the same pair gives {_f(g['warm_over_cold'], 2)}x "
+                   f"({_f(_sm(g['warm']))} against {_f(_sm(g['cold']))} ms; llmrun's "
+                   f"\"Prefix cache: {g['cached_tokens']} of {last['n_in']}\").")
     miss = [r for r in m["shared"] if r["percent"] and not r["cached_tokens"]]
     if miss:
         out.append("No reuse at " + ", ".join(f"{r['percent']} %" for r in miss)
