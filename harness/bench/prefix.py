@@ -439,6 +439,16 @@ def _label(ax: Any, x: float, y: float, cached: int, color: str) -> None:
                     bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": color, "lw": 0.5})
 
 
+def _on_off(ax: Any, rows: list[dict[str, Any]], x: str, color: str) -> list[int]:
+    """TTFT with the cache and without against rows' `x`, the cached tokens boxed; the xs."""
+    xs = [r[x] for r in rows]
+    ax.plot(xs, [_sm(r["on"]) for r in rows], "-o", color=color, label="cache on")
+    ax.plot(xs, [_sm(r["off"]) for r in rows], "--s", color="gray", label="cache off")
+    for r in rows:
+        _label(ax, r[x], _sm(r["on"]), r["cached_tokens"], color)
+    return xs
+
+
 def plot(rep: PrefixReport, out: Path) -> Path | None:
     """prefix_cache.png: one row per model; TTFT against the shared fraction, cold / warm /
     off per prompt length, and TTFT per conversation turn, on and off."""
@@ -453,12 +463,7 @@ def plot(rep: PrefixReport, out: Path) -> Path | None:
     for i, m in enumerate(doc.values()):
         a1, a2, a3 = axes[i]
         c = COLORS[i % len(COLORS)]
-        xs = [r["percent"] for r in m["shared"]]
-        a1.plot(xs, [_sm(r["on"]) for r in m["shared"]], "-o", color=c, label="cache on")
-        a1.plot(xs, [_sm(r["off"]) for r in m["shared"]], "--s", color="gray",
-                label="cache off")
-        for r in m["shared"]:
-            _label(a1, r["percent"], _sm(r["on"]), r["cached_tokens"], c)
+        xs = _on_off(a1, m["shared"], "percent", c)
         a1.set_xticks(xs, [f"{x} %" for x in xs])
         a1.set_xlabel(f"prompt shared with an earlier one ({rep.opts.prompt_len} tokens)",
                       fontsize=8)
@@ -475,12 +480,7 @@ def plot(rep: PrefixReport, out: Path) -> Path | None:
         a2.set_xticks(pos, [str(n) for n in ns])
         a2.set_xlabel("prompt tokens (same prompt: cold, then warm)", fontsize=8)
         a2.set_title(f"{m['label']}: cold vs warm", fontsize=9)
-        ts = [r["turn"] for r in m["turns"]]
-        a3.plot(ts, [_sm(r["on"]) for r in m["turns"]], "-o", color=c, label="cache on")
-        a3.plot(ts, [_sm(r["off"]) for r in m["turns"]], "--s", color="gray",
-                label="cache off")
-        for r in m["turns"]:
-            _label(a3, r["turn"], _sm(r["on"]), r["cached_tokens"], c)
+        ts = _on_off(a3, m["turns"], "turn", c)
         a3.set_xticks(ts, [f"{t}\n({r['prompt_tokens']})" for t, r in zip(ts, m["turns"],
                                                                        strict=True)])
         a3.set_xlabel("conversation turn (prompt tokens)", fontsize=8)
