@@ -357,7 +357,9 @@ def prefix(models: str, reps: int, prompt_len: int, lengths: list[int], turns: i
     png = None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        png = None if no_plots else bench_prefix.plot(rep, out)
+        from harness.bench.plots import prefix_cache
+
+        png = None if no_plots else prefix_cache(rep, out)
         (out / "prefix.json").write_text(json.dumps(rep.as_dict(), indent=1) + "\n")
         (out / "prefix.md").write_text("\n".join(bench_prefix.markdown(rep, png)))
     click.echo("\n".join(bench_prefix.markdown(rep, png)))

@@ -95,7 +95,9 @@ def test_hybrid_and_kv_models_figures_are_consistent(report: prefix.PrefixReport
 
 
 def test_the_section_and_the_plot(report: prefix.PrefixReport, tmp_path: Path) -> None:
-    png = prefix.plot(report, tmp_path)
+    from harness.bench.plots import prefix_cache
+
+    png = prefix_cache(report, tmp_path)
     assert png is not None and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = "\n".join(prefix.markdown(report, png))
     assert "![Prefix cache](prefix_cache.png)" in text and "Measured on the engine" in text

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from harness.bench.analysis import load_summary
 from harness.bench.lifecycle import Results
@@ -288,6 +289,85 @@ def concurrency(res: Results, out: Path) -> Path | None:
     return path
 
 
+# ---------------------------------------------------------------- prefix cache
+
+def _median(summary: dict[str, Any]) -> float:
+    return summary["median"] if summary["n"] else math.nan
+
+
+def _label(ax: Any, x: float, y: float, cached: int, color: str) -> None:
+    """The tokens the cache gave, boxed just above a point."""
+    if math.isfinite(y):
+        ax.annotate(str(cached), (x, y), textcoords="offset points", xytext=(0, 8),
+                    ha="center", fontsize=7, color=color,
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": color, "lw": 0.5})
+
+
+def _on_off(ax: Any, rows: list[dict[str, Any]], x: str, color: str) -> list[int]:
+    """TTFT with the cache and without against rows' `x`, the cached tokens boxed; the xs."""
+    xs = [r[x] for r in rows]
+    ax.plot(xs, [_median(r["on"]) for r in rows], "-o", color=color, label="cache on")
+    ax.plot(xs, [_median(r["off"]) for r in rows], "--s", color="gray", label="cache off")
+    for r in rows:
+        _label(ax, r[x], _median(r["on"]), r["cached_tokens"], color)
+    return xs
+
+
+def prefix_cache(rep: Any, out: Path) -> Path | None:
+    """prefix_cache.png of a harness.bench.prefix.PrefixReport: one row per model; TTFT against
+    the shared fraction, cold / warm / off per prompt length, and TTFT per conversation turn,
+    with the cache and without."""
+    import numpy as np
+
+    doc = rep.as_dict()["models"]
+    if not doc:
+        return None
+    plt = _plt()
+    rows = len(doc)
+    fig, axes = plt.subplots(rows, 3, figsize=(14, 4.2 * rows), squeeze=False)
+    for i, m in enumerate(doc.values()):
+        a1, a2, a3 = axes[i]
+        c = COLORS[i % len(COLORS)]
+        xs = _on_off(a1, m["shared"], "percent", c)
+        a1.set_xticks(xs, [f"{x} %" for x in xs])
+        a1.set_xlabel(f"prompt shared with an earlier one ({rep.opts.prompt_len} tokens)",
+                      fontsize=8)
+        a1.set_title(f"{m['label']}: TTFT vs shared prefix", fontsize=9)
+        ns = [r["n_in"] for r in m["cold_warm"]]
+        w = 0.27
+        pos = np.arange(len(ns))
+        for k, (key, col) in enumerate((("off", "gray"), ("cold", "tab:red"),
+                                        ("warm", "tab:green"))):
+            a2.bar(pos + (k - 1) * w, [_median(r[key]) for r in m["cold_warm"]], w, color=col,
+                   label=key if key != "off" else "cache off")
+        for x, r in zip(pos, m["cold_warm"], strict=True):
+            _label(a2, x + w, _median(r["warm"]), r["cached_tokens"], "tab:green")
+        a2.set_xticks(pos, [str(n) for n in ns])
+        a2.set_xlabel("prompt tokens (same prompt: cold, then warm)", fontsize=8)
+        a2.set_title(f"{m['label']}: cold vs warm", fontsize=9)
+        ts = _on_off(a3, m["turns"], "turn", c)
+        a3.set_xticks(ts, [f"{t}\n({r['prompt_tokens']})" for t, r in zip(ts, m["turns"],
+                                                                       strict=True)])
+        a3.set_xlabel("conversation turn (prompt tokens)", fontsize=8)
+        a3.set_title(f"{m['label']}: TTFT per turn", fontsize=9)
+        for ax in (a1, a2, a3):
+            ys = [y for line in ax.get_lines() for y in line.get_ydata()] + [
+                p.get_height() for p in ax.patches]
+            if set_yscale(ax, ys) == "log":
+                ax.yaxis.set_major_formatter(_plain_formatter())
+                ax.yaxis.set_minor_formatter(_plain_formatter(minor=True))
+            ax.set_ylabel("TTFT (ms, median)")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=7)
+    fig.suptitle(f"Prefix cache, engine, medians of {rep.opts.reps} round(s); boxed: prompt "
+                 "tokens the cache gave", fontsize=10)
+    fig.tight_layout()
+    path = out / "prefix_cache.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def all_plots(res: Results, out: Path) -> dict[str, Path]:
     """Write every plot into `out`; {name: path}."""
     done: dict[str, Path] = {
@@ -300,9 +380,7 @@ def all_plots(res: Results, out: Path) -> dict[str, Path]:
     if c is not None:
         done["concurrency"] = c
     if res.prefix is not None:
-        from harness.bench.prefix import plot
-
-        p = plot(res.prefix, out)
+        p = prefix_cache(res.prefix, out)
         if p is not None:
             done["prefix_cache"] = p
     return done
