@@ -295,6 +295,12 @@ def _median(summary: dict[str, Any]) -> float:
     return summary["median"] if summary["n"] else math.nan
 
 
+def _span(rows: list[dict[str, Any]], key: str) -> list[list[float]]:
+    """Error bars min..max around the medians of rows[i][key] (a Summary's dict)."""
+    return [[max(0.0, r[key]["median"] - r[key]["min"]) if r[key]["n"] else 0.0 for r in rows],
+            [max(0.0, r[key]["max"] - r[key]["median"]) if r[key]["n"] else 0.0 for r in rows]]
+
+
 def _label(ax: Any, x: float, y: float, cached: int, color: str) -> None:
     """The tokens the cache gave, boxed just above a point."""
     if math.isfinite(y):
@@ -306,8 +312,9 @@ def _label(ax: Any, x: float, y: float, cached: int, color: str) -> None:
 def _on_off(ax: Any, rows: list[dict[str, Any]], x: str, color: str) -> list[int]:
     """TTFT with the cache and without against rows' `x`, the cached tokens boxed; the xs."""
     xs = [r[x] for r in rows]
-    ax.plot(xs, [_median(r["on"]) for r in rows], "-o", color=color, label="cache on")
-    ax.plot(xs, [_median(r["off"]) for r in rows], "--s", color="gray", label="cache off")
+    for key, style, col in (("on", "-o", color), ("off", "--s", "gray")):
+        ax.errorbar(xs, [_median(r[key]) for r in rows], yerr=_span(rows, key), fmt=style,
+                    color=col, capsize=3, label=f"cache {key}")
     for r in rows:
         _label(ax, r[x], _median(r["on"]), r["cached_tokens"], color)
     return xs
@@ -339,7 +346,8 @@ def prefix_cache(rep: Any, out: Path) -> Path | None:
         for k, (key, col) in enumerate((("off", "gray"), ("cold", "tab:red"),
                                         ("warm", "tab:green"))):
             a2.bar(pos + (k - 1) * w, [_median(r[key]) for r in m["cold_warm"]], w, color=col,
-                   label=key if key != "off" else "cache off")
+                   yerr=_span(m["cold_warm"], key), capsize=3, ecolor="black",
+                   error_kw={"lw": 0.8}, label=key if key != "off" else "cache off")
         for x, r in zip(pos, m["cold_warm"], strict=True):
             _label(a2, x + w, _median(r["warm"]), r["cached_tokens"], "tab:green")
         a2.set_xticks(pos, [str(n) for n in ns])
@@ -358,9 +366,11 @@ def prefix_cache(rep: Any, out: Path) -> Path | None:
                 ax.yaxis.set_minor_formatter(_plain_formatter(minor=True))
             ax.set_ylabel("TTFT (ms, median)")
             ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=7)
+            lo, hi = ax.get_ylim()  # headroom for a one-row legend above the data
+            ax.set_ylim(lo, hi * 2.5 if ax.get_yscale() == "log" else hi * 1.2)
+            ax.legend(fontsize=7, ncol=3, loc="upper left", framealpha=0.8)
     fig.suptitle(f"Prefix cache, engine, medians of {rep.opts.reps} round(s); boxed: prompt "
-                 "tokens the cache gave", fontsize=10)
+                 f"tokens the cache gave; {BARS.replace('requests', 'rounds')}", fontsize=10)
     fig.tight_layout()
     path = out / "prefix_cache.png"
     fig.savefig(path, dpi=110)

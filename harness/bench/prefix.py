@@ -404,8 +404,9 @@ def findings(m: dict[str, Any]) -> list[str]:
     if last:
         out.append(f"At {last['n_in']} prompt tokens a warm request takes "
                    f"{_f(last['warm_over_cold'], 2)}x the cold one's TTFT "
-                   f"({last['cached_tokens']} tokens from the cache); filling the cache "
-                   f"makes a cold request {_f(last['cold_over_off'], 2)}x one without it.")
+                   f"({last['cached_tokens']} tokens from the cache); the cold request (a miss, "
+                   f"which also fills the cache) took {_f(last['cold_over_off'], 2)}x the TTFT "
+                   "of the same prompt without the cache.")
     g = last["guest"] if last else None
     if g and g["cold"]["n"]:
         out.append(f"Through the guest the same pair gives {_f(g['warm_over_cold'], 2)}x "
