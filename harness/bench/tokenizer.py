@@ -266,7 +266,7 @@ def markdown(rep: TokenizerReport, heading: str = "##") -> list[str]:
                   f"later than TTFT alone would put it ({_f(c.overhead)}x TTFT): "
                   f"{_f(c.tokenize, 3)} ms encoding in the guest, {_f(c.to_submit, 3)} ms "
                   f"until ai_submit, {_f(c.to_console)} ms from the first token to its text on "
-                  "the console.", ""]
+                  "the console (medians of each part: they need not add up to the whole).", ""]
     for model, why in rep.skipped.items():
         L += [f"> {model}: {why}", ""]
     return L
