@@ -330,8 +330,9 @@ def tokenizer(models: str, size: int, reps: int, first_reps: int, guest: bool,
               callback=_ints(2, LIMITS["prompt"], "prompts must be {range} tokens (AI_MAX_TOKENS"
                              " in kernel_c/ai.h)", "128,192,255"),
               help="Prompt lengths of the cold / warm comparison.")
-@click.option("--turns", type=click.IntRange(2, 20), default=5, show_default=True,
-              help="Turns of the conversation.")
+@click.option("--turns", type=click.IntRange(2, 5), default=5, show_default=True,
+              help="Turns of the conversation (32 user + 16 answer tokens each: 5 fit in "
+                   "the service's 255-token prompt).")
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
               help="Folder for prefix.md, prefix.json and prefix_cache.png.")
 @click.option("--no-plots", is_flag=True, help="Do not draw the plot.")
