@@ -1,7 +1,8 @@
 """`chat` (user_c/chat.c) driven through the guest's console: two turns whose second prompt
 carries the first (checked on the prompt ids the AI device received), text decoded in the
 guest equal to the model's own decoding, ^C stopping an answer with the request cancelled on
-the device, /reset and /stats; and `harness run --chat`.
+the device, /reset and /stats; and `harness run --chat`. The two turns on Qwen3.5 too
+(synthetic weights: the protocol, not the text).
 """
 
 from __future__ import annotations
