@@ -86,7 +86,7 @@ def tokenizer_cost(models: tuple[str, ...] = MODELS, size: int = 300_000, reps: 
         for model in models:
             tok = load_tokenizer(model)
             (_, vocab), = vocab_files(model).items()
-            vpath = Path(tmp) / f"{model}.tok"
+            vpath = Path(tmp) / f"{Path(model).name}.tok"  # a model may be a path
             vpath.write_bytes(vocab)
             text = sample_text(size)
             raw = text.encode()
