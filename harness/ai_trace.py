@@ -109,6 +109,15 @@ def program_events(reqid: int, timing: dict[str, Any]) -> list[TraceEvent]:
             if isinstance(timing.get(k), int) and timing[k] > 0]
 
 
+def console_stages(output: str) -> list[TraceEvent]:
+    """The program stamps of every `llmrun --timing` result printed in `output` (a boot's
+    console), as trace events of their requests."""
+    from harness.session import parse_llmrun
+
+    return [e for r in parse_llmrun(output) if "reqid" in r.timing
+            for e in program_events(r.timing["reqid"], r.timing)]
+
+
 def _instant(pid: int, rid: int, e: TraceEvent) -> dict[str, Any]:
     args: dict[str, Any] = {"source": e.source}
     if e.event == "done":

@@ -1,8 +1,8 @@
 """`harness bench`: benchmarks that print ratios against a reference measured in the same run.
 
 This module only parses the options and calls the benchmarks, which live in harness/bench/
-(one module each: lifecycle.py with no subcommand, system.py, service.py, fs.py) and, for pyllm's
-engines against llama.cpp, pyllm/bench.py (imported lazily).
+(one module each: lifecycle.py with no subcommand, system.py, service.py, fs.py, tokenizer.py,
+prefix.py) and, for pyllm's engines against llama.cpp, pyllm/bench.py (imported lazily).
 """
 
 from __future__ import annotations
@@ -109,10 +109,14 @@ MAX_CLIENTS = 32  # aibench -c
               help="Skip the guest path (engine and load figures only).")
 @click.option("--no-llamacpp", is_flag=True, help="Skip llama.cpp even if it is installed.")
 @click.option("--no-plots", is_flag=True, help="Do not draw the PNG plots.")
+@click.option("--no-tokenizer", is_flag=True,
+              help="Skip the guest tokenizer's cost and the time to the first character.")
+@click.option("--no-prefix", is_flag=True, help="Skip the prefix-cache section.")
 @click.pass_context
 def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: list[int],
           reps: int, concurrency: list[int], out: Path, quick: bool, load_reps: int, cold: str,
-          per_client: int, no_guest: bool, no_llamacpp: bool, no_plots: bool) -> None:
+          per_client: int, no_guest: bool, no_llamacpp: bool, no_plots: bool,
+          no_tokenizer: bool = False, no_prefix: bool = False) -> None:
     """The inference lifecycle: load time, TTFT, TPOT, roofline, concurrency.
 
     \b
@@ -125,6 +129,10 @@ def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: l
     harness bench system           boot time, syscall round trip, guest MIPS, idle host CPU
     harness bench service          TTFT/TPOT through the guest's AI service vs the engine alone
     harness bench fs               file-system throughput with the log against without it
+    harness bench tokenizer        the guest tokenizer's µs/token vs HF tokenizers / tiktoken;
+                                   time to the first character on the console vs TTFT
+    harness bench prefix           TTFT with the prefix cache vs without: shared prefix
+                                   0..100 %, cold vs warm, a conversation per turn; memory
 
     Each metric's start and stop are defined in harness/bench/metrics.py and docs/BENCH.md.
     """
@@ -145,7 +153,8 @@ def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: l
     opts = Options(models=names, input_lens=input_lens, output_lens=output_lens, reps=reps,
                    concurrency=concurrency, out=out, quick=quick, cold=cold,
                    guest=not no_guest, llamacpp=not no_llamacpp, load_reps=load_reps,
-                   per_client=per_client, plots=not no_plots)
+                   per_client=per_client, plots=not no_plots, tokenizer=not no_tokenizer,
+                   prefix=not no_prefix)
     if quick:
         given = {k for k in ("input_lens", "output_lens", "reps", "concurrency", "load_reps",
                              "per_client")
@@ -271,3 +280,89 @@ def fs(files: int, reps: int, kernel: Path, fs: Path) -> None:
     except BenchError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(bench_fs.format_report(r, reps))
+
+
+@bench.command()
+@click.option("--models", "-m", default="smol,qwen", show_default=True,
+              help="Comma-separated models (registry names or paths).")
+@click.option("--size", type=click.IntRange(1_000, 10_000_000), default=300_000,
+              show_default=True, help="Characters of the sample text encoded.")
+@click.option("--reps", type=click.IntRange(1, 50), default=3, show_default=True,
+              help="Encodings of the text on each side (the best counts).")
+@click.option("--first-reps", type=click.IntRange(1, 50), default=5, show_default=True,
+              help="Guest requests behind each first-character median.")
+@click.option("--guest", is_flag=True, help="Also time `tok -t` in the guest (slow).")
+@click.option("--no-first", is_flag=True,
+              help="Skip the time to the first character (no guest boot).")
+@_guest_options
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the figures to this JSON file.")
+def tokenizer(models: str, size: int, reps: int, first_reps: int, guest: bool,
+              no_first: bool, kernel: Path, fs: Path, json_path: Path | None) -> None:
+    """The guest tokenizer's µs per token against HF tokenizers / tiktoken, and the time to
+    the first character on the console against TTFT (llmrun --stream --text)."""
+    import json
+
+    from harness.bench import tokenizer as bench_tokenizer
+
+    if not no_first or guest:
+        _guest_files(kernel, fs)
+    rep = bench_tokenizer.run([m.strip() for m in models.split(",") if m.strip()], size, reps,
+                              first_reps, guest, kernel=kernel, fs=fs, first=not no_first,
+                              say=lambda m: click.echo(m, err=True))
+    click.echo("\n".join(bench_tokenizer.markdown(rep)))
+    if json_path:
+        json_path.write_text(json.dumps(rep.as_dict(), indent=2) + "\n")
+    if not rep.costs:
+        raise click.ClickException("no model measured: " + "; ".join(rep.skipped.values()))
+
+
+@bench.command()
+@click.option("--models", "-m", default="smol,qwen", show_default=True,
+              help="Comma-separated models (registry names or paths); a missing synthetic "
+                   "Qwen is skipped with the command that writes it.")
+@click.option("--reps", type=click.IntRange(1, 50), default=3, show_default=True,
+              help="Interleaved rounds (medians are reported).")
+@click.option("--prompt-len", type=click.IntRange(2, LIMITS["prompt"]),
+              default=LIMITS["prompt"], show_default=True,
+              help="Tokens of the shared-prefix prompts.")
+@click.option("--lengths", default="128,192,255", show_default=True,
+              callback=_ints(2, LIMITS["prompt"], "prompts must be {range} tokens (AI_MAX_TOKENS"
+                             " in kernel_c/ai.h)", "128,192,255"),
+              help="Prompt lengths of the cold / warm comparison.")
+@click.option("--turns", type=click.IntRange(2, 5), default=5, show_default=True,
+              help="Turns of the conversation (32 user + 16 answer tokens each: 5 fit in "
+                   "the service's 255-token prompt).")
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for prefix.md, prefix.json and prefix_cache.png.")
+@click.option("--no-plots", is_flag=True, help="Do not draw the plot.")
+@click.option("--no-guest", is_flag=True, help="Skip the cold / warm pair through the guest.")
+@_guest_options
+def prefix(models: str, reps: int, prompt_len: int, lengths: list[int], turns: int,
+           out: Path | None, no_plots: bool, no_guest: bool, kernel: Path, fs: Path) -> None:
+    """TTFT with the prefix cache against without it: against the shared-prefix fraction
+    (0..100 %), cold vs warm at 3 prompt lengths, per turn of a conversation; its memory."""
+    import json
+
+    from harness.bench import prefix as bench_prefix
+
+    opts = bench_prefix.Options([m.strip() for m in models.split(",") if m.strip()], reps,
+                                prompt_len, lengths=tuple(lengths), turns=turns)
+    if not no_guest:
+        _guest_files(kernel, fs)
+    try:
+        rep = bench_prefix.run(opts, say=lambda m: click.echo(m, err=True),
+                               guest=None if no_guest else (kernel, fs))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    png = None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        from harness.bench.plots import prefix_cache
+
+        png = None if no_plots else prefix_cache(rep, out)
+        (out / "prefix.json").write_text(json.dumps(rep.as_dict(), indent=1) + "\n")
+        (out / "prefix.md").write_text("\n".join(bench_prefix.markdown(rep, png)))
+    click.echo("\n".join(bench_prefix.markdown(rep, png)))
+    if not rep.models:
+        raise click.ClickException("no model measured: " + "; ".join(rep.skipped.values()))

@@ -173,6 +173,7 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
                            cmd="chat" if chat else cmd or "", persist=persist, timeout=timeout,
                            hang_timeout=hang_timeout, cpus=cpus)
     created: list = []
+    console = bytearray()  # with --trace: llmrun's own stamps (tokenize, shown) are in it
     if model is not None:
         add_ai_device(config, model, log=None if quiet else HOST_LOG, plan=plan,
                       allow_load=(model,), created=created)
@@ -184,7 +185,7 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
 
             attach = attach_monitor(record=monitor_record, quiet=quiet)
         code = console_boot(config, interactive=cmd is None, quiet=quiet, gdb=gdb_port,
-                            attach=attach)
+                            attach=attach, tee=None if trace is None else console.extend)
     finally:
         for dev in created:
             if plan is not None and not quiet:
@@ -192,8 +193,10 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
         if trace is not None:
             from harness import ai_trace
 
-            n = ai_trace.write_trace(trace, [(f"boot {i + 1}", d.trace)
-                                             for i, d in enumerate(created)])
+            boots = [(f"boot {i + 1}", list(d.trace)) for i, d in enumerate(created)]
+            if boots:  # the stamps name their requests; reqids count from 1 each boot
+                boots[-1][1].extend(ai_trace.console_stages(console.decode(errors="replace")))
+            n = ai_trace.write_trace(trace, boots)
             click.echo(f"[harness] wrote {n} trace events to {trace}", err=True)
     sys.exit(code)
 

@@ -230,16 +230,18 @@ HOST_LOG = _HostLog()
 
 def console_boot(config: MachineConfig, *, interactive: bool, quiet: bool,
                  gdb: int | None = None,
-                 attach: Callable[[Machine], Callable[[], None]] | None = None) -> int:
+                 attach: Callable[[Machine], Callable[[], None]] | None = None,
+                 tee: Callable[[bytes], None] | None = None) -> int:
     """Run the machine on the terminal (rebooting on POWER_RESET) and return the process
     exit code; with `gdb` (a port) the machine is served to gdb instead
     (harness/debug/gdbserver.py). `attach(machine)` runs before each boot and returns
-    what to call when it ends (the `--monitor` of harness run)."""
+    what to call when it ends (the `--monitor` of harness run); `tee` also gets the
+    guest's console output (the `--trace` of harness run reads llmrun's stamps in it)."""
     while True:
         t0 = time.perf_counter()
         holder: list[Machine] = []  # the console exists before the machine it feeds
         console = _console(holder)
-        config.output = console.write
+        config.output = console.write if tee is None else _both(console.write, tee)
         HOST_LOG.console = console
         machine = new_machine(config)
         holder.append(machine)
@@ -265,6 +267,14 @@ def console_boot(config: MachineConfig, *, interactive: bool, quiet: bool,
         if not quiet:
             click.echo("\r\n[harness] the guest asked for a reset: rebooting", err=True)
         config.disk_data = machine.disk.disk
+
+
+def _both(a: Callable[[bytes], None], b: Callable[[bytes], None]) -> Callable[[bytes], None]:
+    def write(data: bytes) -> None:
+        a(data)
+        b(data)
+
+    return write
 
 
 def _console(holder: list[Machine]) -> Console:

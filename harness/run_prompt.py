@@ -69,9 +69,7 @@ def run_prompt(*, model: str, text: str, max_new_tokens: int, kernel: Path, fs: 
                           other=None if quiet else _echo_console, on_prompt=_echo_prompt)
         with _sigterm_as_interrupt():
             run = session.run(cmd, timeout=timeout, echo=stream.feed, files=files)
-        stages = [e for r in parse_llmrun(run.output) if "reqid" in r.timing
-                  for e in ai_trace.program_events(r.timing["reqid"], r.timing)]
-        boots.append(("boot 1: " + _short(cmd), run.trace + stages))
+        boots.append(("boot 1: " + _short(cmd), run.trace + ai_trace.console_stages(run.output)))
         code = _report(run, session, ids, stream.finished, quiet)
         if clock == "icount":
             click.echo("note: with --clock icount guest time follows the instruction count, so "

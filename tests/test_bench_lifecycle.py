@@ -205,15 +205,17 @@ def test_quick_run_writes_every_output(quick_run: tuple[Path, dict, str]) -> Non
     out, doc, stdout = quick_run
     for name in ("report.md", "results.json", "results.csv", "requests.csv",
                  "ttft_vs_input.png", "tpot_vs_output.png", "load_time.png", "roofline.png",
-                 "concurrency.png"):
+                 "concurrency.png", "prefix_cache.png"):
         p = out / name
         assert p.is_file() and p.stat().st_size > 200, name
         if name.endswith(".png"):
             assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     report = (out / "report.md").read_text()
-    for png in ("ttft_vs_input", "tpot_vs_output", "load_time", "roofline", "concurrency"):
+    for png in ("ttft_vs_input", "tpot_vs_output", "load_time", "roofline", "concurrency",
+                "prefix_cache"):
         assert f"({png}.png)" in report
-    for heading in ("## 1. What is measured", "## 3. Prefill vs decode", "## 6. Concurrency"):
+    for heading in ("## 1. What is measured", "## 3. Prefill vs decode", "## 6. Concurrency",
+                    "## 8. The guest tokenizer", "## 9. The prefix cache", "## 10. Notes"):
         assert heading in report
     assert "synthetic weights" in report and "(synthetic weights)" in stdout
     assert "Serving Benchmark Result" in stdout and "=" * 50 in stdout
@@ -248,6 +250,19 @@ def test_quick_run_json_is_complete_and_consistent(quick_run: tuple[Path, dict, 
             if c["ttft"]["n"]:
                 assert c["ttft"]["median"] > 0 and c["e2e"]["median"] >= c["ttft"]["median"]
         assert m["concurrency"]["engine"][-1]["clients"] == 16
+    # the sections of issues 13 and 15: every model in the prefix cache's, the tokenizer's
+    # cost for SmolLM2 (the tiny checkpoint has no tokenizer: skipped with the reason)
+    pre = doc["prefix_cache"]
+    assert pre["vantage"] == "engine" and set(pre["models"]) == set(doc["models"])
+    for m in pre["models"].values():
+        assert [r["percent"] for r in m["shared"]] == [0, 25, 50, 75, 100]
+        assert len(m["cold_warm"]) == 3 and len(m["turns"]) == 5
+    tok = doc["tokenizer"]
+    assert {c["model"] for c in tok["costs"]} | set(tok["skipped"]) == set(doc["models"])
+    if SMOL.is_file():
+        assert any(c["model"] == "smol" for c in tok["costs"])
+        if BUILT:
+            assert any(c["model"] == "smol" for c in tok["first_character"])
     with (out / "requests.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     per_model = 2 * 2 * (3 if BUILT else 1)  # cells x vantages (guest, device, engine)

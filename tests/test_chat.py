@@ -1,7 +1,8 @@
 """`chat` (user_c/chat.c) driven through the guest's console: two turns whose second prompt
 carries the first (checked on the prompt ids the AI device received), text decoded in the
 guest equal to the model's own decoding, ^C stopping an answer with the request cancelled on
-the device, /reset and /stats; and `harness run --chat`.
+the device, /reset and /stats; and `harness run --chat`. The two turns on Qwen3.5 too
+(synthetic weights: the protocol, not the text).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 
+import pytest
 from test_ai_host import ROOT, _need_build, _need_smol
 from test_ai_user import smol_name
 
@@ -35,43 +37,47 @@ class Console:
             time.sleep(0.02)
 
 
-def _chat(smol_session: AiSession, args: str, script: Callable[[Machine, Console], None]
-          ) -> tuple[str, list[list[int]]]:
+def _chat(session: AiSession, args: str, script: Callable[[Machine, Console], None],
+          model: str = "smol", requests: list | None = None) -> tuple[str, list[list[int]]]:
     """Run `chat args` with script typing into it; the console and every prompt the device's
-    engine was given."""
+    engine was given (`requests`, if given, collects the engine's requests)."""
     con = Console()
     prompts: list[list[int]] = []
-    lm = smol_session.lm
+    lm = session.lm
     assert lm is not None
     submit = lm.engine.submit
 
     def spy(prompt, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202 (the engine's own)
         prompts.append([int(x) for x in prompt])
-        return submit(prompt, *a, **kw)
+        req = submit(prompt, *a, **kw)
+        if requests is not None:
+            requests.append(req)
+        return req
 
     lm.engine.submit = spy  # type: ignore[method-assign]
     try:
-        run = smol_session.run(f"chat {args}", echo=con.out.extend,
-                          during=lambda m: script(m, con), files=vocab_files("smol"),
-                          timeout=300)
+        run = session.run(f"chat {args}", echo=con.out.extend,
+                          during=lambda m: script(m, con), files=vocab_files(model),
+                          timeout=600)
     finally:
         del lm.engine.submit
     assert run.ok, run.output
     return run.output, prompts
 
 
-def test_two_turns_carry_the_context_and_stats(smol_session: AiSession) -> None:
-    def script(m: Machine, con: Console) -> None:
-        con.wait_for("> ")
-        m.send_input(b"My name is Alice.\n")
-        con.wait_for("> ", 2)
-        m.send_input(b"What is my name?\n")
-        con.wait_for("> ", 3)
-        m.send_input(b"/stats\n")
-        con.wait_for("> ", 4)
-        m.send_input(b"/quit\n")
+def _two_turns(m: Machine, con: Console) -> None:
+    con.wait_for("> ")
+    m.send_input(b"My name is Alice.\n")
+    con.wait_for("> ", 2)
+    m.send_input(b"What is my name?\n")
+    con.wait_for("> ", 3, timeout=300)
+    m.send_input(b"/stats\n")
+    con.wait_for("> ", 4)
+    m.send_input(b"/quit\n")
 
-    out, prompts = _chat(smol_session, "--predict 24", script)
+
+def test_two_turns_carry_the_context_and_stats(smol_session: AiSession) -> None:
+    out, prompts = _chat(smol_session, "--predict 24", _two_turns)
     tok = smol_session.tokenizer
     assert len(prompts) == 2
     first, second = prompts
@@ -92,6 +98,38 @@ def test_two_turns_carry_the_context_and_stats(smol_session: AiSession) -> None:
     assert re.search(r"\[chat\] last answer: \d+ tokens; time to first character \d+\.\d ms "
                      r"\(tokenize \d+\.\d ms, TTFT \d+\.\d ms\), \d+\.\d\d tokens/s\n"
                      r"\[chat\] prompt \d+ tokens with 1 earlier turns", out), out
+
+
+@pytest.mark.slow
+def test_two_turns_on_qwen_carry_the_context() -> None:
+    """The same protocol on Qwen3.5 (the synthetic weights: the answers are noise, so only
+    the prompts are checked): no system prompt, the second prompt is the first, its answer's
+    ids as generated, then the new message in the template."""
+    _need_build()
+    from pyllm.errors import ModelNotFoundError
+    from pyllm.registry import resolve
+
+    try:
+        resolve("qwen")
+    except ModelNotFoundError as exc:
+        pytest.skip(f"Qwen3.5 not installed ({exc})")
+    reqs: list = []
+    with AiSession("qwen") as qwen:
+        out, prompts = _chat(qwen, "--predict 8", _two_turns, model="qwen", requests=reqs)
+        tok = qwen.tokenizer
+    assert len(prompts) == 2
+    first, second = prompts
+    assert tok.decode(first) == ("<|im_start|>user\nMy name is Alice.<|im_end|>\n"
+                                 "<|im_start|>assistant\n")
+    assert first == tok.encode(tok.decode(first))  # the guest's ids are the model's
+    assert second[:len(first)] == first
+    tail = tok.encode("<|im_end|>\n<|im_start|>user\nWhat is my name?<|im_end|>\n"
+                      "<|im_start|>assistant\n")
+    assert second[-len(tail):] == tail
+    answer = second[len(first):-len(tail)]
+    gen = [int(t) for t in reqs[0].tokens]
+    assert answer and gen[:len(answer)] == answer  # the answer exactly as generated
+    assert re.search(r"\[chat\] prompt \d+ tokens with 1 earlier turns", out), out
 
 
 def test_ctrl_c_stops_the_answer_on_the_device_then_reset(smol_session: AiSession) -> None:

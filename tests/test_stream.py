@@ -9,6 +9,7 @@ aireadtest.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 from test_ai_host import harness
@@ -116,3 +117,24 @@ def test_stream_text_and_the_tokenize_detokenize_stages(smol_session: AiSession)
     first, second = t["reqid"], res[1].timing["reqid"]
     assert {(first, "tokenize"), (first, "to reader"), (first, "to console")} <= slices
     assert {(second, "tokenize"), (second, "detokenize")} <= slices
+
+
+def test_harness_run_trace_has_the_programs_stages(tmp_path: Path) -> None:
+    """`harness run -c "llmrun --timing --text ..." --trace F`: the tokenize and detokenize
+    slices of llmrun's own stamps are in the trace, next to the device's events."""
+    import json
+
+    from test_ai_host import _need_build, _need_smol
+
+    _need_build()
+    _need_smol()
+    out = tmp_path / "t.json"
+    r = harness("run", "--model", "smol", "-q", "-c",
+                'llmrun --timing --predict 4 --text "The capital of France is"',
+                "--trace", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    events = json.loads(out.read_text())["traceEvents"]
+    slices = {e["name"] for e in events if e["ph"] == "X"}
+    assert {"tokenize", "detokenize", "prefill"} <= slices, slices
+    rid = {e["tid"] for e in events if e["ph"] == "X" and e["name"] == "tokenize"}
+    assert rid == {e["tid"] for e in events if e["ph"] == "X" and e["name"] == "prefill"}

@@ -15,6 +15,8 @@ Order of work (the machine is shared and noisy, so measurements are interleaved)
     in odd ones; then llama.cpp's TTFT/TPOT where it can run
  4. concurrency sweep: for each model, one boot with `aibench -c C` for each C, and the
     same closed loop of C client threads on the engine
+ 5. the guest tokenizer's cost and the time to the first character (harness/bench/tokenizer.py)
+ 6. the prefix cache, on the engine (harness/bench/prefix.py)
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ class Options:
     kernel: Path = ROOT / "build" / "kernel" / "kernel.elf"
     fs: Path = ROOT / "build" / "fs.img"
     plots: bool = True
+    tokenizer: bool = True  # section: the guest tokenizer and the first character
+    prefix: bool = True  # section: the prefix cache
 
 
 @dataclass
@@ -156,6 +160,8 @@ class Results:
     meta: dict[str, Any]
     skipped: dict[str, str] = field(default_factory=dict)  # spec -> why
     wall_s: float = 0.0
+    tokenizer: Any = None  # harness.bench.tokenizer.TokenizerReport, when measured
+    prefix: Any = None  # harness.bench.prefix.PrefixReport, when measured
 
     def cell(self, model: str, vantage: str, n_in: int | None = None,
              n_out: int | None = None, clients: int = 1) -> list[RequestTimes]:
@@ -372,13 +378,47 @@ def run(opts: Options, progress: Progress, say: Callable[[str], None]) -> Result
         for spec in specs:
             models[spec].roofline = roofline_points(models[spec], samples, probes.peaks)
         probes.close()
+        tok, pre = _tokenizer_and_prefix(opts, specs, lms, models, skipped, progress, say)
     finally:
         for rn in llama.values():
             rn.close()
         for lm in lms.values():
             lm.close()
     return Results(opts, models, samples, probes.peaks, machine_meta(), skipped,
-                   time.perf_counter() - t_start)
+                   time.perf_counter() - t_start, tok, pre)
+
+
+def _tokenizer_and_prefix(opts: Options, specs: list[str], lms: dict[str, Any],
+                          models: dict[str, ModelResult], skipped: dict[str, str],
+                          progress: Progress, say: Callable[[str], None]) -> tuple[Any, Any]:
+    """Steps 5 and 6: the tokenizer section (the first character through the guest where
+    the guest path works) and the prefix-cache section, on the models loaded here."""
+    from harness.bench import prefix, tokenizer
+
+    tok = pre = None
+    if opts.tokenizer:
+        progress("guest tokenizer, first character", 0)
+        guest = [s for s in specs if not models[s].guest_error]
+        tok = tokenizer.run(specs, size=100_000 if opts.quick else 300_000,
+                            reps=1 if opts.quick else 3, first_reps=3 if opts.quick else 5,
+                            lms={s: lms[s] for s in guest}, kernel=opts.kernel, fs=opts.fs,
+                            say=say, first=bool(guest))
+        for s in specs:
+            if s not in guest:
+                tok.skipped.setdefault(s, f"first character not measured: "
+                                          f"{models[s].guest_error}")
+        progress("", len(specs))
+    if opts.prefix:
+        popts = prefix.Options(list(specs), reps=prefix.QUICK["reps"] if opts.quick
+                               else opts.reps)
+        pre = prefix.PrefixReport(popts, {}, dict(skipped))
+        for s in specs:
+            progress(f"{s}: prefix cache", 0)
+            guest = None if models[s].guest_error else (opts.kernel, opts.fs)
+            pre.models[s] = prefix.measure_model(s, lms[s].model, popts, popts.reps,
+                                                 guest=guest)
+            progress("", 1)
+    return tok, pre
 
 
 def _title(info: Any) -> str:
@@ -392,7 +432,8 @@ def _title(info: Any) -> str:
 def steps_total(opts: Options, n_models: int) -> int:
     """Progress steps `run` reports (for the bar)."""
     per_round = 3 + len(opts.input_lens) * len(opts.output_lens)
-    return n_models * (1 + 2 * opts.load_reps + 1 + opts.reps * per_round + 2)
+    sections = int(opts.tokenizer) + int(opts.prefix)
+    return n_models * (1 + 2 * opts.load_reps + 1 + opts.reps * per_round + 2 + sections)
 
 
 def _rotate(xs: list[str], k: int) -> list[str]:

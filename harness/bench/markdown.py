@@ -380,7 +380,7 @@ def _notes(res: Results) -> list[str]:
     L: list[str] = []
     add = L.append
     specs = list(res.models)
-    add("## 8. Notes")
+    add("## 10. Notes")
     add("")
     for spec in specs:
         mr = res.models[spec]
@@ -397,6 +397,22 @@ def _notes(res: Results) -> list[str]:
     add("")
     return L
 
+def _text_and_prefix(res: Results, plots: dict[str, Path]) -> list[str]:
+    """Sections 8 and 9: the guest tokenizer and the first character; the prefix cache
+    (their writers live with their benchmarks, which `harness bench tokenizer|prefix` run
+    alone)."""
+    from harness.bench import prefix, tokenizer
+
+    L: list[str] = []
+    if res.tokenizer is not None:
+        sec = tokenizer.markdown(res.tokenizer)
+        L += [sec[0].replace("## ", "## 8. ", 1), *sec[1:]]
+    if res.prefix is not None:
+        sec = prefix.markdown(res.prefix, plots.get("prefix_cache"))
+        L += [sec[0].replace("## ", "## 9. ", 1), *sec[1:]]
+    return L
+
+
 def write_markdown(res: Results, out: Path, plots: dict[str, Path]) -> Path:
     """report.md in `out`: the sections in order, the plots embedded where they belong."""
     specs = list(res.models)
@@ -406,7 +422,8 @@ def write_markdown(res: Results, out: Path, plots: dict[str, Path]) -> Path:
     L += _length_plots(plots) + _roofline(res, plots)
     if len(specs) >= 2:
         L += _compare(res, plots)
-    L += _os_path(res) + _concurrency(res, plots) + _course(res) + _llamacpp(res) + _notes(res)
+    L += _os_path(res) + _concurrency(res, plots) + _course(res) + _llamacpp(res)
+    L += _text_and_prefix(res, plots) + _notes(res)
     path = out / "report.md"
     path.write_text("\n".join(L))
     return path

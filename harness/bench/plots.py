@@ -7,6 +7,7 @@
     roofline.png         the measured roofs and each phase (prefill at every prompt length,
                          decode) as a point
     concurrency.png      throughput and TTFT (median, P99) against concurrent clients
+    prefix_cache.png     TTFT with the prefix cache and without (harness/bench/prefix.py)
 
 Every point is a median over the run's repetitions; whiskers show min..max. Labels carry
 "(synthetic weights)" where it applies.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from harness.bench.analysis import load_summary
 from harness.bench.lifecycle import Results
@@ -287,6 +289,95 @@ def concurrency(res: Results, out: Path) -> Path | None:
     return path
 
 
+# ---------------------------------------------------------------- prefix cache
+
+def _median(summary: dict[str, Any]) -> float:
+    return summary["median"] if summary["n"] else math.nan
+
+
+def _span(rows: list[dict[str, Any]], key: str) -> list[list[float]]:
+    """Error bars min..max around the medians of rows[i][key] (a Summary's dict)."""
+    return [[max(0.0, r[key]["median"] - r[key]["min"]) if r[key]["n"] else 0.0 for r in rows],
+            [max(0.0, r[key]["max"] - r[key]["median"]) if r[key]["n"] else 0.0 for r in rows]]
+
+
+def _label(ax: Any, x: float, y: float, cached: int, color: str) -> None:
+    """The tokens the cache gave, boxed just above a point."""
+    if math.isfinite(y):
+        ax.annotate(str(cached), (x, y), textcoords="offset points", xytext=(0, 8),
+                    ha="center", fontsize=7, color=color,
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": color, "lw": 0.5})
+
+
+def _on_off(ax: Any, rows: list[dict[str, Any]], x: str, color: str) -> list[int]:
+    """TTFT with the cache and without against rows' `x`, the cached tokens boxed; the xs."""
+    xs = [r[x] for r in rows]
+    for key, style, col in (("on", "-o", color), ("off", "--s", "gray")):
+        ax.errorbar(xs, [_median(r[key]) for r in rows], yerr=_span(rows, key), fmt=style,
+                    color=col, capsize=3, label=f"cache {key}")
+    for r in rows:
+        _label(ax, r[x], _median(r["on"]), r["cached_tokens"], color)
+    return xs
+
+
+def prefix_cache(rep: Any, out: Path) -> Path | None:
+    """prefix_cache.png of a harness.bench.prefix.PrefixReport: one row per model; TTFT against
+    the shared fraction, cold / warm / off per prompt length, and TTFT per conversation turn,
+    with the cache and without."""
+    import numpy as np
+
+    doc = rep.as_dict()["models"]
+    if not doc:
+        return None
+    plt = _plt()
+    rows = len(doc)
+    fig, axes = plt.subplots(rows, 3, figsize=(14, 4.2 * rows), squeeze=False)
+    for i, m in enumerate(doc.values()):
+        a1, a2, a3 = axes[i]
+        c = COLORS[i % len(COLORS)]
+        xs = _on_off(a1, m["shared"], "percent", c)
+        a1.set_xticks(xs, [f"{x} %" for x in xs])
+        a1.set_xlabel(f"prompt shared with an earlier one ({rep.opts.prompt_len} tokens)",
+                      fontsize=8)
+        a1.set_title(f"{m['label']}: TTFT vs shared prefix", fontsize=9)
+        ns = [r["n_in"] for r in m["cold_warm"]]
+        w = 0.27
+        pos = np.arange(len(ns))
+        for k, (key, col) in enumerate((("off", "gray"), ("cold", "tab:red"),
+                                        ("warm", "tab:green"))):
+            a2.bar(pos + (k - 1) * w, [_median(r[key]) for r in m["cold_warm"]], w, color=col,
+                   yerr=_span(m["cold_warm"], key), capsize=3, ecolor="black",
+                   error_kw={"lw": 0.8}, label=key if key != "off" else "cache off")
+        for x, r in zip(pos, m["cold_warm"], strict=True):
+            _label(a2, x + w, _median(r["warm"]), r["cached_tokens"], "tab:green")
+        a2.set_xticks(pos, [str(n) for n in ns])
+        a2.set_xlabel("prompt tokens (same prompt: cold, then warm)", fontsize=8)
+        a2.set_title(f"{m['label']}: cold vs warm", fontsize=9)
+        ts = _on_off(a3, m["turns"], "turn", c)
+        a3.set_xticks(ts, [f"{t}\n({r['prompt_tokens']})" for t, r in zip(ts, m["turns"],
+                                                                       strict=True)])
+        a3.set_xlabel("conversation turn (prompt tokens)", fontsize=8)
+        a3.set_title(f"{m['label']}: TTFT per turn", fontsize=9)
+        for ax in (a1, a2, a3):
+            ys = [y for line in ax.get_lines() for y in line.get_ydata()] + [
+                p.get_height() for p in ax.patches]
+            if set_yscale(ax, ys) == "log":
+                ax.yaxis.set_major_formatter(_plain_formatter())
+                ax.yaxis.set_minor_formatter(_plain_formatter(minor=True))
+            ax.set_ylabel("TTFT (ms, median)")
+            ax.grid(True, which="both", alpha=0.3)
+            lo, hi = ax.get_ylim()  # headroom for a one-row legend above the data
+            ax.set_ylim(lo, hi * 2.5 if ax.get_yscale() == "log" else hi * 1.2)
+            ax.legend(fontsize=7, ncol=3, loc="upper left", framealpha=0.8)
+    fig.suptitle(f"Prefix cache, engine, medians of {rep.opts.reps} round(s); boxed: prompt "
+                 f"tokens the cache gave; {BARS.replace('requests', 'rounds')}", fontsize=10)
+    fig.tight_layout()
+    path = out / "prefix_cache.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def all_plots(res: Results, out: Path) -> dict[str, Path]:
     """Write every plot into `out`; {name: path}."""
     done: dict[str, Path] = {
@@ -298,4 +389,8 @@ def all_plots(res: Results, out: Path) -> dict[str, Path]:
     c = concurrency(res, out)
     if c is not None:
         done["concurrency"] = c
+    if res.prefix is not None:
+        p = prefix_cache(res.prefix, out)
+        if p is not None:
+            done["prefix_cache"] = p
     return done

@@ -106,7 +106,9 @@ def results_dict(res: Results) -> dict[str, Any]:
                         "start_stop": {f"{v}.{m}": list(p) for (v, m), p in START_STOP.items()},
                         "timestamps": TIMESTAMP_MEANING},
         "machine": res.probes, "models": models, "comparisons": comps,
-        "headline": A.headline(res), "skipped": res.skipped})
+        "headline": A.headline(res), "skipped": res.skipped,
+        "tokenizer": res.tokenizer.as_dict() if res.tokenizer is not None else None,
+        "prefix_cache": res.prefix.as_dict() if res.prefix is not None else None})
 
 
 def write_json(res: Results, path: Path) -> None:
@@ -544,6 +546,15 @@ def terminal(res: Results, console: Any) -> None:
         for lab, r in rows:
             t.add_row(lab, r["what"], f(r["ours"]), f(r["llama.cpp"]), fx(r["ratio"]))
         console.print(t)
+    if res.tokenizer is not None:
+        for c in [*res.tokenizer.costs, *res.tokenizer.first]:
+            console.print(c.line(), highlight=False)
+    if res.prefix is not None:
+        from harness.bench.prefix import findings
+
+        for m in res.prefix.as_dict()["models"].values():
+            for s in findings(m):
+                console.print(f"prefix cache, {m['label']}: {s}", highlight=False)
     for spec in specs:
         v = "guest" if res.models[spec].conc.get("guest") else "engine"
         blk = A.vllm_block(res, spec, v)
