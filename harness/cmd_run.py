@@ -187,8 +187,8 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
                             attach=attach)
     finally:
         for dev in created:
-            if plan is not None and not quiet:
-                click.echo(dev.summary(), err=True)
+            if dev.injector is not None and not quiet:
+                click.echo(dev.injector.summary(dev.requests), err=True)
         if trace is not None:
             from harness import ai_trace
 

@@ -72,7 +72,8 @@ def boot(cmd: str, *, model: object = None, faults: str | None = None,
     assert run.machine is not None and run.result is not None
     return Boot(run.output, run.exit.value, run.status, run.message,
                 report(run.machine, run.result), run.wall_s,
-                dict(getattr(dev, "faults", {})), getattr(dev, "requests", 0))
+                dict(dev.injector.faults) if dev is not None and dev.injector is not None else {},
+                getattr(dev, "requests", 0))
 
 
 # ---------------------------------------------------------------- sysfuzz
