@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "bench": "harness.cmd_bench:bench",
     "fuzz": "harness.reliability:fuzz",
     "stress": "harness.reliability:stress",
+    "serve": "harness.cmd_serve:serve",
     "crashtest": "harness.crashtest:crashtest",
     "imagefuzz": "harness.imagefuzz:imagefuzz",
     "models": "pyllm.cli:models",
@@ -80,6 +81,7 @@ def main() -> None:
     harness run                      boot to an interactive shell (Ctrl-A X quits)
     harness run -c "echo hi | wc"    run commands in the guest and exit with their status
     harness run --model smol         boot with the AI device serving SmolLM2-135M
+    harness serve --model smol       the engine as an OpenAI-compatible HTTP server
     harness debug                    the kernel stopped at its first instruction, gdb-style
     harness generate --model smol --text "The capital of France is"
     harness tokens encode --model smol "some text"

@@ -1,0 +1,100 @@
+"""The engine seen from asyncio: one engine request as an async iterator of TokenEvents.
+
+The engine (pyllm/engine.py) runs every model step on its scheduler thread and calls
+`on_token` / `on_done` there; each callback only hands the event to the server's event loop
+(`call_soon_threadsafe`), so a slow client never slows the engine. Requests in flight are
+decoded together (continuous batching, up to the engine's max_batch); past that, at most
+`max_waiting` wait in the engine's queue and the next one is refused (429, queue_full).
+`Generation.cancel()` (a client that went away) stops the engine request at its next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+
+from harness.devices.virtio_ai import LoadedModel
+from harness.serve import errors
+from harness.serve.metrics import Metrics
+from pyllm.engine import GenParams, Request, TokenEvent
+from pyllm.errors import PyllmError
+from pyllm.tokenizers.base import Tokenizer
+
+
+class Generation:
+    """One submitted request; `async for ev in gen` yields its TokenEvents as they come."""
+
+    def __init__(self, lm: LoadedModel, ids: Sequence[int], params: GenParams,
+                 metrics: Metrics) -> None:
+        loop = asyncio.get_running_loop()
+        self._events: asyncio.Queue[TokenEvent | None] = asyncio.Queue()
+        put = self._events.put_nowait
+
+        def on_token(_req: Request, ev: TokenEvent) -> None:
+            loop.call_soon_threadsafe(put, ev)
+
+        def on_done(req: Request) -> None:
+            metrics.observe(req.timings)
+            loop.call_soon_threadsafe(put, None)
+
+        self.req = lm.engine.submit(ids, params, on_token=on_token, on_done=on_done)
+
+    async def __aiter__(self) -> AsyncIterator[TokenEvent]:
+        while (ev := await self._events.get()) is not None:
+            yield ev
+        if self.req.error is not None:
+            raise errors.engine_failed(self.req.error)
+
+    def cancel(self) -> None:
+        self.req.cancel()
+
+
+@dataclass
+class Bridge:
+    """The served model: its name, tokenizer and engine, the queue bound and the metrics."""
+
+    lm: LoadedModel
+    max_waiting: int
+    metrics: Metrics
+
+    @classmethod
+    def create(cls, lm: LoadedModel, max_waiting: int) -> Bridge:
+        return cls(lm, max_waiting,
+                   Metrics(lm.model.info.name, lambda: lm.engine.queue_depth))
+
+    @property
+    def name(self) -> str:
+        return self.lm.model.info.name
+
+    @property
+    def max_model_len(self) -> int:
+        return self.lm.model.info.max_context
+
+    @property
+    def eos_ids(self) -> tuple[int, ...]:
+        return self.lm.model.info.eos_ids
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self.lm.model.tokenizer
+
+    def check_model(self, name: str | None) -> None:
+        """404 unless `name` is the served model (None: the request did not say)."""
+        if name is not None and name != self.name:
+            raise errors.unknown_model(name, self.name)
+
+    def start(self, ids: Sequence[int], params: GenParams) -> Generation:
+        """Submit to the engine: 429 when the waiting queue is full, 400 for a bad prompt or
+        parameters (nothing is queued then)."""
+        running, waiting = self.lm.engine.queue_depth
+        waiting_after = running + waiting + 1 - self.lm.engine.max_batch
+        if waiting_after > self.max_waiting:
+            raise errors.queue_full(max(waiting, 0), retry_after_s=1)
+        try:
+            return Generation(self.lm, ids, params, self.metrics)
+        except PyllmError as exc:
+            raise errors.bad_request(str(exc), "prompt") from None
+
+    def close(self) -> None:
+        self.lm.close()

@@ -1,0 +1,411 @@
+"""`harness serve` against the official openai client, unmodified.
+
+The server runs as a separate process (`python -m harness serve --port 0`, harness/serve/
+process.py), loaded with SmolLM2; every answer is checked against the client's own types
+(`Completion.model_validate` of the raw JSON) and against the local engine: greedy ids through
+HTTP are the ids pyllm's Engine produces in this process for the same prompt. A second server
+with `--max-waiting 1` shows back-pressure (429) and cancel on disconnect.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from pyllm_util import smol, smol_path
+
+openai = pytest.importorskip("openai")
+from openai.types import Completion, Model  # noqa: E402
+from openai.types.chat import ChatCompletion, ChatCompletionChunk  # noqa: E402
+
+from harness.serve.process import ServerProcess  # noqa: E402
+
+PROMPTS = ["The capital of France is", "def fibonacci(n):", "Once upon a time, a small robot",
+           "1, 2, 3, 4,"]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerProcess]:
+    smol_path()  # skips without the model
+    with ServerProcess("smol") as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def client(server: ServerProcess) -> Any:
+    return openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[Any]:
+    """The local reference: pyllm's engine on the same model, in this process."""
+    from pyllm.engine import Engine
+
+    with Engine(smol()) as e:
+        yield e
+
+
+def local_greedy(engine: Any, ids: list[int], n: int) -> list[int]:
+    return engine.run(ids, max_new_tokens=n).tokens
+
+
+def raw_json(resp: Any) -> dict[str, Any]:
+    return json.loads(resp.text)
+
+
+def metrics(srv: ServerProcess) -> dict[str, float]:
+    """Every sample of /metrics: 'name{label=value,...}' -> value (model_name left out)."""
+    text = httpx.get(f"{srv.root}/metrics").text
+    out: dict[str, float] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items())
+                              if k != "model_name")
+            out[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
+    return out
+
+
+def wait_idle(srv: ServerProcess, timeout_s: float = 30.0) -> dict[str, float]:
+    """Poll /metrics until no request runs or waits; return the last sample."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        m = metrics(srv)
+        if m["vllm:num_requests_running"] == 0 and m["vllm:num_requests_waiting"] == 0:
+            return m
+        if time.monotonic() > deadline:
+            raise AssertionError(f"requests still in the engine after {timeout_s} s: {m}")
+        time.sleep(0.1)
+
+
+# ---------------------------------------------------------------- models, health, tokenizer
+def test_models_and_health(server: ServerProcess, client: Any) -> None:
+    models = client.models.list()
+    assert [m.id for m in models.data] == ["smol"]
+    raw = httpx.get(f"{server.url}/models").json()
+    assert raw["object"] == "list"
+    card = raw["data"][0]
+    Model.model_validate(card)
+    assert card["owned_by"] == "pyllm" and card["object"] == "model"
+    assert card["max_model_len"] == smol().info.max_context
+    assert isinstance(card["created"], int)
+    assert httpx.get(f"{server.root}/health").status_code == 200
+
+
+def test_tokenize_detokenize(server: ServerProcess) -> None:
+    tok = smol().tokenizer
+    text = "Hello, world! Ünïcode too."
+    r = httpx.post(f"{server.root}/tokenize", json={"model": "smol", "prompt": text}).json()
+    assert r["tokens"] == tok.encode(text) and r["count"] == len(r["tokens"])
+    assert r["max_model_len"] == smol().info.max_context
+    back = httpx.post(f"{server.root}/detokenize", json={"model": "smol", "tokens": r["tokens"]})
+    assert back.json() == {"prompt": text}
+    msgs = [{"role": "user", "content": "Hi"}]
+    r = httpx.post(f"{server.root}/tokenize", json={"model": "smol", "messages": msgs}).json()
+    assert r["tokens"] == tok.encode_chat(msgs)
+    bad = httpx.post(f"{server.root}/detokenize", json={"model": "smol", "tokens": [10 ** 7]})
+    assert bad.status_code == 400 and "vocabulary" in bad.json()["error"]["message"]
+
+
+# ---------------------------------------------------------------- completions
+def test_completion_text_matches_local_engine(client: Any, engine: Any) -> None:
+    raw = client.completions.with_raw_response.create(
+        model="smol", prompt=PROMPTS[0], max_tokens=8, temperature=0)
+    body = raw_json(raw)
+    resp = Completion.model_validate(body)
+    tok = smol().tokenizer
+    want = local_greedy(engine, tok.encode(PROMPTS[0]), 8)
+    assert resp.object == "text_completion" and resp.model == "smol"
+    assert resp.choices[0].text == tok.decode(want, skip_special=True)
+    assert resp.choices[0].finish_reason in ("length", "stop")
+    assert resp.usage is not None
+    assert resp.usage.prompt_tokens == len(tok.encode(PROMPTS[0]))
+    assert resp.usage.completion_tokens == len(want)
+    assert resp.usage.total_tokens == resp.usage.prompt_tokens + len(want)
+    assert "token_ids" not in body["choices"][0]  # only with return_token_ids
+
+
+def _ids_request(client: Any, ids: list[int], n: int) -> dict[str, Any]:
+    raw = client.completions.with_raw_response.create(
+        model="smol", prompt=ids, max_tokens=n, temperature=0,
+        extra_body={"return_token_ids": True})
+    body = raw_json(raw)
+    Completion.model_validate(body)
+    return body
+
+
+def test_token_id_prompts_equal_local_greedy(client: Any, engine: Any) -> None:
+    tok = smol().tokenizer
+    for text in PROMPTS:
+        ids = tok.encode(text)
+        body = _ids_request(client, ids, 12)
+        choice = body["choices"][0]
+        want = local_greedy(engine, ids, 12)
+        assert choice["token_ids"] == want, text
+        assert body["prompt_token_ids"] == ids and choice["prompt_token_ids"] == ids
+        assert choice["text"] == tok.decode(want, skip_special=True)
+        assert body["usage"]["completion_tokens"] == len(want)
+
+
+def test_concurrent_clients_equal_local_greedy(client: Any, engine: Any) -> None:
+    """8 clients at once (one engine batch): each gets the ids of its prompt alone."""
+    tok = smol().tokenizer
+    prompts = [tok.encode(p + suffix) for p in PROMPTS for suffix in ("", " and")]
+    want = [local_greedy(engine, ids, 10) for ids in prompts]
+    got: list[Any] = [None] * len(prompts)
+
+    def one(i: int) -> None:
+        got[i] = _ids_request(client, prompts[i], 10)["choices"][0]["token_ids"]
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == want
+
+
+def test_streaming_completion(client: Any) -> None:
+    ids = smol().tokenizer.encode(PROMPTS[2])
+    whole = _ids_request(client, ids, 16)
+    chunks = list(client.completions.create(
+        model="smol", prompt=ids, max_tokens=16, temperature=0, stream=True,
+        stream_options={"include_usage": True}, extra_body={"return_token_ids": True}))
+    *token_chunks, usage_chunk = chunks
+    for c in token_chunks[:-1]:  # finish_reason null until the last (as OpenAI's stream)
+        assert c.choices[0].finish_reason is None
+    Completion.model_validate(token_chunks[-1].model_dump())
+    text = "".join(c.choices[0].text for c in token_chunks)
+    stream_ids = [i for c in token_chunks for i in c.choices[0].model_extra["token_ids"]]
+    assert text == whole["choices"][0]["text"]
+    assert stream_ids == whole["choices"][0]["token_ids"]
+    assert token_chunks[0].model_extra["prompt_token_ids"] == ids
+    assert token_chunks[-1].choices[0].finish_reason == whole["choices"][0]["finish_reason"]
+    assert usage_chunk.choices == [] and usage_chunk.usage is not None
+    assert usage_chunk.usage.completion_tokens == len(stream_ids)
+    assert usage_chunk.usage.prompt_tokens == len(ids)
+
+
+def test_stream_wire_format(server: ServerProcess) -> None:
+    """Server-sent events as OpenAI sends them: `data: {json}` blocks, then `data: [DONE]`."""
+    with httpx.stream("POST", f"{server.url}/completions", json={
+            "model": "smol", "prompt": "Hi", "max_tokens": 3, "stream": True}) as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        body = r.read().decode()
+    events = body.split("\n\n")
+    assert events[-1] == "" and events[-2] == "data: [DONE]"
+    for e in events[:-2]:
+        assert e.startswith("data: ")
+        assert json.loads(e[6:])["object"] == "text_completion"
+
+
+def test_stop_strings(client: Any) -> None:
+    base = client.completions.create(model="smol", prompt=PROMPTS[2], max_tokens=24,
+                                     temperature=0, extra_body={"ignore_eos": True})
+    text = base.choices[0].text
+    stop = text[len(text) // 2: len(text) // 2 + 3]
+    assert stop.strip(), text  # a visible piece of the text to stop at
+    cut = text[:text.index(stop)]
+    r = client.completions.create(model="smol", prompt=PROMPTS[2], max_tokens=24,
+                                  temperature=0, stop=["@@never@@", stop],
+                                  extra_body={"ignore_eos": True})
+    assert r.choices[0].text == cut and r.choices[0].finish_reason == "stop"
+    streamed = list(client.completions.create(
+        model="smol", prompt=PROMPTS[2], max_tokens=24, temperature=0, stop=stop, stream=True,
+        extra_body={"ignore_eos": True}))
+    assert "".join(c.choices[0].text for c in streamed) == cut
+    assert streamed[-1].choices[0].finish_reason == "stop"
+
+
+def test_stop_token_ids_and_ignore_eos(client: Any) -> None:
+    base = _ids_request(client, smol().tokenizer.encode(PROMPTS[1]), 10)["choices"][0]
+    stop_id = base["token_ids"][3]
+    first = base["token_ids"].index(stop_id)
+    r = client.completions.create(model="smol", prompt=PROMPTS[1], max_tokens=10, temperature=0,
+                                  extra_body={"stop_token_ids": [stop_id],
+                                              "return_token_ids": True})
+    assert r.choices[0].model_extra["token_ids"] == base["token_ids"][:first + 1]
+    assert r.choices[0].finish_reason == "stop"
+    long = client.completions.create(model="smol", prompt="Hi", max_tokens=40, temperature=0,
+                                     extra_body={"ignore_eos": True})
+    assert long.usage.completion_tokens == 40 and long.choices[0].finish_reason == "length"
+
+
+def test_seed_reproducible(client: Any) -> None:
+    def sample(seed: int) -> list[int]:
+        r = client.completions.create(
+            model="smol", prompt=PROMPTS[2], max_tokens=16, temperature=1.0, top_p=0.95,
+            seed=seed, extra_body={"top_k": 50, "return_token_ids": True, "ignore_eos": True})
+        return r.choices[0].model_extra["token_ids"]
+
+    a = sample(7)
+    assert sample(7) == a
+    assert any(sample(s) != a for s in (1, 2, 3))
+
+
+# ---------------------------------------------------------------- chat
+def test_chat(client: Any, engine: Any) -> None:
+    msgs = [{"role": "system", "content": "You are brief."},
+            {"role": "user", "content": "What is the capital of France?"}]
+    tok = smol().tokenizer
+    ids = tok.encode_chat(msgs)
+    want = local_greedy(engine, ids, 12)
+    raw = client.chat.completions.with_raw_response.create(
+        model="smol", messages=msgs, max_tokens=12, temperature=0,
+        extra_body={"return_token_ids": True})
+    body = raw_json(raw)
+    resp = ChatCompletion.model_validate(body)
+    assert resp.object == "chat.completion"
+    assert body["prompt_token_ids"] == ids and body["choices"][0]["token_ids"] == want
+    msg = resp.choices[0].message
+    assert msg.role == "assistant" and msg.content == tok.decode(want, skip_special=True)
+    assert resp.usage is not None and resp.usage.prompt_tokens == len(ids)
+
+    stream = client.chat.completions.create(
+        model="smol", messages=msgs, max_completion_tokens=12, temperature=0, stream=True,
+        stream_options={"include_usage": True})
+    chunks = list(stream)
+    for c in chunks:
+        if c.choices and c.choices[0].finish_reason is not None:
+            ChatCompletionChunk.model_validate(c.model_dump())
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == msg.content
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == len(want)
+
+
+def test_chat_content_parts(client: Any) -> None:
+    parts = [{"type": "text", "text": "Say "}, {"type": "text", "text": "hi."}]
+    a = client.chat.completions.create(model="smol", messages=[{"role": "user",
+                                                                "content": parts}],
+                                       max_tokens=6, temperature=0)
+    b = client.chat.completions.create(model="smol", messages=[{"role": "user",
+                                                                "content": "Say hi."}],
+                                       max_tokens=6, temperature=0)
+    assert a.choices[0].message.content == b.choices[0].message.content
+
+
+# ---------------------------------------------------------------- errors
+def test_errors(server: ServerProcess, client: Any) -> None:
+    with pytest.raises(openai.NotFoundError) as nf:
+        client.completions.create(model="gpt-4", prompt="hi", max_tokens=2)
+    assert nf.value.body["code"] == "model_not_found"
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.completions.create(model="smol", prompt=[1, 2, 10 ** 6], max_tokens=2)
+    assert "out of the vocabulary" in bad.value.message
+    ctx = smol().info.max_context
+    with pytest.raises(openai.BadRequestError) as long:
+        client.completions.create(model="smol", prompt=[1] * (ctx - 4), max_tokens=16)
+    assert "context" in long.value.message
+    for bad_params in ({"temperature": -1}, {"top_p": 0}, {"n": 2}, {"max_tokens": 0},
+                       {"prompt": []}, {"prompt": ["a", "b"]}, {"prompt": 5}):
+        r = httpx.post(f"{server.url}/completions",
+                       json={"model": "smol", "prompt": "hi", "max_tokens": 2} | bad_params)
+        assert r.status_code == 400, (bad_params, r.text)
+        err = r.json()["error"]
+        assert set(err) == {"message", "type", "param", "code"} and err["message"]
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model="smol", messages=[], max_tokens=2)
+    r = httpx.post(f"{server.url}/chat/completions", json={
+        "model": "smol", "messages": [{"role": "wizard", "content": "hi"}]})
+    assert r.status_code == 400
+    # the server is unharmed
+    assert client.completions.create(model="smol", prompt="hi", max_tokens=2).choices[0].text
+
+
+# ---------------------------------------------------------------- metrics
+def test_metrics_names_and_counters(server: ServerProcess, client: Any) -> None:
+    before = wait_idle(server)
+    for name in ("vllm:time_to_first_token_seconds_count",
+                 "vllm:time_per_output_token_seconds_count",
+                 "vllm:inter_token_latency_seconds_count",
+                 "vllm:e2e_request_latency_seconds_count", "vllm:num_requests_running",
+                 "vllm:num_requests_waiting", "vllm:prompt_tokens_total",
+                 "vllm:generation_tokens_total"):
+        assert name in before, name
+    text = httpx.get(f"{server.root}/metrics").text
+    assert 'vllm:prompt_tokens_total{model_name="smol"}' in text
+    r = client.completions.create(model="smol", prompt=PROMPTS[0], max_tokens=6, temperature=0,
+                                  extra_body={"ignore_eos": True})
+    after = wait_idle(server)
+    assert after["vllm:prompt_tokens_total"] - before["vllm:prompt_tokens_total"] == \
+        r.usage.prompt_tokens
+    assert after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"] == 6
+    for h in ("time_to_first_token", "e2e_request_latency"):
+        key = f"vllm:{h}_seconds_count"
+        assert after[key] == before[key] + 1
+    key = "vllm:inter_token_latency_seconds_count"
+    assert after[key] == before[key] + 5  # 6 tokens, 5 gaps
+
+
+# ---------------------------------------------------------------- back-pressure and cancel
+@pytest.fixture(scope="module")
+def small_server() -> Iterator[ServerProcess]:
+    """A server whose queue holds one waiting request past the engine's batch of 8."""
+    smol_path()
+    with ServerProcess("smol", max_waiting=1) as srv:
+        yield srv
+
+
+def test_queue_full_is_429(small_server: ServerProcess) -> None:
+    n, max_tokens = 14, 48
+    client = openai.OpenAI(base_url=small_server.url, api_key="unused", max_retries=0,
+                           timeout=300)
+    results: list[Any] = [None] * n
+    go = threading.Barrier(n)
+
+    def one(i: int) -> None:
+        go.wait()
+        try:
+            results[i] = client.completions.create(
+                model="smol", prompt=f"Count to {i}:", max_tokens=max_tokens, temperature=0,
+                extra_body={"ignore_eos": True})
+        except openai.RateLimitError as exc:
+            results[i] = exc
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    refused = [r for r in results if isinstance(r, openai.RateLimitError)]
+    done = [r for r in results if isinstance(r, Completion)]
+    assert len(refused) + len(done) == n
+    assert refused, "no request was refused past 8 running + 1 waiting"
+    assert len(done) >= 9  # the batch and the one waiting place
+    for exc in refused:
+        assert exc.status_code == 429 and int(exc.response.headers["retry-after"]) >= 1
+        assert exc.body["code"] == "rate_limit_exceeded"
+    for r in done:
+        assert r.usage.completion_tokens == max_tokens and r.choices[0].finish_reason == "length"
+    wait_idle(small_server)
+
+
+def test_cancel_on_disconnect(small_server: ServerProcess) -> None:
+    """Closing a stream, or dropping a connection mid-request, ends the engine request."""
+    client = openai.OpenAI(base_url=small_server.url, api_key="unused", max_retries=0)
+    before = wait_idle(small_server)
+    stream = client.completions.create(model="smol", prompt="Once", max_tokens=4000,
+                                       stream=True, extra_body={"ignore_eos": True})
+    for i, _chunk in enumerate(stream):
+        if i == 3:
+            break
+    assert metrics(small_server)["vllm:num_requests_running"] == 1
+    stream.close()
+    after = wait_idle(small_server, 20)
+    assert after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"] < 4000
+    assert after["vllm:request_success_total{finished_reason=abort}"] == \
+        before.get("vllm:request_success_total{finished_reason=abort}", 0) + 1
+
+    # not streaming: the client gives up after 1 s and closes the connection
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{small_server.url}/completions", timeout=1.0, json={
+            "model": "smol", "prompt": "Once", "max_tokens": 4000, "ignore_eos": True})
+    wait_idle(small_server, 20)
+    # and the server still answers
+    assert client.completions.create(model="smol", prompt="hi", max_tokens=2).choices[0].text
