@@ -16,6 +16,8 @@ posts it to the emulation thread.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -114,3 +116,42 @@ def guest_name(title: str) -> bytes:
     or a control character in it becomes '_'."""
     clean = "".join("_" if c == '"' or not c.isprintable() else c for c in title)
     return clean.encode()[:31].decode(errors="ignore").encode()
+
+
+class BackendFailure(Exception):
+    """A request that ended with an error status (Collected.wait)."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(f"{outcome.status}: {outcome.message}" if outcome.message
+                         else outcome.status)
+        self.outcome = outcome
+
+
+class Collected:
+    """One request submitted to a backend, its ids gathered (host-side callers: stress's
+    verification, benchmarks, tests). `wait()` gives the ids or raises BackendFailure;
+    submit's SubmitError comes from the constructor."""
+
+    def __init__(self, backend: AiBackend, prompt: Sequence[int], params: Sampling) -> None:
+        self.ids: list[int] = []
+        self.times: list[float] = []  # perf_counter of each delivery
+        self.outcome: Outcome | None = None
+        self._event = threading.Event()
+        self.t0 = time.perf_counter()
+        self.handle = backend.submit(prompt, params, self._token, self._done)
+
+    def _token(self, ids: Sequence[int], t: float) -> None:
+        self.ids.extend(ids)
+        self.times.append(t)
+
+    def _done(self, outcome: Outcome) -> None:
+        self.outcome = outcome
+        self._event.set()
+
+    def wait(self, timeout: float | None = None) -> list[int]:
+        if not self._event.wait(timeout):
+            raise TimeoutError(f"no answer within {timeout} s")
+        assert self.outcome is not None
+        if self.outcome.status != "OK":
+            raise BackendFailure(self.outcome)
+        return list(self.ids)
