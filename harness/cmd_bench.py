@@ -12,13 +12,14 @@ from typing import Any
 
 import click
 
-from harness.cli import LazyGroup, cpus_option
+from harness.cli import LazyGroup, cpus_option, engine_options
 from harness.cmd_run import _file
 from harness.launch import DEFAULT_FS, DEFAULT_KERNEL
 
 BENCH_COMMANDS: dict[str, str] = {
     "engine": "pyllm.bench:engine",
     "monitor": "harness.bench.monitor:monitor",
+    "remote": "harness.bench.remote:remote",
 }
 
 
@@ -109,10 +110,12 @@ MAX_CLIENTS = 32  # aibench -c
               help="Skip the guest path (engine and load figures only).")
 @click.option("--no-llamacpp", is_flag=True, help="Skip llama.cpp even if it is installed.")
 @click.option("--no-plots", is_flag=True, help="Do not draw the PNG plots.")
+@engine_options
 @click.pass_context
 def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: list[int],
           reps: int, concurrency: list[int], out: Path, quick: bool, load_reps: int, cold: str,
-          per_client: int, no_guest: bool, no_llamacpp: bool, no_plots: bool) -> None:
+          per_client: int, no_guest: bool, no_llamacpp: bool, no_plots: bool,
+          engine_url: str | None = None, engine_timeout: float | None = None) -> None:
     """The inference lifecycle: load time, TTFT, TPOT, roofline, concurrency.
 
     \b
@@ -125,6 +128,9 @@ def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: l
     harness bench system           boot time, syscall round trip, guest MIPS, idle host CPU
     harness bench service          TTFT/TPOT through the guest's AI service vs the engine alone
     harness bench fs               file-system throughput with the log against without it
+    harness bench --engine URL     the lifecycle through an OpenAI-compatible server: TTFT
+                                   from the server, an HTTP client and the guest (HTTP's share)
+    harness bench remote           a load run: --machines M x --clients C against one server
 
     Each metric's start and stop are defined in harness/bench/metrics.py and docs/BENCH.md.
     """
@@ -135,6 +141,9 @@ def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: l
         if changed:
             raise click.UsageError(f"options of the lifecycle bench ({', '.join(changed)}) "
                                    f"do not apply to 'bench {ctx.invoked_subcommand}'")
+        return
+    if engine_url is not None:
+        _network(ctx, models, input_lens, output_lens, reps, out, engine_url, engine_timeout)
         return
     from harness.bench.command import apply_quick, main
     from harness.bench.lifecycle import Options
@@ -154,6 +163,24 @@ def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: l
     try:
         main(opts)
     except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _network(ctx: click.Context, models: str, input_lens: list[int], output_lens: list[int],
+             reps: int, out: Path, url: str, timeout: float | None) -> None:
+    """`bench --engine URL`: harness/bench/remote.py's network section (the served models
+    unless --models is given; the middle input and output lengths)."""
+    from harness.bench.remote import RemoteBenchError, network_main
+    from harness.cli import remote_engine
+    from harness.engines.remote import EngineError
+
+    given = ctx.get_parameter_source("models") is not click.core.ParameterSource.DEFAULT
+    names = [m.strip() for m in models.split(",") if m.strip()] if given else None
+    remote_engine(url, timeout, "server")  # the URL checked in one line
+    try:
+        click.echo(network_main(url, timeout, names, reps, input_lens[len(input_lens) // 2],
+                                output_lens[len(output_lens) // 2], out))
+    except (EngineError, RemoteBenchError) as exc:
         raise click.ClickException(str(exc)) from None
 
 

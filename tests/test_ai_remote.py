@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import re
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
 import pytest
 from fake_engine import EOS, VOCAB, FakeEngine, good_ids
-from guest import run_guest
+from guest import ROOT, run_guest
 from test_ai_user import SMOL, _model_available, generate, ids_line
 
 from harness.engines.base import BackendFailure, Collected, Sampling
@@ -267,3 +269,42 @@ def test_faults_reach_the_requests_owner(fake: FakeEngine) -> None:
             assert f"failed: {GUEST_MESSAGES[status]}" in text, (first, status, text)
             assert blocks[i + 1].startswith("1"), (first, blocks[i + 1])
     assert r.status == 0 and "Traceback" not in r.raw.stderr
+
+
+# ---------------------------------------------------------------- the commands
+
+def harness(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, text=True,
+                          capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def test_engine_options_are_checked() -> None:
+    p = harness("run", "--engine", "http://127.0.0.1:9/v1", "-c", "echo")
+    assert p.returncode == 2 and "--engine needs --model NAME" in p.stderr
+    p = harness("run", "--engine", "ftp://x", "--model", "m", "-c", "echo")
+    assert p.returncode == 2 and "is not an http://HOST:PORT/v1 URL" in p.stderr
+    p = harness("run", "--engine-timeout", "3", "-c", "echo")
+    assert p.returncode == 2 and "--engine-timeout needs --engine" in p.stderr
+    p = harness("stress", "--engine", "http://127.0.0.1:9/v1", "--model", "m", "-t", "1")
+    assert p.returncode == 1 and "cannot ask http://127.0.0.1:9/v1" in p.stderr
+
+
+def test_bench_engine_section(server, tmp_path) -> None:
+    p = harness("bench", "--engine", server.url, "--reps", "1", "--out", str(tmp_path))
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = p.stdout
+    assert f"## Through the network: smol at {server.url}" in out
+    for row in ("| server, client batches (its /metrics) | ", "| client (HTTP, this process) | ",
+                "| guest (aibench through the AI device) | "):
+        assert row in out, out
+    assert re.search(r"HTTP's share of TTFT \(client - server, same requests\): [+-]\d", out)
+    assert "aibench: PASS" in out and (tmp_path / "remote.md").read_text().strip() in out
+
+
+def test_bench_remote_load_run(server) -> None:
+    p = harness("bench", "remote", "--machines", "2", "--clients", "3", "-n", "1", "-g", "8",
+                "--engine", server.url, "-m", SMOL)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert re.search(r"^\| 2 x 3 \| 6 \| 48 \| [\d.]+ \| \d+ \| \d+ \|$", p.stdout, re.M), p.stdout
+    assert "every machine's aibench PASS" in p.stdout
+    assert "the reference ids equal to the in-process engine's" in p.stdout
