@@ -170,7 +170,8 @@ def _network(ctx: click.Context, models: str, input_lens: list[int], output_lens
              reps: int, out: Path, url: str, timeout: float | None) -> None:
     """`bench --engine URL`: harness/bench/remote.py's network section (the served models
     unless --models is given; the middle input and output lengths)."""
-    from harness.bench.remote import RemoteBenchError, network_main
+    from harness.bench.errors import BenchError
+    from harness.bench.remote import network_main
     from harness.cli import remote_engine
     from harness.engines.remote import EngineError
 
@@ -180,7 +181,7 @@ def _network(ctx: click.Context, models: str, input_lens: list[int], output_lens
     try:
         click.echo(network_main(url, timeout, names, reps, input_lens[len(input_lens) // 2],
                                 output_lens[len(output_lens) // 2], out))
-    except (EngineError, RemoteBenchError) as exc:
+    except (EngineError, BenchError) as exc:
         raise click.ClickException(str(exc)) from None
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import httpx
 
+from harness.bench.errors import BenchError
 from harness.bench.runners import (
     DEFAULT_FS,
     DEFAULT_KERNEL,
@@ -51,10 +52,6 @@ from harness.engines.base import Collected, Sampling
 from harness.engines.remote import RemoteBackend, RemoteEngine
 
 TTFT_METRIC = "vllm:time_to_first_token_seconds"
-
-
-class RemoteBenchError(Exception):
-    """The benchmark could not run (the message says why, in one line)."""
 
 
 def pct(values: list[float], p: float) -> float:
@@ -98,7 +95,7 @@ def run_machine(backend: RemoteBackend, run: AibenchRun, kernel: Path = DEFAULT_
     add_ai_device(config, backend)
     res = launch(config)
     if res.exit.value != "poweroff":
-        raise RemoteBenchError(f"the guest stopped: {res.exit.value} {res.message}")
+        raise BenchError(f"the guest stopped: {res.exit.value} {res.message}")
     return parse_aibench(res.output, [run])[0]
 
 
@@ -359,7 +356,7 @@ def network_main(url: str, timeout_s: float | None, models: list[str] | None, re
             cards = httpx.get(f"{engine.url}/models", timeout=engine.timeout_s).json()["data"]
             models = [str(c["id"]) for c in cards]
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
-            raise RemoteBenchError(f"cannot ask {engine.url} for its models: {exc}") from None
+            raise BenchError(f"cannot ask {engine.url} for its models: {exc}") from None
     parts = []
     for m in models:
         rep = network(engine, m, reps=reps, n_in=n_in, n_out=n_out,
@@ -411,7 +408,7 @@ def _remote_command():  # -> click.Command (click imported only for the CLI)
             rep = load(engine, model, machines=machines, clients=clients,
                        per_client=per_client, n_in=n_in, n_out=n_out,
                        log=lambda msg: click.echo(msg, err=True))
-        except (EngineError, RemoteBenchError) as exc:
+        except (EngineError, BenchError) as exc:
             raise click.ClickException(str(exc)) from None
         click.echo(format_load(rep))
         if not rep.passed:
