@@ -65,8 +65,16 @@ def serve(model: str, host: str, port: int, max_waiting: int, kv_cache: str | No
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"serving {bridge.name} at http://{shown}:{bound}/v1", color=False)
     config = uvicorn.Config(create_app(bridge), log_level=log_level, access_log=False,
-                            timeout_graceful_shutdown=2)
+                            timeout_graceful_shutdown=5)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: object) -> None:  # SIGINT, SIGTERM
+            bridge.stop()  # streams in flight end now (503), so the shutdown is quick
+            super().handle_exit(sig, frame)  # type: ignore[arg-type]
+
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled: a normal stop
+        pass
     finally:
         bridge.close()

@@ -10,6 +10,7 @@ with `--max-waiting 1` shows back-pressure (429) and cancel on disconnect.
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -409,3 +410,22 @@ def test_cancel_on_disconnect(small_server: ServerProcess) -> None:
     wait_idle(small_server, 20)
     # and the server still answers
     assert client.completions.create(model="smol", prompt="hi", max_tokens=2).choices[0].text
+
+
+def test_stop_ends_streams_in_flight() -> None:
+    """SIGTERM or Ctrl-C while a long stream runs: the client gets an error event (503) and
+    [DONE] at once, and the server exits (it does not wait for the generation)."""
+    smol_path()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with ServerProcess("smol") as srv:
+            with httpx.stream("POST", f"{srv.url}/completions", timeout=60, json={
+                    "model": "smol", "prompt": "Once", "max_tokens": 4000, "ignore_eos": True,
+                    "stream": True}) as r:
+                lines = r.iter_lines()
+                assert next(lines).startswith("data: {")
+                srv.proc.send_signal(sig)
+                events = [line for line in lines if line]
+            assert events[-1] == "data: [DONE]"
+            err = json.loads(events[-2].removeprefix("data: "))["error"]
+            assert err["code"] == "service_unavailable"
+            assert srv.proc.wait(30) in (0, -signal.SIGTERM)

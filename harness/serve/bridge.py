@@ -18,7 +18,7 @@ from harness.devices.virtio_ai import LoadedModel
 from harness.serve import errors
 from harness.serve.metrics import Metrics
 from pyllm.engine import GenParams, Request, TokenEvent
-from pyllm.errors import PyllmError
+from pyllm.errors import EngineClosedError, PyllmError
 from pyllm.tokenizers.base import Tokenizer
 
 
@@ -93,8 +93,15 @@ class Bridge:
             raise errors.queue_full(max(waiting, 0), retry_after_s=1)
         try:
             return Generation(self.lm, ids, params, self.metrics)
+        except EngineClosedError as exc:
+            raise errors.engine_failed(exc) from None
         except PyllmError as exc:
             raise errors.bad_request(str(exc), "prompt") from None
+
+    def stop(self) -> None:
+        """End every request in flight (their clients get 503) and refuse new ones: a
+        stopping server need not wait for long generations."""
+        self.lm.engine.close()
 
     def close(self) -> None:
         self.lm.close()

@@ -3,7 +3,7 @@
 The status says what the client should do (the openai client maps it to its exception class):
 400 bad input (ids outside the vocabulary, a prompt longer than the context, bad parameters),
 404 a model this server does not serve, 429 the waiting queue is full (retry after
-`Retry-After` seconds), 500 the engine failed the request.
+`Retry-After` seconds), 500 the engine failed the request, 503 the server is stopping.
 """
 
 from __future__ import annotations
@@ -48,4 +48,9 @@ def queue_full(waiting: int, retry_after_s: int) -> ApiError:
 
 
 def engine_failed(exc: BaseException) -> ApiError:
+    from pyllm.errors import EngineClosedError
+
+    if isinstance(exc, EngineClosedError):
+        return ApiError(503, "the server is shutting down", type_="server_error",
+                        code="service_unavailable")
     return ApiError(500, f"the engine failed the request: {exc}", type_="server_error")
