@@ -267,25 +267,28 @@ class RemoteBackend:
         n = 0
         try:
             for attempt in range(self.engine.retries + 1):
+                wait = 0.0
                 with self.client.stream("POST", f"{self.engine.url}/completions",
                                         json=body) as resp:
                     h.response = resp
                     if h.cancelled:
                         return
                     if resp.status_code in (429, 503):
-                        wait = _retry_after(resp, BACKOFF_S * 2 ** attempt)
                         if attempt == self.engine.retries:
                             raise _Failed("EBUSY", f"the server answered {resp.status_code} "
                                           f"{self.engine.retries + 1} times: "
                                           f"{_error_message(resp)}")
-                        time.sleep(min(wait, MAX_WAIT_S, self.engine.timeout_s))
-                        continue
-                    if resp.status_code != 200:
+                        wait = _retry_after(resp, BACKOFF_S * 2 ** attempt)
+                    elif resp.status_code != 200:
                         status = "ENOMODEL" if resp.status_code == 404 else "EENGINE"
                         raise _Failed(status, f"the server answered {resp.status_code}: "
                                               f"{_error_message(resp)}")
-                    n = self._stream(h, resp, body["max_tokens"], on_token)
-                    break
+                    else:
+                        n = self._stream(h, resp, body["max_tokens"], on_token)
+                        break
+                time.sleep(min(wait, MAX_WAIT_S, self.engine.timeout_s))  # not holding it
+                if h.cancelled:
+                    return
             h.finish(Outcome("OK"))
         except _Failed as exc:
             h.finish(Outcome(exc.status, exc.message))
