@@ -17,6 +17,7 @@ cleanly, the report is printed on stderr and the exit status returned.
 
 from __future__ import annotations
 
+import functools
 import signal
 import sys
 import threading
@@ -78,15 +79,15 @@ def add_ai_device(config: MachineConfig, model: str | AiBackend, *,
     With a FaultPlan, faults are injected in front of the backend
     (harness/devices/ai_faults.py). The device built is appended to `created`;
     `allow_load`: the names it may load (see device_entry)."""
-    loader = engine.loader if engine is not None else None
+    injector = None
     if plan is not None:
-        from harness.devices.ai_faults import fault_device_entry
+        from harness.devices.ai_faults import FaultInjector
 
-        entry = fault_device_entry(model, plan, log=log, allow_load=allow_load,
-                                   created=created, loader=loader)
-    else:
-        entry = device_entry(model, log=log, allow_load=allow_load, created=created,
-                             loader=loader)
+        injector = functools.partial(FaultInjector, plan)  # a new one per device built
+
+    entry = device_entry(model, log=log, allow_load=allow_load, created=created,
+                         loader=engine.loader if engine is not None else None,
+                         injector=injector)
     config.extra_devices.append(entry)
     config.flags |= bootinfo.F_AIDEV
 

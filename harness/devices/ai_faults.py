@@ -37,13 +37,9 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.engines.base import AiBackend, Handle, OnDone, OnToken, Outcome, Sampling, SubmitError
-
-if TYPE_CHECKING:
-    from harness.devices.base import DeviceContext
-    from harness.devices.virtio_ai import VirtioAi
 
 REORDER_WINDOW_S = 0.03   # a lone completion waits this long for company to swap with
 ERRORS = ("EINVAL", "EENGINE", "EFAULT", "ENOMODEL", "ERANGE")
@@ -298,16 +294,3 @@ class FaultyBackend:
 
     def close(self) -> None:
         self.inner.close()
-
-
-def fault_device_entry(model: str | AiBackend | None, plan: FaultPlan, *,
-                       log: Callable[[str], None] | None = None,
-                       allow_load: tuple[str, ...] = (),
-                       created: list[VirtioAi] | None = None,
-                       loader: Callable[[str], AiBackend] | None = None,
-                       ) -> tuple[str, str, Callable[[str, DeviceContext], VirtioAi], str]:
-    """virtio_ai.device_entry, with faults."""
-    from harness.devices.virtio_ai import device_entry
-
-    return device_entry(model, log=log, allow_load=allow_load, created=created, loader=loader,
-                        injector=lambda: FaultInjector(plan))
