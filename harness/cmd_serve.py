@@ -21,11 +21,14 @@ import click
 @click.option("--kv-cache", "kv_cache", metavar="SIZE",
               help="The engine's prefix cache (256M, 1G; 0 = off). Default: PYLLM_KV_CACHE, "
                    "else 256 MiB.")
+@click.option("--api-key", envvar="HARNESS_SERVE_API_KEY", metavar="KEY",
+              help="Clients must send `Authorization: Bearer KEY` (the openai client's "
+                   "api_key) to the /v1 routes. Also from HARNESS_SERVE_API_KEY.")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info"]),
               default="warning", show_default=True, help="uvicorn's log level (info: one line "
                                                          "per request).")
 def serve(model: str, host: str, port: int, max_waiting: int, kv_cache: str | None,
-          log_level: str) -> None:
+          api_key: str | None, log_level: str) -> None:
     """Serve a model over HTTP with vLLM's OpenAI-compatible API.
 
     \b
@@ -64,7 +67,7 @@ def serve(model: str, host: str, port: int, max_waiting: int, kv_cache: str | No
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"serving {bridge.name} at http://{shown}:{bound}/v1", color=False)
-    config = uvicorn.Config(create_app(bridge), log_level=log_level, access_log=False,
+    config = uvicorn.Config(create_app(bridge, api_key), log_level=log_level, access_log=False,
                             timeout_graceful_shutdown=5)
 
     class Server(uvicorn.Server):

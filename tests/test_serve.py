@@ -4,7 +4,8 @@ The server runs as a separate process (`python -m harness serve --port 0`, harne
 process.py), loaded with SmolLM2; every answer is checked against the client's own types
 (`Completion.model_validate` of the raw JSON) and against the local engine: greedy ids through
 HTTP are the ids pyllm's Engine produces in this process for the same prompt. A second server
-with `--max-waiting 1` shows back-pressure (429) and cancel on disconnect.
+with `--max-waiting 1` shows back-pressure (429) and cancel on disconnect; a tiny Qwen3.5
+checkpoint served by path shows a recurrent model (prefix-cache snapshots) through HTTP.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ import json
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from pyllm_util import smol, smol_path
+from pyllm_util import ROOT, smol, smol_path
 
 openai = pytest.importorskip("openai")
 from openai.types import Completion, Model  # noqa: E402
@@ -56,6 +57,23 @@ def local_greedy(engine: Any, ids: list[int], n: int) -> list[int]:
     return engine.run(ids, max_new_tokens=n).tokens
 
 
+def at_once(fn: Callable[[int], Any], n: int) -> list[Any]:
+    """fn(0), ..., fn(n-1) on n threads released together; their results in order."""
+    out: list[Any] = [None] * n
+    go = threading.Barrier(n)
+
+    def run(i: int) -> None:
+        go.wait()
+        out[i] = fn(i)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
 def raw_json(resp: Any) -> dict[str, Any]:
     return json.loads(resp.text)
 
@@ -82,6 +100,35 @@ def wait_idle(srv: ServerProcess, timeout_s: float = 30.0) -> dict[str, float]:
         if time.monotonic() > deadline:
             raise AssertionError(f"requests still in the engine after {timeout_s} s: {m}")
         time.sleep(0.1)
+
+
+# ---------------------------------------------------------------- ids -> text (no server)
+def test_output_stop_strings_across_tokens() -> None:
+    """A stop string split over several ids is found; the text before it is released, what
+    might start it is held back; a stop id ends the answer without its text."""
+    from harness.serve.generate import Output
+
+    tok = smol().tokenizer
+    ids = tok.encode("Hello there, general Kenobi. You are a bold one.")
+    whole = tok.decode(ids)
+    out = Output(tok, max_tokens=100, stop_ids=(), stop_strings=["Kenobi", "zzz"])
+    released = ""
+    for i in ids:
+        released += out.push(i)
+        if out.finish:
+            break
+    assert released == whole[:whole.index("Kenobi")] == out.all_text
+    assert out.finish == "stop" and tok.decode(out.ids).endswith("Kenobi")
+    out = Output(tok, max_tokens=100, stop_ids=(ids[3],))
+    text = "".join(out.push(i) for i in ids[:4])
+    assert text == tok.decode(ids[:3]) and out.finish == "stop" and out.ids == ids[:4]
+    out = Output(tok, max_tokens=3, stop_ids=(), stop_strings=["@@"])
+    assert "".join(out.push(i) for i in ids[:3]) == tok.decode(ids[:3])
+    assert out.finish == "length"
+    snow = tok.encode("snow ☃ man")  # a character of several bytes, perhaps over several ids
+    out = Output(tok, max_tokens=100, stop_ids=())
+    pieces = [out.push(i) for i in snow]
+    assert "".join(pieces) == "snow ☃ man" and all("\ufffd" not in p for p in pieces)
 
 
 # ---------------------------------------------------------------- models, health, tokenizer
@@ -158,16 +205,8 @@ def test_concurrent_clients_equal_local_greedy(client: Any, engine: Any) -> None
     tok = smol().tokenizer
     prompts = [tok.encode(p + suffix) for p in PROMPTS for suffix in ("", " and")]
     want = [local_greedy(engine, ids, 10) for ids in prompts]
-    got: list[Any] = [None] * len(prompts)
-
-    def one(i: int) -> None:
-        got[i] = _ids_request(client, prompts[i], 10)["choices"][0]["token_ids"]
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    got = at_once(lambda i: _ids_request(client, prompts[i], 10)["choices"][0]["token_ids"],
+                  len(prompts))
     assert got == want
 
 
@@ -205,7 +244,8 @@ def test_stream_wire_format(server: ServerProcess) -> None:
         assert json.loads(e[6:])["object"] == "text_completion"
 
 
-def test_stop_strings(client: Any) -> None:
+def test_stop_strings(server: ServerProcess, client: Any) -> None:
+    before = wait_idle(server)
     base = client.completions.create(model="smol", prompt=PROMPTS[2], max_tokens=24,
                                      temperature=0, extra_body={"ignore_eos": True})
     text = base.choices[0].text
@@ -221,6 +261,14 @@ def test_stop_strings(client: Any) -> None:
         extra_body={"ignore_eos": True}))
     assert "".join(c.choices[0].text for c in streamed) == cut
     assert streamed[-1].choices[0].finish_reason == "stop"
+    after = wait_idle(server)  # counted as they ended, not as aborted by the stop string
+
+    def count(m: dict[str, float], reason: str) -> float:
+        return m.get(f"vllm:request_success_total{{finished_reason={reason}}}", 0)
+
+    assert count(after, "stop") - count(before, "stop") == 2
+    assert count(after, "length") - count(before, "length") == 1
+    assert count(after, "abort") == count(before, "abort")
 
 
 def test_stop_token_ids_and_ignore_eos(client: Any) -> None:
@@ -247,6 +295,18 @@ def test_seed_reproducible(client: Any) -> None:
     a = sample(7)
     assert sample(7) == a
     assert any(sample(s) != a for s in (1, 2, 3))
+
+
+def test_seeded_sampling_equals_local_engine(client: Any, engine: Any) -> None:
+    """The same seed and parameters sample the same ids through HTTP as in the engine here."""
+    ids = smol().tokenizer.encode(PROMPTS[3])
+    for seed, temp, top_p, top_k in ((11, 0.8, 0.9, 40), (12, 1.2, 1.0, 0)):
+        r = client.completions.create(model="smol", prompt=ids, max_tokens=12, temperature=temp,
+                                      top_p=top_p, seed=seed,
+                                      extra_body={"top_k": top_k, "return_token_ids": True})
+        want = engine.run(ids, max_new_tokens=12, temperature=temp, top_p=top_p, top_k=top_k,
+                          seed=seed).tokens
+        assert r.choices[0].model_extra["token_ids"] == want
 
 
 # ---------------------------------------------------------------- chat
@@ -345,35 +405,46 @@ def test_metrics_names_and_counters(server: ServerProcess, client: Any) -> None:
 
 
 # ---------------------------------------------------------------- back-pressure and cancel
+KEY = "course-key"
+
+
 @pytest.fixture(scope="module")
 def small_server() -> Iterator[ServerProcess]:
-    """A server whose queue holds one waiting request past the engine's batch of 8."""
+    """A server whose queue holds one waiting request past the engine's batch of 8, and that
+    wants an API key."""
     smol_path()
-    with ServerProcess("smol", max_waiting=1) as srv:
+    with ServerProcess("smol", max_waiting=1, args=("--api-key", KEY)) as srv:
         yield srv
+
+
+def test_api_key(small_server: ServerProcess) -> None:
+    wrong = openai.OpenAI(base_url=small_server.url, api_key="guess", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as exc:
+        wrong.completions.create(model="smol", prompt="hi", max_tokens=2)
+    assert exc.value.status_code == 401 and exc.value.body["code"] == "invalid_api_key"
+    for path in ("/models", "/completions", "/chat/completions"):
+        r = httpx.request("GET" if path == "/models" else "POST", small_server.url + path,
+                          json={})
+        assert r.status_code == 401, path
+    assert httpx.get(f"{small_server.root}/health").status_code == 200  # as vLLM: not guarded
+    assert "vllm:num_requests_running" in httpx.get(f"{small_server.root}/metrics").text
+    right = openai.OpenAI(base_url=small_server.url, api_key=KEY, max_retries=0)
+    assert right.completions.create(model="smol", prompt="hi", max_tokens=2).choices[0].text
 
 
 def test_queue_full_is_429(small_server: ServerProcess) -> None:
     n, max_tokens = 14, 48
-    client = openai.OpenAI(base_url=small_server.url, api_key="unused", max_retries=0,
-                           timeout=300)
-    results: list[Any] = [None] * n
-    go = threading.Barrier(n)
+    client = openai.OpenAI(base_url=small_server.url, api_key=KEY, max_retries=0, timeout=300)
 
-    def one(i: int) -> None:
-        go.wait()
+    def one(i: int) -> Any:
         try:
-            results[i] = client.completions.create(
+            return client.completions.create(
                 model="smol", prompt=f"Count to {i}:", max_tokens=max_tokens, temperature=0,
                 extra_body={"ignore_eos": True})
         except openai.RateLimitError as exc:
-            results[i] = exc
+            return exc
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = at_once(one, n)
     refused = [r for r in results if isinstance(r, openai.RateLimitError)]
     done = [r for r in results if isinstance(r, Completion)]
     assert len(refused) + len(done) == n
@@ -389,7 +460,7 @@ def test_queue_full_is_429(small_server: ServerProcess) -> None:
 
 def test_cancel_on_disconnect(small_server: ServerProcess) -> None:
     """Closing a stream, or dropping a connection mid-request, ends the engine request."""
-    client = openai.OpenAI(base_url=small_server.url, api_key="unused", max_retries=0)
+    client = openai.OpenAI(base_url=small_server.url, api_key=KEY, max_retries=0)
     before = wait_idle(small_server)
     stream = client.completions.create(model="smol", prompt="Once", max_tokens=4000,
                                        stream=True, extra_body={"ignore_eos": True})
@@ -405,7 +476,8 @@ def test_cancel_on_disconnect(small_server: ServerProcess) -> None:
 
     # not streaming: the client gives up after 1 s and closes the connection
     with pytest.raises(httpx.ReadTimeout):
-        httpx.post(f"{small_server.url}/completions", timeout=1.0, json={
+        httpx.post(f"{small_server.url}/completions", timeout=1.0,
+                   headers={"Authorization": f"Bearer {KEY}"}, json={
             "model": "smol", "prompt": "Once", "max_tokens": 4000, "ignore_eos": True})
     wait_idle(small_server, 20)
     # and the server still answers
@@ -429,3 +501,31 @@ def test_stop_ends_streams_in_flight() -> None:
             err = json.loads(events[-2].removeprefix("data: "))["error"]
             assert err["code"] == "service_unavailable"
             assert srv.proc.wait(30) in (0, -signal.SIGTERM)
+
+
+def test_recurrent_model_ids_equal_local() -> None:
+    """A Qwen3.5 checkpoint (tiny, recurrent DeltaNet state and the prefix cache's snapshots)
+    served by path: token-id prompts, repeated and sharing a prefix longer than a cache
+    block, give the local engine's greedy ids, one at a time and all at once."""
+    import pyllm
+    from pyllm.engine import Engine
+
+    path = ROOT / "tests" / "data" / "qwen35" / "tiny_text"
+    model = pyllm.load(str(path))
+    shared = [(7 * i) % 500 + 3 for i in range(150)]
+    prompts = [shared, shared + [9, 10], [5, 6, 7], shared[:70] + [11]]
+    with Engine(model) as e:
+        want = [e.run(p, max_new_tokens=8).tokens for p in prompts]
+    with ServerProcess(str(path)) as srv:
+        assert srv.model == model.info.name
+        client = openai.OpenAI(base_url=srv.url, api_key="unused", max_retries=0)
+        for p, w in zip(prompts * 2, want * 2, strict=True):
+            assert _ids_request_to(client, srv.model, p, 8) == w
+        got = at_once(lambda i: _ids_request_to(client, srv.model, prompts[i], 8), len(prompts))
+        assert got == want
+
+
+def _ids_request_to(client: Any, model: str, ids: list[int], n: int) -> list[int]:
+    r = client.completions.create(model=model, prompt=ids, max_tokens=n, temperature=0,
+                                  extra_body={"return_token_ids": True})
+    return r.choices[0].model_extra["token_ids"]

@@ -7,19 +7,23 @@
     GET  /health                 200 while the engine runs
     GET  /metrics                Prometheus text (harness/serve/metrics.py)
 
-`stream: true` answers with server-sent events (harness/serve/sse.py). A client that goes away
-(closes the connection or the stream) cancels its engine request at once, streaming or not.
+`--api-key KEY` guards the /v1 routes (401 without `Authorization: Bearer KEY`).
+`stream: true` answers with server-sent events (harness/serve/sse.py), one chunk per token, or
+per run of tokens that arrived while the last chunk was sent (a busy server sends fewer). A
+client that goes away (closes the connection or the stream) cancels its engine request at once,
+streaming or not.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
@@ -35,15 +39,29 @@ from harness.serve.schemas import (
     DetokenizeRequest,
     Sampling,
     TokenizeRequest,
+    chat_turns,
 )
 from pyllm.errors import PyllmError
 
+T = TypeVar("T")
 DEFAULT_COMPLETION_TOKENS = 16  # OpenAI's default max_tokens for /v1/completions
 
 
-def create_app(bridge: Bridge) -> FastAPI:
+def create_app(bridge: Bridge, api_key: str | None = None) -> FastAPI:
+    """The app; with `api_key`, every /v1 route wants `Authorization: Bearer KEY` (401 else),
+    as vLLM's --api-key (the openai client sends its api_key so)."""
     app = FastAPI(title="pyllm (harness serve)", docs_url=None, redoc_url=None)
     created = int(time.time())
+
+    async def check_key(request: Request) -> None:
+        if api_key is None:
+            return
+        given = request.headers.get("authorization", "")
+        if not secrets.compare_digest(given.encode(), f"Bearer {api_key}".encode()):
+            raise errors.ApiError(401, "invalid or missing API key (Authorization: Bearer KEY)",
+                                  code="invalid_api_key")
+
+    v1 = [Depends(check_key)]
 
     @app.exception_handler(ApiError)
     async def api_error(_req: Request, exc: ApiError) -> JSONResponse:
@@ -64,11 +82,11 @@ def create_app(bridge: Bridge) -> FastAPI:
     async def metrics() -> Response:
         return Response(bridge.metrics.exposition(), media_type=CONTENT_TYPE)
 
-    @app.get("/v1/models")
+    @app.get("/v1/models", dependencies=v1)
     async def models() -> dict[str, Any]:
         return {"object": "list", "data": [model_card(bridge.name, created, bridge.max_model_len)]}
 
-    @app.post("/v1/completions")
+    @app.post("/v1/completions", dependencies=v1)
     async def completions(body: CompletionRequest, request: Request) -> Response:
         bridge.check_model(body.model)
         body.check()
@@ -78,7 +96,7 @@ def create_app(bridge: Bridge) -> FastAPI:
         return await _answer(bridge, request, body, Shape("completion", bridge.name, ids,
                                                           body.return_token_ids), max_new)
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", dependencies=v1)
     async def chat(body: ChatRequest, request: Request) -> Response:
         bridge.check_model(body.model)
         body.check()
@@ -93,7 +111,7 @@ def create_app(bridge: Bridge) -> FastAPI:
         if (body.prompt is None) == (body.messages is None):
             raise errors.bad_request("give either prompt or messages", "prompt")
         if body.messages is not None:
-            turns = [{"role": m.role, "content": m.text()} for m in body.messages]
+            turns = chat_turns(body.messages)
             ids = _tokenizer_call(
                 lambda: bridge.tokenizer.encode_chat(turns, body.add_generation_prompt))
         else:
@@ -109,7 +127,7 @@ def create_app(bridge: Bridge) -> FastAPI:
     return app
 
 
-def _tokenizer_call(fn):  # type: ignore[no-untyped-def]
+def _tokenizer_call(fn: Callable[[], T]) -> T:
     """Run a tokenizer call; its PyllmError (an id outside the vocabulary...) becomes a 400."""
     try:
         return fn()
@@ -137,7 +155,7 @@ async def _answer(bridge: Bridge, request: Request, body: Sampling, shape: Shape
             if out.finish is not None:
                 break
         out.end()
-    gen.cancel()  # a stop string ends the answer before the engine knows
+    gen.finish(out.finish or "length")  # a stop string ends it before the engine knows
     return JSONResponse(shape.response(out.all_text, out.ids, out.finish or "length"))
 
 
@@ -148,9 +166,16 @@ async def _stream(request: Request, gen: Generation, out: Output, shape: Shape,
         async with _cancel_on_disconnect(request, gen):
             if shape.kind == "chat":  # the role comes first, before any token
                 yield sse.event(shape.chunk("", [], None))
-            async for ev in gen:
-                text = out.push(ev.token)
-                yield sse.event(shape.chunk(text, [ev.token], out.finish))
+            async for batch in gen.batches():  # one chunk for the ids that came meanwhile
+                text, ids = "", []
+                for ev in batch:
+                    text += out.push(ev.token)
+                    ids.append(ev.token)
+                    if out.finish is not None:
+                        break
+                if out.finish is not None:
+                    gen.finish(out.finish)
+                yield sse.event(shape.chunk(text, ids, out.finish))
                 if out.finish is not None:
                     break
             if out.finish is None:  # the engine ended it without a finish (cancelled)

@@ -28,6 +28,7 @@ class Generation:
     def __init__(self, lm: LoadedModel, ids: Sequence[int], params: GenParams,
                  metrics: Metrics) -> None:
         loop = asyncio.get_running_loop()
+        self.finish_reason: str | None = None  # set by `finish` (the answer ended early)
         self._events: asyncio.Queue[TokenEvent | None] = asyncio.Queue()
         put = self._events.put_nowait
 
@@ -35,18 +36,40 @@ class Generation:
             loop.call_soon_threadsafe(put, ev)
 
         def on_done(req: Request) -> None:
-            metrics.observe(req.timings)
+            metrics.observe(req.timings, self.finish_reason)
             loop.call_soon_threadsafe(put, None)
 
         self.req = lm.engine.submit(ids, params, on_token=on_token, on_done=on_done)
 
     async def __aiter__(self) -> AsyncIterator[TokenEvent]:
-        while (ev := await self._events.get()) is not None:
-            yield ev
+        async for batch in self.batches():
+            for ev in batch:
+                yield ev
+
+    async def batches(self) -> AsyncIterator[list[TokenEvent]]:
+        """The events in lists: each list is every event that arrived while the last was
+        handled (one when the client keeps up; a stream then sends one chunk per list)."""
+        end = False
+        while not end:
+            batch = [await self._events.get()]
+            while not self._events.empty():
+                batch.append(self._events.get_nowait())
+            if batch[-1] is None:
+                end = True
+            evs = [ev for ev in batch if ev is not None]
+            if evs:
+                yield evs
         if self.req.error is not None:
             raise errors.engine_failed(self.req.error)
 
     def cancel(self) -> None:
+        """The client is gone: stop the engine request (counted as aborted)."""
+        self.req.cancel()
+
+    def finish(self, reason: str) -> None:
+        """The answer is complete (`reason`: its finish_reason), though the engine may not
+        know yet (a stop string): stop the engine request, counted under `reason`."""
+        self.finish_reason = reason
         self.req.cancel()
 
 
@@ -60,6 +83,9 @@ class Bridge:
 
     @classmethod
     def create(cls, lm: LoadedModel, max_waiting: int) -> Bridge:
+        # the tokenizer is built on first use (0.3 s, seconds on a loaded machine): now, not
+        # on the event loop inside the first request, where its tokens would wait for it
+        lm.model.tokenizer.decode([0])
         return cls(lm, max_waiting,
                    Metrics(lm.model.info.name, lambda: lm.engine.queue_depth))
 

@@ -2,8 +2,9 @@
 
 The status says what the client should do (the openai client maps it to its exception class):
 400 bad input (ids outside the vocabulary, a prompt longer than the context, bad parameters),
-404 a model this server does not serve, 429 the waiting queue is full (retry after
-`Retry-After` seconds), 500 the engine failed the request, 503 the server is stopping.
+401 a wrong or missing API key (`--api-key`), 404 a model this server does not serve, 429 the
+waiting queue is full (retry after `Retry-After` seconds), 500 the engine failed the request,
+503 the server is stopping.
 """
 
 from __future__ import annotations

@@ -72,11 +72,13 @@ class Metrics:
         Gauge("vllm:num_requests_waiting", "Requests waiting for a place in the batch.", lab,
               registry=reg).labels(model_name).set_function(lambda: depth()[1])
 
-    def observe(self, t: Timings) -> None:
-        """Record a finished (or cancelled) request's timings and token counts."""
+    def observe(self, t: Timings, finish_reason: str | None = None) -> None:
+        """Record a finished (or cancelled) request's timings and token counts; its
+        finished_reason is `finish_reason` if given (a stop string), else the engine's."""
         self.prompt_tokens.inc(t.n_prompt)
         self.generation_tokens.inc(t.n_generated)
-        self.success.labels(self.model_name, _REASONS.get(t.stop_reason, "abort")).inc()
+        reason = finish_reason or _REASONS.get(t.stop_reason, "abort")
+        self.success.labels(self.model_name, reason).inc()
         if t.n_generated:
             self.ttft.observe(t.ttft_s)
             self.queue.observe(t.queue_s)

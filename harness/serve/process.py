@@ -6,8 +6,9 @@ announces, stop it.
 
 The child is `python -m harness serve --port 0` (a free port); it prints
 `serving NAME at http://HOST:PORT/v1` once the model is loaded and the socket listens, so the
-URL is usable as soon as it is read. Its stderr (uvicorn's log, tracebacks) goes to a temporary
-file that `log()` returns, and that a failed start quotes.
+URL is usable as soon as it is read; it gets SIGTERM if this process dies. Its stderr
+(uvicorn's log, tracebacks) goes to a temporary file that `log()` returns, and that a failed
+start quotes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,18 @@ import time
 from pathlib import Path
 
 URL_LINE = re.compile(r"serving (\S+) at (http://\S+/v1)\s*$")
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the parent dies (Linux), so a killed test run
+    leaves no server behind. (Linux sends it when the thread that started the child ends:
+    start a ServerProcess from a thread that outlives it, e.g. the main thread.)"""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class ServerError(RuntimeError):
@@ -41,7 +54,7 @@ class ServerProcess:
         self._log = tempfile.NamedTemporaryFile(prefix="harness-serve-", suffix=".log",
                                                 delete=False)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log, text=True,
-                                     cwd=cwd)
+                                     cwd=cwd, preexec_fn=_die_with_parent)
         self.model, self.url = self._wait_url(timeout_s)
 
     @property

@@ -132,8 +132,13 @@ class ChatRequest(Sampling):
             raise bad_request("logprobs are not supported", "logprobs")
 
     def turns(self) -> list[dict[str, str]]:
-        return [{"role": "system" if m.role == "developer" else m.role, "content": m.text()}
-                for m in self.messages]
+        return chat_turns(self.messages)
+
+
+def chat_turns(messages: list[ChatMessage]) -> list[dict[str, str]]:
+    """Messages as the chat template takes them (OpenAI's "developer" role is the system's)."""
+    return [{"role": "system" if m.role == "developer" else m.role, "content": m.text()}
+            for m in messages]
 
 
 class TokenizeRequest(BaseModel):
