@@ -22,6 +22,36 @@ def cpus_option(fn):  # type: ignore[no-untyped-def]
                              "scheduled round-robin on the emulation thread.")(fn)
 
 
+def engine_options(fn):  # type: ignore[no-untyped-def]
+    """`--engine URL` and `--engine-timeout SECONDS` (run, debug, bench, fuzz, stress): the AI
+    device served by a remote OpenAI-compatible server (harness/engines/remote.py)."""
+    fn = click.option("--engine-timeout", type=click.FloatRange(min=0, min_open=True),
+                      metavar="SECONDS",
+                      help="With --engine: a request fails (AI_ESLOW) after this long without "
+                           "a byte from the server. Default: 60.")(fn)
+    return click.option("--engine", "engine_url", metavar="URL",
+                        help="Serve the AI device from an OpenAI-compatible server (vLLM, "
+                             "harness serve) at http://HOST:PORT/v1 instead of the "
+                             "in-process engine; --model names the served model.")(fn)
+
+
+def remote_engine(url: str | None, timeout: float | None,
+                  model: str | None):  # -> RemoteEngine | None
+    """The --engine options checked (a one-line usage error), or None without --engine."""
+    if url is None:
+        if timeout is not None:
+            raise click.UsageError("--engine-timeout needs --engine")
+        return None
+    if not model:
+        raise click.UsageError("--engine needs --model NAME (the model the server serves)")
+    from harness.engines.remote import RemoteEngine
+
+    try:
+        return RemoteEngine.parse(url, timeout)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--engine") from None
+
+
 # name -> "module:attribute" of a click.Command; help text is read from the module's docstring
 COMMANDS: dict[str, str] = {
     "run": "harness.cmd_run:run",

@@ -12,13 +12,14 @@ from typing import Any
 
 import click
 
-from harness.cli import LazyGroup, cpus_option
+from harness.cli import LazyGroup, cpus_option, engine_options
 from harness.cmd_run import _file
 from harness.launch import DEFAULT_FS, DEFAULT_KERNEL
 
 BENCH_COMMANDS: dict[str, str] = {
     "engine": "pyllm.bench:engine",
     "monitor": "harness.bench.monitor:monitor",
+    "remote": "harness.bench.remote:remote",
 }
 
 
@@ -112,11 +113,13 @@ MAX_CLIENTS = 32  # aibench -c
 @click.option("--no-tokenizer", is_flag=True,
               help="Skip the guest tokenizer's cost and the time to the first character.")
 @click.option("--no-prefix", is_flag=True, help="Skip the prefix-cache section.")
+@engine_options
 @click.pass_context
 def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: list[int],
           reps: int, concurrency: list[int], out: Path, quick: bool, load_reps: int, cold: str,
           per_client: int, no_guest: bool, no_llamacpp: bool, no_plots: bool,
-          no_tokenizer: bool = False, no_prefix: bool = False) -> None:
+          no_tokenizer: bool = False, no_prefix: bool = False,
+          engine_url: str | None = None, engine_timeout: float | None = None) -> None:
     """The inference lifecycle: load time, TTFT, TPOT, roofline, concurrency.
 
     \b
@@ -133,6 +136,9 @@ def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: l
                                    time to the first character on the console vs TTFT
     harness bench prefix           TTFT with the prefix cache vs without: shared prefix
                                    0..100 %, cold vs warm, a conversation per turn; memory
+    harness bench --engine URL     the lifecycle through an OpenAI-compatible server: TTFT
+                                   from the server, an HTTP client and the guest (HTTP's share)
+    harness bench remote           a load run: --machines M x --clients C against one server
 
     Each metric's start and stop are defined in harness/bench/metrics.py and docs/BENCH.md.
     """
@@ -143,6 +149,9 @@ def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: l
         if changed:
             raise click.UsageError(f"options of the lifecycle bench ({', '.join(changed)}) "
                                    f"do not apply to 'bench {ctx.invoked_subcommand}'")
+        return
+    if engine_url is not None:
+        _network(ctx, models, input_lens, output_lens, reps, out, engine_url, engine_timeout)
         return
     from harness.bench.command import apply_quick, main
     from harness.bench.lifecycle import Options
@@ -163,6 +172,25 @@ def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: l
     try:
         main(opts)
     except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _network(ctx: click.Context, models: str, input_lens: list[int], output_lens: list[int],
+             reps: int, out: Path, url: str, timeout: float | None) -> None:
+    """`bench --engine URL`: harness/bench/remote.py's network section (the served models
+    unless --models is given; the middle input and output lengths)."""
+    from harness.bench.errors import BenchError
+    from harness.bench.remote import network_main
+    from harness.cli import remote_engine
+    from harness.engines.remote import EngineError
+
+    given = ctx.get_parameter_source("models") is not click.core.ParameterSource.DEFAULT
+    names = [m.strip() for m in models.split(",") if m.strip()] if given else None
+    remote_engine(url, timeout, "server")  # the URL checked in one line
+    try:
+        click.echo(network_main(url, timeout, names, reps, input_lens[len(input_lens) // 2],
+                                output_lens[len(output_lens) // 2], out))
+    except (EngineError, BenchError) as exc:
         raise click.ClickException(str(exc)) from None
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli import cpus_option
+from harness.cli import cpus_option, engine_options, remote_engine
 from harness.cmd_run import _check_model, _file, _size
 from harness.launch import DEFAULT_FS, DEFAULT_KERNEL, HOST_LOG, ROOT, add_ai_device, new_machine
 
@@ -48,9 +48,11 @@ DEFAULT_USER = ROOT / "build" / "user"
               help="Guest time: host (real time) or icount (instruction count: the same "
                    "run every time, and time stands still at the prompt).")
 @cpus_option
+@engine_options
 def debug(cmd: str | None, ex: tuple[str, ...], script: Path | None, batch: bool,
           gdb_port: int | None, model: str | None, ram: int, kernel: Path, fs: Path,
-          user_dir: Path, clock: str, cpus: int = 1) -> None:
+          user_dir: Path, clock: str, cpus: int = 1, engine_url: str | None = None,
+          engine_timeout: float | None = None) -> None:
     """Debug the kernel and user programs: a gdb-like prompt on the stopped machine.
 
     \b
@@ -78,9 +80,11 @@ def debug(cmd: str | None, ex: tuple[str, ...], script: Path | None, batch: bool
 
     config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd=cmd or "",
                            cpus=cpus)
+    engine = remote_engine(engine_url, engine_timeout, model)
     if model is not None:
-        _check_model(model)
-        add_ai_device(config, model, log=HOST_LOG, allow_load=(model,))
+        if engine is None:
+            _check_model(model)
+        add_ai_device(config, model, log=HOST_LOG, allow_load=(model,), engine=engine)
     try:
         programs = Programs(kernel, user_dir)
     except DebugError as e:

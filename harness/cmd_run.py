@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli import cpus_option
+from harness.cli import cpus_option, engine_options, remote_engine
 from harness.launch import DEFAULT_FS, DEFAULT_KERNEL, HOST_LOG, add_ai_device, console_boot
 from harness.machine import MachineConfig
 
@@ -63,6 +63,7 @@ def _file(what: str, path: Path, hint: str) -> Path:
               help="Guest time source: host = real time (idle guest costs no CPU); "
                    "icount = instruction count (reproducible runs, for tests).")
 @cpus_option
+@engine_options
 @click.option("-q", "--quiet", is_flag=True, help="No banner or summary on stderr.")
 @click.option("--model", "-m", metavar="MODEL",
               help="Plug in the AI device serving this model: smol, qwen, or a path to a "
@@ -117,7 +118,8 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
         max_new_tokens: int, demo: bool, trace: Path | None, gdb_port: int | None,
         hang_timeout: float | None = None, ai_fault: str | None = None,
         fs_check: bool = True, kv_cache: str | None = None, monitor: bool = False,
-        monitor_record: Path | None = None, cpus: int = 1, chat: bool = False) -> None:
+        monitor_record: Path | None = None, cpus: int = 1, chat: bool = False,
+        engine_url: str | None = None, engine_timeout: float | None = None) -> None:
     """Boot the kernel and attach the terminal to its console.
 
     \b
@@ -159,8 +161,12 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
         model = "smol"
     if kv_cache is not None:
         _set_kv_cache(kv_cache)
+    engine = remote_engine(engine_url, engine_timeout, model)
+    if engine is not None and (prompt is not None or demo):
+        raise click.UsageError("--prompt and --demo run on the in-process engine; with "
+                               "--engine use the guest: -c 'llmrun ...' or the shell")
     plan = _fault_plan(ai_fault, model)
-    if model is not None:
+    if model is not None and engine is None:
         _check_model(model)
     if prompt is not None or demo:
         from harness.run_prompt import run_prompt
@@ -176,8 +182,8 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
     console = bytearray()  # with --trace: llmrun's own stamps (tokenize, shown) are in it
     if model is not None:
         add_ai_device(config, model, log=None if quiet else HOST_LOG, plan=plan,
-                      allow_load=(model,), created=created)
-        _add_course_files(config, model, quiet)
+                      allow_load=(model,), created=created, engine=engine)
+        _add_course_files(config, model, quiet, remote=engine is not None)
     try:
         attach = None
         if monitor or monitor_record is not None:
@@ -188,8 +194,8 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
                             attach=attach, tee=None if trace is None else console.extend)
     finally:
         for dev in created:
-            if plan is not None and not quiet:
-                click.echo(dev.summary(), err=True)
+            if dev.injector is not None and not quiet:
+                click.echo(dev.injector.summary(dev.requests), err=True)
         if trace is not None:
             from harness import ai_trace
 
@@ -268,11 +274,18 @@ def _fault_plan(spec: str | None, model: str | None):  # -> FaultPlan | None
         raise click.BadParameter(str(e), param_hint="--ai-fault") from None
 
 
-def _add_course_files(config: MachineConfig, model: str, quiet: bool) -> None:
+def _add_course_files(config: MachineConfig, model: str, quiet: bool, *,
+                      remote: bool = False) -> None:
     """The model's guest files, under /AI/SMOL or /AI/QWEN: the guest tokenizer's
     vocabulary (VOCAB.TOK, harness/guest_tokenizer.py) and, for course assets, their
     PMT.BIN / EXP.BIN, where the lab's aitest reads its reference prompt and answer (the
-    weights stay on the host, in the AI device). In memory only: not with --persist."""
+    weights stay on the host, in the AI device). In memory only: not with --persist.
+    `remote`: `model` is a served name; its tokenizer is found as the remote backend finds
+    it (harness/engines/remote.py)."""
+    if remote:
+        from harness.engines.remote import tokenizer_spec
+
+        model = tokenizer_spec(model) or model
     from harness.guest_tokenizer import vocab_files
     from pyllm.errors import PyllmError
     from pyllm.loaders.course import reference_files

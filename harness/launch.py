@@ -17,6 +17,7 @@ cleanly, the report is printed on stderr and the exit status returned.
 
 from __future__ import annotations
 
+import functools
 import signal
 import sys
 import threading
@@ -31,12 +32,14 @@ import click
 
 from harness import bootinfo
 from harness.console import Console
-from harness.devices.virtio_ai import LoadedModel, TraceEvent, VirtioAi, device_entry
+from harness.devices.virtio_ai import TraceEvent, VirtioAi, device_entry
 from harness.elf import ElfLoadError
 from harness.machine import Exit, Machine, MachineConfig, RunResult
 
 if TYPE_CHECKING:
     from harness.devices.ai_faults import FaultPlan
+    from harness.engines.base import AiBackend
+    from harness.engines.remote import RemoteEngine
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_KERNEL = ROOT / "build" / "kernel" / "kernel.elf"
@@ -65,21 +68,26 @@ def exit_code(result: RunResult) -> int:
 
 
 # ---------------------------------------------------------------- devices
-def add_ai_device(config: MachineConfig, model: str | LoadedModel, *,
+def add_ai_device(config: MachineConfig, model: str | AiBackend, *,
                   log: Callable[[str], None] | None = None, plan: FaultPlan | None = None,
                   allow_load: tuple[str, ...] = (),
-                  created: list[VirtioAi] | None = None) -> None:
+                  created: list[VirtioAi] | None = None,
+                  engine: RemoteEngine | None = None) -> None:
     """Plug the AI device (harness/devices/virtio_ai.py) in at VIRTIO1 serving `model`
-    (a registry name/path it loads, or a LoadedModel); with a FaultPlan, the
-    fault-injecting one (harness/devices/ai_faults.py). The device built is appended to
-    `created`; `allow_load`: the names it may load (see device_entry)."""
+    (a name it loads, or a ready backend such as a LoadedModel); names are loaded in
+    process, or with `engine` (--engine URL) asked of that server (harness/engines/).
+    With a FaultPlan, faults are injected in front of the backend
+    (harness/devices/ai_faults.py). The device built is appended to `created`;
+    `allow_load`: the names it may load (see device_entry)."""
+    injector = None
     if plan is not None:
-        from harness.devices.ai_faults import fault_device_entry
+        from harness.devices.ai_faults import FaultInjector
 
-        entry = fault_device_entry(model, plan, log=log, allow_load=allow_load,
-                                   created=created)
-    else:
-        entry = device_entry(model, log=log, allow_load=allow_load, created=created)
+        injector = functools.partial(FaultInjector, plan)  # a new one per device built
+
+    entry = device_entry(model, log=log, allow_load=allow_load, created=created,
+                         loader=engine.loader if engine is not None else None,
+                         injector=injector)
     config.extra_devices.append(entry)
     config.flags |= bootinfo.F_AIDEV
 

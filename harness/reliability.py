@@ -20,12 +20,16 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from harness.cli import cpus_option
+from harness.cli import cpus_option, engine_options
 from harness.launch import DEFAULT_FS, DEFAULT_KERNEL, add_ai_device, launch, report
 from harness.machine import MachineConfig
+
+if TYPE_CHECKING:
+    from harness.engines.base import AiBackend
 
 OK_LINE = re.compile(r"^ok c=(\d+) id=(-?\d+) n=(\d+) p=(\d+) prompt=([\d,]+) len=(\d+) "
                      r"fnv=([0-9a-f]+)$", re.M)
@@ -72,7 +76,8 @@ def boot(cmd: str, *, model: object = None, faults: str | None = None,
     assert run.machine is not None and run.result is not None
     return Boot(run.output, run.exit.value, run.status, run.message,
                 report(run.machine, run.result), run.wall_s,
-                dict(getattr(dev, "faults", {})), getattr(dev, "requests", 0))
+                dict(dev.injector.faults) if dev is not None and dev.injector is not None else {},
+                getattr(dev, "requests", 0))
 
 
 # ---------------------------------------------------------------- sysfuzz
@@ -192,20 +197,36 @@ def parse_stress(seed: int, b: Boot) -> tuple[StressReport, list[tuple[int, list
     return rep, done
 
 
-def verify(engine: object, done: list[tuple[int, list[int], int, int]]) -> tuple[int, list[str]]:
-    """Recompute each completed request on the host engine (greedy, exactly npredict
-    tokens: what the guest asked for) and compare the text's hash."""
-    from pyllm.engine import GenParams
+def verify(backend: object, done: list[tuple[int, list[int], int, int]]
+           ) -> tuple[int, list[str]]:
+    """Recompute each completed request on the host's backend (the device's: the
+    in-process engine, or the --engine server; or a bare pyllm Engine), greedy, exactly
+    npredict tokens (what the guest asked for), and compare the text's hash."""
+    from harness.engines.base import Collected, Sampling
+    from pyllm.engine import Engine, GenParams
 
     want: dict[tuple[tuple[int, ...], int], object] = {}
     for _, prompt, npredict, _ in done:
         key = (tuple(prompt), npredict)
-        if key not in want:
-            want[key] = engine.submit(prompt, GenParams(max_new_tokens=npredict,  # type: ignore[attr-defined]
-                                                        stop_ids=()))
+        if key in want:
+            continue
+        try:
+            want[key] = (backend.submit(prompt, GenParams(max_new_tokens=npredict, stop_ids=()))
+                         if isinstance(backend, Engine) else
+                         Collected(backend, prompt, Sampling(max_new_tokens=npredict)))  # type: ignore[arg-type]
+        except Exception as exc:  # SubmitError, PyllmError: reported per result below
+            want[key] = exc
     verified, bad = 0, []
     for client, prompt, npredict, got in done:
-        ids = want[(tuple(prompt), npredict)].wait()  # type: ignore[attr-defined]
+        req = want[(tuple(prompt), npredict)]
+        try:
+            if isinstance(req, Exception):
+                raise req
+            ids = req.wait()  # type: ignore[attr-defined]
+        except Exception as exc:  # BackendFailure, the engine's error
+            bad.append(f"client {client}: prompt {prompt} predict {npredict}: the host's "
+                       f"request failed ({exc})")
+            continue
         text = " ".join(map(str, ids)).encode()
         if fnv1a(text) == got:
             verified += 1
@@ -226,7 +247,7 @@ def run_stress(lm: object, *, seed: int = 1, seconds: int = 10, clients: int = 1
     rep, done = parse_stress(seed, b)
     if len(done) != rep.ok:
         rep.mismatched.append(f"{len(done)} ok lines for {rep.ok} ok requests")
-    v, bad = verify(lm.engine, done)  # type: ignore[attr-defined]
+    v, bad = verify(lm, done)  # type: ignore[arg-type]
     rep.verified = v
     rep.mismatched += bad
     return rep
@@ -235,11 +256,23 @@ def run_stress(lm: object, *, seed: int = 1, seconds: int = 10, clients: int = 1
 # ---------------------------------------------------------------- CLI
 
 
-def _load(model: str):  # -> LoadedModel
+def _load(model: str, engine_url: str | None = None,
+          engine_timeout: float | None = None) -> AiBackend:
+    """The backend every boot shares: the model loaded in process, or with --engine the
+    server asked for it."""
+    from harness.cli import remote_engine
     from harness.devices.virtio_ai import LoadedModel
     from harness.session import check_model
     from pyllm.errors import PyllmError
 
+    engine = remote_engine(engine_url, engine_timeout, model)
+    if engine is not None:
+        from harness.engines.remote import EngineError
+
+        try:
+            return engine.loader(model)
+        except EngineError as e:
+            raise click.ClickException(str(e)) from None
     try:
         check_model(model)
         return LoadedModel.load(model)
@@ -283,6 +316,7 @@ _common = [
     click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
                  help="Also write the report as JSON."),
     cpus_option,
+    engine_options,
 ]
 
 
@@ -301,7 +335,8 @@ def _options(fn):  # noqa: ANN001, ANN202
               help="Chance (%) per killer wake-up (10-40 ms) to kill a fuzz process.")
 def fuzz(model: str | None, seed: int, seconds: int | None, faults: str | None,
          hang_timeout: float, json_out: Path | None, calls: int, procs: int,
-         kill: int, cpus: int = 1) -> None:
+         kill: int, cpus: int = 1, engine_url: str | None = None,
+         engine_timeout: float | None = None) -> None:
     """Fuzz the system calls from the guest (user_c/sysfuzz.c) and check the kernel survives.
 
     Concurrent processes make random calls, the AI service's included, with hostile
@@ -311,7 +346,9 @@ def fuzz(model: str | None, seed: int, seconds: int | None, faults: str | None,
     if faults and not model:
         raise click.UsageError("--faults needs --model")
     _check_faults(faults)
-    lm = _load(model) if model else None
+    if engine_url and not model:
+        raise click.UsageError("--engine needs --model NAME (the model the server serves)")
+    lm = _load(model, engine_url, engine_timeout) if model else None
     try:
         rep = run_fuzz(seed=seed, calls=calls, seconds=seconds or 0, procs=procs, kill=kill,
                        model=lm, faults=faults, hang_timeout=hang_timeout, cpus=cpus)
@@ -345,7 +382,8 @@ def fuzz(model: str | None, seed: int, seconds: int | None, faults: str | None,
               help="Share (%) of long requests (64..256 tokens; others 1..16).")
 def stress(model: str | None, seed: int, seconds: int | None, faults: str | None,
            hang_timeout: float, json_out: Path | None, clients: int, kill: int,
-           kill_daemon: int, long: int, cpus: int = 1) -> None:
+           kill_daemon: int, long: int, cpus: int = 1, engine_url: str | None = None,
+           engine_timeout: float | None = None) -> None:
     """Soak the AI service (user_c/aistress.c) and verify every result on the host engine.
 
     More clients than slots send mixed short and long requests; clients and ai_daemon
@@ -354,7 +392,7 @@ def stress(model: str | None, seed: int, seconds: int | None, faults: str | None
     to where it started.
     """
     _check_faults(faults)
-    lm = _load(model or "smol")
+    lm = _load(model or "smol", engine_url, engine_timeout)
     try:
         rep = run_stress(lm, seed=seed, seconds=seconds or 30, clients=clients, kill=kill,
                          kill_daemon=kill_daemon, long=long, faults=faults,

@@ -45,6 +45,10 @@
 #define AI_EKILLED      10    // the caller was killed while sleeping
 #define AI_ECANCELED    11    // cancelled (owner exited)
 #define AI_ETIMEDOUT    12    // ai_read: nothing new within the timeout
+#define AI_ENET         13    // the remote inference server is unreachable
+#define AI_ESLOW        14    // the remote inference server did not answer in time
+#define AI_EPROTO       15    // the remote inference server answered garbage
+#define AI_EOVERLOAD    16    // the remote inference server is overloaded (retried)
 
 // ai_submit_args.flags
 #define AI_NONBLOCK     0x1   // fail with AI_EBUSY instead of sleeping

@@ -85,6 +85,10 @@ devstatus(uint32 st)
   case AI_ST_ETOOLONG:  return AI_ETOOLONG;
   case AI_ST_ENOMODEL:  return AI_ENODEV;
   case AI_ST_ECANCELED: return AI_ECANCELED;
+  case AI_ST_ENET:      return AI_ENET;
+  case AI_ST_ESLOW:     return AI_ESLOW;
+  case AI_ST_EPROTO:    return AI_EPROTO;
+  case AI_ST_EBUSY:     return AI_EOVERLOAD;
   default:              return AI_EDEVICE;   // malformed, engine, fault, unknown
   }
 }

@@ -113,6 +113,11 @@ struct ai_dev_req {
 #define AI_ST_EENGINE           5   // the engine raised
 #define AI_ST_ECANCELED         6   // cancelled
 #define AI_ST_EFAULT            7   // a buffer address outside RAM
+// a remote engine (harness --engine URL: harness/engines/remote.py) failed
+#define AI_ST_ENET              8   // the server is unreachable or dropped the stream
+#define AI_ST_ESLOW             9   // nothing from the server within --engine-timeout
+#define AI_ST_EPROTO            10  // the server's answer is not the API
+#define AI_ST_EBUSY             11  // the server stayed overloaded (429/503) past the retries
 
 struct ai_dev_resp {
   uint32 status;            // AI_ST_*

@@ -64,6 +64,10 @@ static const char *errnames[] = {
   [AI_EKILLED]   "killed while waiting",
   [AI_ECANCELED] "cancelled",
   [AI_ETIMEDOUT] "nothing new within the timeout",
+  [AI_ENET]      "the inference server cannot be reached",
+  [AI_ESLOW]     "the inference server did not answer in time",
+  [AI_EPROTO]    "the inference server's answer was garbled",
+  [AI_EOVERLOAD] "the inference server is overloaded",
 };
 
 const char *

@@ -44,7 +44,7 @@
 #include "user.h"
 
 #define NSYS      64            // call numbers counted one by one; then "other"
-#define NAIERR    13            // AI_OK .. AI_ETIMEDOUT
+#define NAIERR    17            // AI_OK .. AI_EOVERLOAD
 #define QUOTA     200           // calls per fuzz process
 #define FLUSH     32            // calls between stats writes
 #define MAXPROCS  16
@@ -80,7 +80,8 @@ static char *callname[NSYS] = {
 
 static char *aierrname[NAIERR + 1] = {
   "OK", "EINVAL", "ERANGE", "ETOOLONG", "ENODEV", "EBUSY", "EPERM", "ESMALL",
-  "EWORKER", "EDEVICE", "EKILLED", "ECANCELED", "ETIMEDOUT", "other",
+  "EWORKER", "EDEVICE", "EKILLED", "ECANCELED", "ETIMEDOUT", "ENET", "ESLOW", "EPROTO",
+  "EOVERLOAD", "other",
 };
 
 // ------------------------------------------------------------ options

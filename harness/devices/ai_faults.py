@@ -17,10 +17,15 @@ SPEC is a comma-separated list (FaultPlan.parse):
     seed=N           the random decisions (default 0): the same seed and the same
                      request order give the same faults
 
-Only GENERATE requests are touched; CANCEL and LOAD behave normally. A held completion
-stays in the device's `jobs` (so the device is busy, a device reset still forgets it) and
-is released by a host timer through `ctx.post`, like any completion. `FaultyVirtioAi.faults`
-counts what was injected, by kind.
+The injector wraps the device's backend (harness/engines/base.py): a FaultyBackend sits
+between the device and the real one, refusing some submits, raising inside the token
+callback, and holding, shuffling or failing the completions it passes on. The device itself
+is the ordinary one: a held completion simply has not reached it yet, so the request stays
+in its `jobs` (the device is busy, a device reset still forgets it). A failure at completion
+first delivers junk ids (more than npredict of them), which the device copies into out[] as
+far as there is room and counts in ngenerated. Only GENERATE requests are touched; CANCEL and
+LOAD behave normally. `FaultInjector.faults` counts what was injected, by kind, across every
+backend the device was given.
 """
 
 from __future__ import annotations
@@ -28,16 +33,13 @@ from __future__ import annotations
 import random
 import re
 import threading
+import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
-from harness.devices.base import DeviceContext
-from harness.devices.virtio_ai import REQ_TYPE, ST, LoadedModel, VirtioAi, _Job
-
-if TYPE_CHECKING:
-    from pyllm.engine import Request, TokenEvent
+from harness.engines.base import AiBackend, Handle, OnDone, OnToken, Outcome, Sampling, SubmitError
 
 REORDER_WINDOW_S = 0.03   # a lone completion waits this long for company to swap with
 ERRORS = ("EINVAL", "EENGINE", "EFAULT", "ENOMODEL", "ERANGE")
@@ -122,135 +124,173 @@ class FaultPlan:
         return ",".join(parts + [f"seed={self.seed}"])
 
 
-class FaultyVirtioAi(VirtioAi):
-    """The AI device with a FaultPlan applied to its GENERATE requests."""
+class FaultInjector:
+    """A FaultPlan's random decisions and counts for one device; `wrap` puts it in front
+    of a backend."""
 
-    def __init__(self, name: str, ctx: DeviceContext, *, plan: FaultPlan,
-                 **kw: object) -> None:
+    def __init__(self, plan: FaultPlan) -> None:
         self.plan = plan
         self.rng = random.Random(plan.seed)
         self.faults: Counter[str] = Counter()
-        self._reorder: list[tuple[_Job, int]] = []
+        self._lock = threading.Lock()  # rng, faults and the reorder window (several threads)
+        self._reorder: list[tuple[OnDone, Outcome]] = []
         self._reorder_timer = False
         self._timers: list[threading.Timer] = []
-        super().__init__(name, ctx, **kw)  # type: ignore[arg-type]
+        self._closed = False
 
-    # ---------------------------------------------------------------- at the notify
-    def _generate(self, chain, job: _Job, hdr: dict[str, int]) -> int | None:  # noqa: ANN001
+    def wrap(self, backend: AiBackend) -> FaultyBackend:
+        return FaultyBackend(backend, self)
+
+    # ------------------------------------------------------------ at the notify
+    def at_submit(self, npredict: int) -> int | None:
+        """Raise SubmitError for a failure at the notify; else the token index at which the
+        engine is to raise (None: it does not)."""
         p = self.plan
-        if p.fail and self.rng.random() < p.fail / 2:
-            self.faults["fail-at-notify"] += 1
-            return ST[self.rng.choice(ERRORS)]
-        if p.engine_raise and self.rng.random() < p.engine_raise:
-            job._raise_at = self.rng.randrange(max(1, hdr["npredict"]))  # type: ignore[attr-defined]
-        return super()._generate(chain, job, hdr)
+        with self._lock:
+            if p.fail and self.rng.random() < p.fail / 2:
+                self.faults["fail-at-notify"] += 1
+                raise SubmitError(self.rng.choice(ERRORS))
+            if p.engine_raise and self.rng.random() < p.engine_raise:
+                return self.rng.randrange(max(1, npredict))
+        return None
 
-    def _tokens_cb(self, job: _Job, stop_ids: tuple[int, ...]
-                   ) -> Callable[[Request, TokenEvent], None]:
-        inner = super()._tokens_cb(job, stop_ids)
-        at = getattr(job, "_raise_at", None)
-        if at is None:
-            return inner
+    def engine_raised(self, index: int) -> InjectedEngineFault:
+        with self._lock:
+            self.faults["engine-raise"] += 1
+        return InjectedEngineFault(f"injected engine failure at token {index}")
 
-        def on_token(req: Request, ev: TokenEvent) -> None:  # engine thread
-            if ev.index >= at:
-                self.faults["engine-raise"] += 1
-                raise InjectedEngineFault(f"injected engine failure at token {ev.index}")
-            inner(req, ev)
-
-        return on_token
-
-    # ---------------------------------------------------------------- at completion
-    def _finish_job(self, job: _Job, status: int) -> None:
-        if job.kind != REQ_TYPE["GENERATE"] or getattr(job, "_released", False):
-            super()._finish_job(job, status)
-            return
+    # ------------------------------------------------------------ at completion
+    def at_done(self, outcome: Outcome, npredict: int, on_token: OnToken,
+                on_done: OnDone) -> None:
+        """A backend thread: the real completion arrived; fail, hold or shuffle it."""
         p = self.plan
-        # half the failures come at the notify: the rest, of the requests left, here
-        if p.fail and status == ST["OK"] and self.rng.random() < p.fail / (2 - p.fail):
-            self.faults["fail-at-completion"] += 1
-            status = ST[self.rng.choice(ERRORS)]
-            self._scribble(job)
-        hold = 0.0
-        if p.slow_s and self.rng.random() < p.slow_p:
-            self.faults["slow"] += 1
-            hold = p.slow_s
-        elif p.delay_s:
-            self.faults["delay"] += 1
-            hold = self.rng.uniform(0.0, p.delay_s)
+        junk: list[int] = []
+        with self._lock:
+            # half the failures come at the notify: the rest, of the requests left, here
+            if p.fail and outcome.status == "OK" and self.rng.random() < p.fail / (2 - p.fail):
+                self.faults["fail-at-completion"] += 1
+                outcome = Outcome(self.rng.choice(ERRORS))
+                junk = [self.rng.getrandbits(32)
+                        for _ in range(npredict + 1 + self.rng.randrange(1000))]
+            hold = 0.0
+            if p.slow_s and self.rng.random() < p.slow_p:
+                self.faults["slow"] += 1
+                hold = p.slow_s
+            elif p.delay_s:
+                self.faults["delay"] += 1
+                hold = self.rng.uniform(0.0, p.delay_s)
+        if junk:  # out[] gets junk and ngenerated lies (the driver must use neither)
+            on_token(junk, time.perf_counter())
         if hold > 0:
-            self._later(hold, lambda: self._held_done(job, status))
+            self._later(hold, lambda: self._held_done(on_done, outcome))
         else:
-            self._held_done(job, status)
+            self._held_done(on_done, outcome)
 
-    def _scribble(self, job: _Job) -> None:
-        """A failed request's out[] gets junk and ngenerated lies (the driver must
-        not use either when the status is an error)."""
-        n = max(job.npredict, 1)
-        junk = bytes(self.rng.getrandbits(8) for _ in range(4 * n))
-        if job.out and self.ctx.ram.contains(job.out, len(junk)):
-            self.ctx.ram.write(job.out, junk)
-        job.written = job.npredict + 1 + self.rng.randrange(1000)
-
-    def _held_done(self, job: _Job, status: int) -> None:
+    def _held_done(self, on_done: OnDone, outcome: Outcome) -> None:
         if not self.plan.reorder:
-            self._release(job, status)
+            self._release(on_done, outcome)
             return
-        self._reorder.append((job, status))
-        if len(self._reorder) >= 2:
+        with self._lock:
+            self._reorder.append((on_done, outcome))
+            now = len(self._reorder) >= 2
+            start = not now and not self._reorder_timer
+            self._reorder_timer = self._reorder_timer or start
+        if now:
             self._flush_reorder()
-        elif not self._reorder_timer:
-            self._reorder_timer = True
+        elif start:
             self._later(REORDER_WINDOW_S, self._flush_reorder)
 
     def _flush_reorder(self) -> None:
-        self._reorder_timer = False
-        batch, self._reorder = self._reorder, []
-        order = list(range(len(batch)))
-        self.rng.shuffle(order)
-        if order != sorted(order):
-            self.faults["reorder"] += 1
+        with self._lock:
+            self._reorder_timer = False
+            batch, self._reorder = self._reorder, []
+            order = list(range(len(batch)))
+            self.rng.shuffle(order)
+            if order != sorted(order):
+                self.faults["reorder"] += 1
         for i in order:
             self._release(*batch[i])
 
-    def _release(self, job: _Job, status: int) -> None:
-        if self._closed or job.epoch != self._epoch or self.jobs.get(job.head) is not job:
-            return  # the driver reset the device meanwhile: the buffers are not ours
-        job._released = True  # type: ignore[attr-defined]
-        super()._finish_job(job, status)
+    def _release(self, on_done: OnDone, outcome: Outcome) -> None:
+        if not self._closed:
+            on_done(outcome)
 
     def _later(self, delay_s: float, fn: Callable[[], None]) -> None:
-        """Run fn on the emulation thread after delay_s (a host timer posts it)."""
-        t = threading.Timer(delay_s, lambda: self.ctx.post(fn))
+        """Run fn on a host timer thread after delay_s."""
+        t = threading.Timer(delay_s, fn)
         t.daemon = True
-        self._timers = [x for x in self._timers if x.is_alive()] + [t]
+        with self._lock:
+            self._timers = [x for x in self._timers if x.is_alive()] + [t]
         t.start()
 
     def close(self) -> None:
-        for t in self._timers:
+        self._closed = True
+        with self._lock:
+            timers, self._timers = self._timers, []
+        for t in timers:
             t.cancel()
-        super().close()
 
-    def summary(self) -> str:
-        """One line: the plan and what it injected."""
+    def summary(self, requests: int) -> str:
+        """One line: the plan and what it injected (`requests`: the device's accepted)."""
         kinds = ("fail-at-notify", "fail-at-completion", "engine-raise", "delay", "slow",
                  "reorder")
         got = ", ".join(f"{k} {self.faults[k]}" for k in kinds if self.faults[k])
-        return (f"[ai-fault] {self.plan.describe()}: {self.requests} requests accepted; "
+        return (f"[ai-fault] {self.plan.describe()}: {requests} requests accepted; "
                 f"injected {got or 'nothing'}")
 
 
-def fault_device_entry(model: str | LoadedModel | None, plan: FaultPlan, *,
-                       log: Callable[[str], None] | None = None,
-                       allow_load: tuple[str, ...] = (),
-                       created: list[VirtioAi] | None = None,
-                       ) -> tuple[str, str, Callable[[str, DeviceContext], VirtioAi], str]:
-    """virtio_ai.device_entry, with faults."""
+class FaultyBackend:
+    """A backend with a FaultInjector in front of its GENERATE requests; everything else
+    (facts, counters, `model`/`engine` of a LoadedModel) is the inner backend's."""
 
-    def factory(name: str, ctx: DeviceContext) -> VirtioAi:
-        dev = FaultyVirtioAi(name, ctx, plan=plan, model=model, log=log, allow_load=allow_load)
-        if created is not None:
-            created.append(dev)
-        return dev
+    def __init__(self, inner: AiBackend, injector: FaultInjector) -> None:
+        self.inner = inner
+        self.injector = injector
+        self.spec = inner.spec
 
-    return ("ai", "VIRTIO1", factory, "VIRTIO1_IRQ")
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    @property
+    def label(self) -> str:
+        return self.inner.label
+
+    @property
+    def max_context(self) -> int:
+        return self.inner.max_context
+
+    @property
+    def eos_ids(self) -> tuple[int, ...]:
+        return self.inner.eos_ids
+
+    def config_fields(self) -> dict[str, int | bytes]:
+        return self.inner.config_fields()
+
+    def cache_counters(self) -> dict[str, int]:
+        return self.inner.cache_counters()
+
+    def queue_depth(self) -> tuple[int, int]:
+        return self.inner.queue_depth()
+
+    def ready_message(self) -> str:
+        return self.inner.ready_message()
+
+    def submit(self, prompt: Sequence[int], params: Sampling, on_token: OnToken,
+               on_done: OnDone) -> Handle:
+        inj = self.injector
+        raise_at = inj.at_submit(params.max_new_tokens)
+        seen = [0]
+
+        def tok(ids: Sequence[int], t: float) -> None:
+            if raise_at is not None and seen[0] + len(ids) > raise_at:
+                raise inj.engine_raised(max(seen[0], raise_at))
+            seen[0] += len(ids)
+            on_token(ids, t)
+
+        def done(outcome: Outcome) -> None:
+            inj.at_done(outcome, params.max_new_tokens, on_token, on_done)
+
+        return self.inner.submit(prompt, params, tok, done)
+
+    def close(self) -> None:
+        self.inner.close()

@@ -1,4 +1,4 @@
-"""The virtio-mmio (version 2) AI device at VIRTIO1: LLM inference on the pyllm engine.
+"""The virtio-mmio (version 2) AI device at VIRTIO1: LLM inference behind virtio.
 
 Contract: kernel_c/virtio_ai.h (device ID, features, config space, request chain, status
 codes, trace register), read from the header like every shared value; the transport
@@ -13,9 +13,10 @@ Requests. One chain per request on queue 0 (QueueNumMax VIRTIO_AI_QUEUE_NUM):
     LOAD      hdr (R) -> name (R, NUL-terminated model name) [-> anything] -> resp (W)
 
 The QUEUE_NOTIFY write validates the chain, writes resp = {AI_ST_RUNNING, 0, t_accept},
-hands the prompt to the engine (pyllm.Engine: several requests in flight, decoded in one
-batch) and returns at once. The engine thread never touches the machine: for every token it
-queues the id, and a closure is posted to the emulation thread (`ctx.post`) at most once per
+hands the prompt to the backend (harness/engines/: the in-process pyllm engine, several
+requests in flight decoded in one batch, or a remote OpenAI-compatible server) and returns
+at once. The backend's threads never touch the machine: for new token ids the device
+queues them, and a closure is posted to the emulation thread (`ctx.post`) at most once per
 engine step and, for progress alone, once per PROGRESS_INTERVAL_S; it copies the new ids into
 out[] and updates resp.ngenerated / t_first (feature PROGRESS; without it out[] and resp are
 written once at the end). With feature PROGRESS_IRQ such an update also raises
@@ -34,11 +35,15 @@ With the host clock the engine's own perf_counter token times are converted exac
 t_first/t_done do not include the posting delay; with --clock icount they are the guest time
 when the emulation thread applies the update.
 
-The model is loaded on a host thread (`--model`, or an AI_REQ_LOAD request) while the guest
-runs: config.state goes NOMODEL -> LOADING -> READY (or FAILED, the reason printed on the
-host console through `log`), each change bumping ConfigGeneration and raising
-VIRTIO_INT_CONFIG. A `LoadedModel` can also be handed in ready-made (tests, benchmarks and
-`--demo` reuse one model across boots).
+The model is loaded on a host thread (`--model`, or an AI_REQ_LOAD request; with
+`--engine URL` "loading" is asking the server for its model) while the guest runs:
+config.state goes NOMODEL -> LOADING -> READY (or FAILED, the reason printed on the host
+console through `log`), each change bumping ConfigGeneration and raising
+VIRTIO_INT_CONFIG. A backend (a `LoadedModel`) can also be handed in ready-made (tests,
+benchmarks and `--demo` reuse one model across boots). With fault injection
+(harness/devices/ai_faults.py) every backend the device gets is wrapped by the injector.
+
+On an error status ngenerated counts every id the backend delivered (the driver ignores it).
 
 The trace register (VIRTIO_AI_TRACE, write-only) takes (event << 24) | reqid from the
 kernel; the device time-stamps it and adds its own events (accept, first token, done) to
@@ -51,7 +56,7 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -72,10 +77,11 @@ from harness.devices.virtio_mmio import (
     VirtioMmio,
     Virtqueue,
 )
+from harness.engines.base import AiBackend, Handle, Outcome, Sampling, SubmitError, guest_name
+from harness.engines.local import LoadedModel
 
 if TYPE_CHECKING:
-    from pyllm.engine import Engine, Request, TokenEvent
-    from pyllm.models.base import Model
+    from harness.devices.ai_faults import FaultInjector
 
 A = cheader.load("virtio_ai.h")
 AI_H = cheader.load("ai.h")
@@ -91,6 +97,7 @@ NGEN_OFF, TFIRST_OFF = RESP.offset("ngenerated"), RESP.offset("t_first")
 TRACE = A["VIRTIO_AI_TRACE"]
 CACHE_REG = A["VIRTIO_AI_CACHE"]  # read-only: struct ai_cache, one register per field
 CACHE = AI_H.struct("ai_cache")
+__all__ = ["LoadedModel", "TraceEvent", "VirtioAi", "device_entry", "guest_name"]
 CACHE_FIELDS = {CACHE_REG + CACHE.offset(f): f for f in CACHE.fields}
 INT_CONFIG = V["VIRTIO_INT_CONFIG"]
 F_PROGRESS = 1 << A["VIRTIO_AI_F_PROGRESS"]
@@ -109,76 +116,6 @@ TRACE_EVENTS = {v: k.lower() for k, v in A.prefixed("AI_TR_").items()}  # 1 -> "
 PROGRESS_INTERVAL_S = PROGRESS_US / 1e6  # progress updates at most this often (one guest tick)
 TRACE_CAP = 200_000                  # the latest events kept (a long session must not grow)
 _U64 = struct.Struct("<Q")
-
-
-@dataclass
-class LoadedModel:
-    """A model with its engine, as the device serves it (shareable across machines)."""
-
-    model: Model
-    engine: Engine
-    load_us: int  # Model Loading Time: weights file -> ready, host microseconds
-    spec: str     # what was asked for ("smol", a path, ...)
-
-    @property
-    def repack_us(self) -> int:
-        """The part of load_us that was the one-time int8 repack (0: its cache was mapped)."""
-        return int(self.model.info.extra.get("repack_s", 0.0) * 1e6)
-
-    @classmethod
-    def load(cls, spec: str, kv_cache: int | None = None, **opts: object) -> LoadedModel:
-        """Load `spec` (pyllm.registry name or path) and start its engine (`kv_cache`: its
-        prefix cache's bytes, None = the default, 0 = off); raises PyllmError."""
-        from pyllm import registry
-        from pyllm.engine import Engine
-
-        t0 = time.perf_counter()
-        model = registry.load(spec, **opts)
-        load_us = int((time.perf_counter() - t0) * 1e6)
-        # import what a request's sampler needs now (numpy.random: ~30 ms the first
-        # time), not inside the first request's QUEUE_NOTIFY
-        from pyllm.sampling import Sampler, SamplingParams
-
-        Sampler(SamplingParams(seed=0))
-        return cls(model, Engine(model, kv_cache=kv_cache), load_us, spec)
-
-    def close(self) -> None:
-        self.engine.close()
-        self.model.close()
-
-    def config_fields(self) -> dict[str, int | bytes]:
-        """The model's part of struct virtio_ai_config."""
-        info = self.model.info
-        return {
-            "flags": A["AI_CFG_SYNTHETIC"] if info.synthetic else 0,
-            "vocab_size": info.vocab_size,
-            "max_context": info.max_context,
-            "eos_token": info.eos_ids[0] if info.eos_ids else 0xFFFF_FFFF,
-            "n_layers": info.n_layers,
-            "dim": info.model_width,
-            "max_inflight": self.engine.max_batch,
-            "n_params": info.n_params,
-            "weight_bytes": info.weight_bytes,
-            "load_us": self.load_us,
-            "name": guest_name(info.title),
-            "arch": info.arch.encode()[:15],
-            "kv_cache_bytes": self.engine.cache.budget,
-            "kv_block": self.engine.cache.block,
-            "repack_us": self.repack_us,
-        }
-
-    def cache_counters(self) -> dict[str, int]:
-        """struct ai_cache: the prefix cache's counters (pyllm.prefix_cache.PrefixCache)."""
-        st = self.engine.cache.status()
-        return {f: st["bytes"] >> 10 if f == "kib" else int(st.get(f, 0)) for f in CACHE.fields}
-
-
-def guest_name(title: str) -> bytes:
-    """The config's `name` (char[32], NUL-terminated): the model's title in at most 31 bytes,
-    cut at a character boundary. The guest prints it inside quotes (`model="..."`), so a quote
-    or a control character in it becomes '_'."""
-    clean = "".join("_" if c == '"' or not c.isprintable() else c for c in title)
-    return clean.encode()[:31].decode(errors="ignore").encode()
 
 
 @dataclass
@@ -219,11 +156,12 @@ class _Job:
     t_first: int = 0
     t_done: int = 0
     written: int = 0   # ids copied into out[] so far
+    delivered: int = 0  # ids the backend delivered (past npredict only for a broken one)
     pending: list[int] = field(default_factory=list)  # ids produced, not yet copied
     status: int | None = None  # final AI_ST_* once the engine finished it
-    request: Request | None = None
-    lm: LoadedModel | None = None  # the model serving it
-    t_first_perf: float = 0.0  # engine perf_counter times of the first and latest token
+    handle: Handle | None = None
+    lm: AiBackend | None = None  # the backend serving it
+    t_first_perf: float = 0.0  # backend perf_counter times of the first and latest token
     t_last_perf: float = 0.0
 
 
@@ -234,17 +172,23 @@ class VirtioAi(VirtioMmio):
     queue_num_max = A["VIRTIO_AI_QUEUE_NUM"]
 
     def __init__(self, name: str, ctx: DeviceContext, *,
-                 model: str | LoadedModel | None = None,
+                 model: str | AiBackend | None = None,
                  log: Callable[[str], None] | None = None,
-                 allow_load: tuple[str, ...] = ()) -> None:
-        """`model`: a registry name/path to load on a host thread now, a ready LoadedModel
-        (owned by the caller), or None (state NOMODEL until an AI_REQ_LOAD). `allow_load`:
-        model names an AI_REQ_LOAD may ask for besides the registry's short names."""
+                 allow_load: tuple[str, ...] = (),
+                 loader: Callable[[str], AiBackend] | None = None,
+                 injector: FaultInjector | None = None) -> None:
+        """`model`: a name to load on a host thread now, a ready backend (owned by the
+        caller), or None (state NOMODEL until an AI_REQ_LOAD). `loader`: name -> backend
+        (default LoadedModel.load: the in-process engine; harness/engines/remote.py's for
+        --engine). `allow_load`: model names an AI_REQ_LOAD may ask for besides the
+        registry's short names. `injector`: fault injection wrapping every backend."""
         super().__init__(name, ctx)
         self.log = log or (lambda msg: None)
         self.allow_load = allow_load
         self.state = DEV_STATE["NOMODEL"]
-        self.loaded: LoadedModel | None = None
+        self.loader = loader or (lambda spec: LoadedModel.load(spec))
+        self.injector = injector
+        self.loaded: AiBackend | None = None
         self.load_error = ""
         self.config_generation = 0
         self.trace: deque[TraceEvent] = deque(maxlen=TRACE_CAP)
@@ -254,7 +198,7 @@ class VirtioAi(VirtioMmio):
         self.progress_irqs = 0      # VIRTIO_AI_INT_PROGRESS raised
         self.last_irq_us = -PROGRESS_US  # guest µs of the last progress interrupt
         self.jobs: dict[int, _Job] = {}  # head -> job (emulation thread only)
-        self._owned: list[LoadedModel] = []  # models this device loaded (closed with it)
+        self._owned: list[AiBackend] = []  # backends this device loaded (closed with it)
         self._epoch = 0
         self._lock = threading.Lock()  # guards _dirty/_flush_posted and jobs' pending lists
         self._dirty: list[_Job] = []
@@ -265,10 +209,10 @@ class VirtioAi(VirtioMmio):
         self._perf_to_mono = time.monotonic_ns() - time.perf_counter_ns()
         self._config = b""
         self._build_config()
-        if isinstance(model, LoadedModel):
-            self._set_model(model)
+        if isinstance(model, str):
+            self.start_load(model)
         elif model is not None:
-            self.start_load(str(model))
+            self._set_model(self._wrap(model))
 
     # ---------------------------------------------------------------- time
     def now_us(self) -> int:
@@ -306,7 +250,7 @@ class VirtioAi(VirtioMmio):
 
         def work() -> None:  # host thread: only ctx.post reaches the machine
             try:
-                lm: LoadedModel | None = LoadedModel.load(spec)
+                lm: AiBackend | None = self._wrap(self.loader(spec))
                 err = ""
             except Exception as exc:  # a PyllmError, or a bug: FAILED either way
                 lm, err = None, str(exc) or type(exc).__name__
@@ -315,7 +259,10 @@ class VirtioAi(VirtioMmio):
 
         threading.Thread(target=work, name="ai-load", daemon=True).start()
 
-    def _load_done(self, gen: int, lm: LoadedModel | None, err: str, job: _Job | None,
+    def _wrap(self, backend: AiBackend) -> AiBackend:
+        return backend if self.injector is None else self.injector.wrap(backend)
+
+    def _load_done(self, gen: int, lm: AiBackend | None, err: str, job: _Job | None,
                    span: tuple[float, float, int]) -> None:
         if self._closed or gen != self._loads:  # closed, or a newer load superseded this one
             if lm is not None:
@@ -330,24 +277,20 @@ class VirtioAi(VirtioMmio):
         else:
             self._owned.append(lm)
             self._set_model(lm)
-            info = lm.model.info
-            self.log(f"[ai] model {info.label} ready ({info.arch}, "
-                     f"{info.n_params / 1e6:.0f}M parameters, loaded in {lm.load_us / 1e3:.0f} ms"
-                     + (f", of which {lm.repack_us / 1e3:.0f} ms the one-time int8 repack, "
-                        "cached for later loads" if lm.repack_us else "") + ")")
+            self.log(f"[ai] {lm.ready_message()}")
         start, end = self._us_at(span[0]), self._us_at(span[1])
         self._event(span[2] if start is None else start, "load", 0)  # 0 if before boot
         self._event(self.now_us() if end is None else end, "loaded", 0, arg=self.state)
         if job is not None:
             self._finish_job(job, ST["OK"] if lm is not None else ST["ENOMODEL"])
 
-    def _set_model(self, lm: LoadedModel) -> None:
+    def _set_model(self, lm: AiBackend) -> None:
         old = self.loaded
         self.loaded = lm
         self._set_state(DEV_STATE["READY"])
         self._retire(old)
 
-    def _retire(self, lm: LoadedModel | None) -> None:
+    def _retire(self, lm: AiBackend | None) -> None:
         """Close a replaced model this device loaded once no request uses it any more."""
         if (lm is not None and lm is not self.loaded and lm in self._owned
                 and not any(j.lm is lm for j in self.jobs.values())):
@@ -375,7 +318,7 @@ class VirtioAi(VirtioMmio):
         return F_PROGRESS | F_SAMPLING | F_CANCEL | F_PROGRESS_IRQ
 
     def describe(self) -> str:
-        what = (self.loaded.model.info.label if self.loaded is not None
+        what = (self.loaded.label if self.loaded is not None
                 else STATE_NAMES.get(self.state, "?"))
         return f"virtio-ai ({what})"
 
@@ -419,8 +362,8 @@ class VirtioAi(VirtioMmio):
         """Status 0: forget every request in flight (their buffers belong to the driver again)."""
         self._epoch += 1
         for job in self.jobs.values():
-            if job.request is not None:
-                job.request.cancel()
+            if job.handle is not None:
+                job.handle.cancel()
         self.jobs.clear()
 
     # ---------------------------------------------------------------- chains
@@ -499,48 +442,35 @@ class VirtioAi(VirtioMmio):
         lm = self.loaded
         if lm is None or self.state != DEV_STATE["READY"]:
             return ST["ENOMODEL"]
-        info = lm.model.info
-        if n + npredict > info.max_context:
+        if n + npredict > lm.max_context:
             return ST["ETOOLONG"]
-        import numpy as np
-
-        from pyllm.engine import GenParams
-        from pyllm.errors import ContextOverflowError, PyllmError, TokenError
-
-        # ids >= 2**31 turn negative here: check_prompt refuses them like ids >= vocab
-        prompt = np.frombuffer(self.ctx.ram.slice(tok_addr, 4 * n), dtype="<i4").copy()
-        sampling: dict[str, float | int] = {"seed": hdr["seed"]}  # seeding from the OS is slower
+        prompt = list(struct.unpack(f"<{n}I", self.ctx.ram.slice(tok_addr, 4 * n)))
+        sampling: dict[str, float | int] = {}
         if self.driver_features & F_SAMPLING and hdr["temp_milli"]:
             top_p = hdr["top_p_milli"] / 1000 if 0 < hdr["top_p_milli"] < 1000 else 1.0
             sampling.update(temperature=hdr["temp_milli"] / 1000, top_k=hdr["top_k"],
                             top_p=top_p)
-        params = GenParams(max_new_tokens=npredict,
-                           stop_ids=None if hdr["flags"] & STOP_EOS else (), **sampling)
+        params = Sampling(max_new_tokens=npredict, stop_eos=bool(hdr["flags"] & STOP_EOS),
+                          seed=hdr["seed"], **sampling)  # type: ignore[arg-type]
         job.out, job.npredict, job.lm = out_addr, npredict, lm
         try:
-            stops = lm.model.info.eos_ids if params.stop_ids is None else params.stop_ids
-            job.request = lm.engine.submit(prompt, params,
-                                           on_token=self._tokens_cb(job, tuple(stops)),
-                                           on_done=self._done_cb(job))
-        except TokenError:
-            return ST["ERANGE"]
-        except ContextOverflowError:
-            return ST["ETOOLONG"]
-        except PyllmError as exc:
-            self.log(f"[ai] request {job.reqid}: {exc}")
-            return ST["EENGINE"]
+            job.handle = lm.submit(prompt, params, self._tokens_cb(job), self._done_cb(job))
+        except SubmitError as exc:
+            if exc.message and exc.status not in ("ERANGE", "ETOOLONG"):  # the guest's own
+                self.log(f"[ai] request {job.reqid}: {exc.message}")
+            return ST.get(exc.status, ST["EENGINE"])
         self.requests += 1
         self._event(job.t_accept, "accept", job.reqid, arg=n)
-        handed = self._us_at(job.request.timings.submitted)  # in the engine's queue
+        handed = self._us_at(job.handle.t_submitted)  # in the backend's queue
         self._event(self.now_us() if handed is None else handed, "engine", job.reqid)
         return None
 
     def _cancel(self, target: int) -> int:
         if not self.driver_features & F_CANCEL:
             return ST["EINVAL"]
-        hits = [j for j in self.jobs.values() if j.reqid == target and j.request is not None]
+        hits = [j for j in self.jobs.values() if j.reqid == target and j.handle is not None]
         for j in hits:
-            j.request.cancel()  # type: ignore[union-attr]
+            j.handle.cancel()  # type: ignore[union-attr]
         self._event(self.now_us(), "cancel", target, arg=len(hits))
         return ST["OK"] if hits else ST["EINVAL"]
 
@@ -562,40 +492,35 @@ class VirtioAi(VirtioMmio):
         self.start_load(spec, job)
         return None
 
-    # ---------------------------------------------------------------- engine side
-    def _tokens_cb(self, job: _Job, stop_ids: tuple[int, ...]) -> Callable[[Request, TokenEvent],
-                                                                          None]:
+    # ---------------------------------------------------------------- backend side
+    def _tokens_cb(self, job: _Job) -> Callable[[Sequence[int], float], None]:
         progress = bool(self.driver_features & F_PROGRESS)
 
-        def on_token(req: Request, ev: TokenEvent) -> None:  # engine thread
-            # the engine stops after this token exactly when (its own test): then the
-            # request completes now, without waiting for the engine's on_done
-            last = ev.index + 1 >= job.npredict or ev.token in stop_ids
+        def on_token(ids: Sequence[int], t: float) -> None:  # a backend thread
             with self._lock:
-                job.pending.append(ev.token)
+                job.pending.extend(ids)
+                job.delivered += len(ids)
                 if not job.t_first_perf:
-                    job.t_first_perf = ev.t
-                job.t_last_perf = ev.t
-                if last:
-                    job.status = ST["OK"]
-                post = self._mark(job) if progress or last else False
+                    job.t_first_perf = t
+                job.t_last_perf = t
+                post = self._mark(job) if progress else False
             if post:  # outside the lock: the emulation thread takes it first thing
                 self.ctx.post(self._flush)
 
         return on_token
 
-    def _done_cb(self, job: _Job) -> Callable[[Request], None]:
-        def on_done(req: Request) -> None:  # engine thread
-            reason = req.timings.stop_reason
-            status = (ST["ECANCELED"] if reason == "cancelled" else
-                      ST["EENGINE"] if reason == "error" or req.error is not None else ST["OK"])
+    def _done_cb(self, job: _Job) -> Callable[[Outcome], None]:
+        def on_done(outcome: Outcome) -> None:  # a backend thread
+            status = ST.get(outcome.status, ST["EENGINE"])
             with self._lock:
                 if job.status is not None:
-                    return  # completed at its last token already
+                    return
                 job.status = status
                 post = self._mark(job)
             if status == ST["EENGINE"]:
-                self.log(f"[ai] request {job.reqid} failed in the engine: {req.error}")
+                self.log(f"[ai] request {job.reqid} failed in the engine: {outcome.message}")
+            elif outcome.message:
+                self.log(f"[ai] request {job.reqid}: {outcome.message}")
             if post:
                 self.ctx.post(self._flush)
 
@@ -625,11 +550,12 @@ class VirtioAi(VirtioMmio):
             self._flush_posted = False
             work = []
             for job in dict.fromkeys(dirty):  # each job once, in order
-                work.append((job, job.pending, job.t_first_perf, job.t_last_perf, job.status))
+                work.append((job, job.pending, job.t_first_perf, job.t_last_perf, job.status,
+                             job.delivered))
                 job.pending = []
         ram = self.ctx.ram
         progressed = False
-        for job, new, t_first, t_last, status in work:
+        for job, new, t_first, t_last, status, delivered in work:
             if job.epoch != self._epoch or self.jobs.get(job.head) is not job:
                 continue  # the driver reset the device: the buffers are no longer ours
             if new:
@@ -640,7 +566,7 @@ class VirtioAi(VirtioMmio):
                     us = self._us_at(t_first)
                     job.t_first = us if us is not None else self.now_us()
                     self._event(job.t_first, "first", job.reqid,
-                                arg=job.request.timings.n_cached if job.request else 0)
+                                arg=job.handle.n_cached if job.handle else 0)
                     ram.slice(job.resp + TFIRST_OFF, 8)[:] = _U64.pack(job.t_first)
                 job.written += len(new)
             if status is None:
@@ -651,6 +577,8 @@ class VirtioAi(VirtioMmio):
             job.t_done = last if last is not None else self.now_us()
             if job.written:  # progress went straight into RAM; now drop stale translations
                 ram.forget_code(job.out, 4 * job.written)
+            if status != ST["OK"]:
+                job.written = max(job.written, delivered)  # see the module docstring
             self._finish_job(job, status)
         if progressed:
             self._progress_irq()
@@ -688,7 +616,7 @@ class VirtioAi(VirtioMmio):
         (PhysMem.write), like every DMA write of the machine's devices."""
         if status != ST["RUNNING"] and not job.t_done:
             job.t_done = self.now_us()
-        ncached = job.request.timings.n_cached if job.request is not None else 0
+        ncached = job.handle.n_cached if job.handle is not None else 0
         data = RESP_FMT.pack(status, job.written, job.t_accept, job.t_first, job.t_done,
                              ncached, 0)
         if status == ST["RUNNING"]:
@@ -698,7 +626,7 @@ class VirtioAi(VirtioMmio):
         return 4 * job.written + RESP.size
 
     # ---------------------------------------------------------------- teardown
-    def release_model(self) -> LoadedModel | None:
+    def release_model(self) -> AiBackend | None:
         """Hand the current model to the caller (it outlives this device: the next boot of
         a session reuses it instead of loading again). None if no model is ready."""
         lm = self.loaded
@@ -710,26 +638,32 @@ class VirtioAi(VirtioMmio):
         """Cancel what is in flight; close the models this device loaded."""
         self._closed = True
         for job in self.jobs.values():
-            if job.request is not None:
-                job.request.cancel()
+            if job.handle is not None:
+                job.handle.cancel()
         self.jobs.clear()
         for lm in self._owned:
             lm.close()
         self._owned.clear()
+        if self.injector is not None:
+            self.injector.close()
 
 
 VENDOR_ID_REG = REG["VENDOR_ID"]
 CONFIG_GENERATION_REG = REG["CONFIG_GENERATION"]
 
 
-def device_entry(model: str | LoadedModel | None, *, log: Callable[[str], None] | None = None,
+def device_entry(model: str | AiBackend | None, *, log: Callable[[str], None] | None = None,
                  allow_load: tuple[str, ...] = (), created: list[VirtioAi] | None = None,
+                 loader: Callable[[str], AiBackend] | None = None,
+                 injector: Callable[[], FaultInjector] | None = None,
                  ) -> tuple[str, str, Callable[[str, DeviceContext], VirtioAi], str]:
     """The MachineConfig.extra_devices row that plugs the AI device in at VIRTIO1.
-    The device built is appended to `created` (the caller's handle on it)."""
+    The device built is appended to `created` (the caller's handle on it); `loader` and
+    `injector` (a new FaultInjector per device) as VirtioAi takes them."""
 
     def factory(name: str, ctx: DeviceContext) -> VirtioAi:
-        dev = VirtioAi(name, ctx, model=model, log=log, allow_load=allow_load)
+        dev = VirtioAi(name, ctx, model=model, log=log, allow_load=allow_load, loader=loader,
+                       injector=injector() if injector is not None else None)
         if created is not None:
             created.append(dev)
         return dev

@@ -193,7 +193,7 @@ class ServiceReader:
             return None
         running = queued = 0
         if dev.loaded is not None:
-            running, queued = dev.loaded.engine.queue_depth
+            running, queued = dev.loaded.queue_depth()
         return {"chains": len(dev.jobs), "running": running, "queued": queued,
                 "requests": dev.requests,
                 "tokens": sum(j.written for j in dev.jobs.values())}
