@@ -26,7 +26,7 @@ def test_bench_system_reports_every_figure(tmp_path: Path) -> None:
                   "Syscall round trip, getpid (us)", "pingpong round trip (us)",
                   "IPI wake-up, store to run (us)", "Host CPU at the prompt",
                   "fork + exit + wait (us)", "pipe to a child (KiB/s)",
-                  "Trap floor, no kernel, C traps (us)", "Ratio Python / C: getpid"):
+                  "Trap floor, no kernel, C (us)", "Ratio Python / C: getpid"):
         assert label in r.stdout
     med = json.loads(out.read_text())["median"]
     for key in ("raw_mips", "floor_us", "guest_over_bare", "syscall_over_floor", "floor_py_us",
