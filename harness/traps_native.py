@@ -118,6 +118,8 @@ class NativeTraps(Traps):
         c.sys_fork, c.sys_exec = _SYSCALLS["SYS_fork"], _SYSCALLS["SYS_exec"]
         assert _NEW_TEXT == {c.sys_fork, c.sys_exec}
         self.uc = uc
+        # the hooks point into self._c: it must live as long as the engine does
+        uc._harness_traps = self  # type: ignore[attr-defined]
         super().__init__(uc, hart, clock.guest_read, counts)
 
     def _attach(self, uc: Uc) -> None:
