@@ -330,7 +330,7 @@ def format_report(data: dict[str, Any]) -> str:
              row("pipe to a child (KiB/s)", "pipe_kib_s", "{:>10.0f}"),
              row("pingpong round trip (us)", "pingpong_us"),
              row("IPI wake-up, store to run (us)", "ipi_wake_us"),
-             bar(s=f" Python trap path ({base_label}, HARNESS_TRAPS=python) ", n=w, c="-"),
+             bar(s=f" Python traps, {base_label} (HARNESS_TRAPS=python) ", n=w, c="-"),
              _row("Syscall round trip, getpid (us)", med["syscall_py_us"]),
              _row("fork + exit + wait (us)", med["fork_py_us"]),
              _row("Ratio Python / C: trap floor", med["floor_py_over_c"]),
