@@ -19,6 +19,11 @@ in the guest's handler without leaving `emu_start`:
 Delivery = what the privileged spec says for a trap taken into S-mode: SPP <- old
 privilege, SPIE <- SIE, SIE <- 0, scause/sepc/stval, privilege S, pc <- stvec (BASE;
 synchronous traps never vector).
+
+The machine normally runs the C twin of this module (harness/native/traps.c, through
+harness/traps_native.py), which does exactly this without entering Python and hands back
+what it does not decide. This module stays its specification and the Python path
+(HARNESS_TRAPS=python); tests/test_traps_native.py holds the two to the same results.
 """
 
 from __future__ import annotations
