@@ -55,9 +55,15 @@ NATIVE := pyllm/kernels/_native.abi3.so
 $(NATIVE): $(wildcard pyllm/kernels/*.c pyllm/kernels/*.h) pyllm/kernels/build.py | $(SETUP_STAMP)
 	$(PY) -m pyllm.kernels.build
 
+# the machine's C trap path (harness/native): built with the kernel, so `make build` (and
+# every entry point below) runs the guest with it
+FASTPATH := harness/native/_fastpath.abi3.so
+$(FASTPATH): $(wildcard harness/native/*.c harness/native/*.h) harness/native/build.py
+	$(PY) -m harness.native.build
+
 # testprogs: the tests' guest programs (kernel_progs/ and guest_stubs/), which the
 # tests take from build/ rather than compiling them with flags of their own
-build: $(KERNEL_ELF) $(FS_IMG) testprogs
+build: $(KERNEL_ELF) $(FS_IMG) testprogs $(FASTPATH)
 testprogs: $(TESTPROG_BINS) $(STUB_ELFS)
 
 # ---------------------------------------------------------------- entry points

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import enum
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +76,7 @@ from harness.harts import FENCE_I, PAUSE, Cpu, complete_store, scan_words
 from harness.mmio import MmioBus
 from harness.physmem import PhysMem
 from harness.traps import Traps
+from harness.traps_native import make_traps, new_counts, trap_path
 from harness.waker import Waker
 
 ML = cheader.load("memlayout.h")
@@ -142,6 +142,7 @@ class MachineConfig:
     disk_journal: list | None = None  # record the disk's writes and flushes here
     hang_timeout: float | None = None  # seconds without guest progress -> Exit.HANG
     cpus: int = 1                  # harts (1..bootinfo.MAXCPU)
+    traps: str = ""                # "c" or "python"; "" = $HARNESS_TRAPS, else c
     # optional devices: (name, base name in memlayout.h, factory(name, ctx), PLIC source name)
     extra_devices: list[tuple[str, str, DeviceFactory, str | None]] = field(default_factory=list)
 
@@ -171,7 +172,8 @@ class Machine:
                                                else IcountClock())
         self.cpus: list[Cpu] = []
         self.cur = 0  # the hart that runs now, or last ran (the debugger's selection)
-        counts: Counter[int] = Counter()
+        self.trap_path = trap_path(config.traps)  # harness/traps_native.py
+        counts = new_counts(self.trap_path)
         for i in range(config.cpus):
             uc = Uc(UC_ARCH_RISCV, UC_MODE_RISCV64)
             hart = Hart(uc)
@@ -179,7 +181,8 @@ class Machine:
                 self.ram = PhysMem(uc, hart, ML["KERNBASE"], config.ram_size)
             else:
                 self.ram.attach(uc, hart)
-            self.cpus.append(Cpu(i, uc, hart, Traps(uc, hart, self.clock.guest_read, counts),
+            self.cpus.append(Cpu(i, uc, hart,
+                                 make_traps(self.trap_path, uc, hart, self.clock, counts),
                                  MmioBus(uc, hart)))
         self._run_uc = self.cpus[0].uc
         self._others = False  # at the start of this run, another hart could run
@@ -311,7 +314,7 @@ class Machine:
         for c in self.cpus:
             c.uc.mem_map(ML["BOOTINFO"], 0x1000, UC_PROT_READ)
             c.uc.mem_write(ML["BOOTINFO"], info)
-            c.traps.forget_user_code = (lambda h=c.id: self.ram.forget_code(
+            c.traps.set_user_code(kend, ram_end, lambda h=c.id: self.ram.forget_code(
                 kend, ram_end - kend, hart=h))
             for a in fences:
                 c.uc.hook_add(UC_HOOK_CODE, self._on_fence_i, c, a, a)

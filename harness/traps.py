@@ -19,12 +19,17 @@ in the guest's handler without leaving `emu_start`:
 Delivery = what the privileged spec says for a trap taken into S-mode: SPP <- old
 privilege, SPIE <- SIE, SIE <- 0, scause/sepc/stval, privilege S, pc <- stvec (BASE;
 synchronous traps never vector).
+
+The machine normally runs the C twin of this module (harness/native/traps.c, through
+harness/traps_native.py), which does exactly this without entering Python and hands back
+what it does not decide. This module stays its specification and the Python path
+(HARNESS_TRAPS=python); tests/test_traps_native.py holds the two to the same results.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 
 from unicorn import UC_HOOK_INSN_INVALID, UC_HOOK_INTR, Uc
 from unicorn import riscv_const as R
@@ -130,18 +135,26 @@ class Traps:
     """Delivers synchronous exceptions and emulates rdtime; counts what it did."""
 
     def __init__(self, uc: Uc, hart: Hart, mtime: Callable[[], int],
-                 counts: Counter[int] | None = None) -> None:
+                 counts: MutableMapping[int, int] | None = None) -> None:
         self.hart = hart
         self.mtime = mtime
-        # delivered traps by scause (one Counter may be shared by all harts)
-        self.counts: Counter[int] = Counter() if counts is None else counts
+        # delivered traps by scause (one table may be shared by all harts; the C path's
+        # is harness/traps_native.py's TrapCounts)
+        self.counts: MutableMapping[int, int] = Counter() if counts is None else counts
         self.rdtime = 0
         self.ebreak_delivered = False  # emu_start will end with a spurious UC_ERR_EXCEPTION
         # drops translated user code before fork/exec (see _NEW_TEXT); the machine
         # narrows it to RAM above the kernel image, which keeps the kernel's translations
         self.forget_user_code: Callable[[], None] = uc.ctl_flush_tb
+        self._attach(uc)
+
+    def _attach(self, uc: Uc) -> None:
         uc.hook_add(UC_HOOK_INTR, self._on_intr)
         uc.hook_add(UC_HOOK_INSN_INVALID, self._on_invalid)
+
+    def set_user_code(self, lo: int, hi: int, forget: Callable[[], None]) -> None:
+        """User pages lie in physical [lo, hi); `forget` drops their translations."""
+        self.forget_user_code = forget
 
     # ---------------------------------------------------------------- hooks
     def _on_intr(self, uc: Uc, intno: int, _data: object) -> None:

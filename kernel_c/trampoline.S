@@ -67,8 +67,12 @@ uservec:
         ld t0, TF_KTRAP(a0)
         ld t1, TF_KSATP(a0)
 
-        // no user-space translations may survive into the kernel
-        sfence.vma zero, zero
+        // no user-space translations may survive into the kernel. One fence,
+        // after the switch, is enough (as in Linux's switch_mm): it also orders
+        // every earlier page-table store before the walks that follow, and the
+        // only instruction between the two is the fence itself, on this page,
+        // mapped alike in both tables. Each fence is a full TLB flush in the
+        // emulator (a few us), so a system call pays two, not four.
         csrw satp, t1
         sfence.vma zero, zero
 
@@ -81,8 +85,7 @@ uservec:
 // address with sepc and sstatus already set for the return.
 .globl userret
 userret:
-        sfence.vma zero, zero
-        csrw satp, a0
+        csrw satp, a0           // one fence, after: see uservec
         sfence.vma zero, zero
 
         li a0, TRAPFRAME

@@ -24,14 +24,17 @@ def test_bench_system_reports_every_figure(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     for label in ("Boot to shell prompt (ms)", "Guest MIPS per hart", "Guest MIPS in total",
                   "Syscall round trip, getpid (us)", "pingpong round trip (us)",
-                  "IPI wake-up, store to run (us)", "Host CPU at the prompt"):
+                  "IPI wake-up, store to run (us)", "Host CPU at the prompt",
+                  "fork + exit + wait (us)", "pipe to a child (KiB/s)",
+                  "Trap floor, no kernel, C (us)", "Ratio Python / C: getpid"):
         assert label in r.stdout
     med = json.loads(out.read_text())["median"]
-    for key in ("raw_mips", "floor_us", "guest_over_bare", "syscall_over_floor"):
+    for key in ("raw_mips", "floor_us", "guest_over_bare", "syscall_over_floor", "floor_py_us",
+                "syscall_py_us", "fork_py_us", "floor_py_over_c", "syscall_py_over_c"):
         assert med[key] >= 0
     for n in (1, 2):
         for key in ("boot_ms", "guest_mips_total", "guest_mips_per_hart", "syscall_us",
-                    "pingpong_us", "idle_cpu_percent"):
+                    "pingpong_us", "idle_cpu_percent", "fork_us", "pipe_kib_s"):
             assert med[f"{key}_{n}"] >= 0
         assert med[f"guest_mips_total_{n}"] > 0 and med[f"syscall_us_{n}"] > 0
     assert med["ipi_wake_us_2"] > 0  # the pingpong on two harts woke them by IPI

@@ -10,7 +10,12 @@ medians reported:
       reference         the same loop on a bare Unicorn (no machine, no kernel, no hooks)
     syscall round trip  `sysbench getpid` (U -> kernel -> U through our trap delivery)
       reference         an ecall loop on the machine with a 5-instruction S handler and
-                        no kernel: the floor set by the harness's Python trap delivery
+                        no kernel: the floor set by the harness's trap delivery, the C
+                        path's (harness/native) and the Python path's beside it
+    fork, pipe          `sysbench fork` (fork + exit + wait) and `sysbench pipe` (KiB/s
+                        through a pipe to a child)
+      Python traps      getpid and fork again with HARNESS_TRAPS=python (first hart
+                        count only): what the C trap path gains, in the same run
     context switch      `sysbench pingpong` (one byte there and back over two pipes): on
                         one hart two switches per round trip; on several, two wake-ups
                         of another hart by IPI
@@ -45,6 +50,8 @@ from harness.machine import Exit, Machine, MachineConfig
 
 LOOPS = 50_000_000       # sysbench cpu iterations (8 instructions each)
 GETPIDS = 20_000
+FORKS = 200
+PIPE_KIB = 2048
 PINGPONGS = 2_000
 FLOOR_ECALLS = 50_000
 PROMPT = b"$ "
@@ -127,9 +134,10 @@ def raw_mips(spin: ElfImage, loops: int) -> float:
     return loops * 8 / (time.perf_counter() - t) / 1e6
 
 
-def floor_trap_us(floor: ElfImage) -> float:
-    """µs per ecall round trip on the machine without a kernel."""
-    m = Launch(MachineConfig(kernel=floor.path)).machine
+def floor_trap_us(floor: ElfImage, traps: str = "") -> float:
+    """µs per ecall round trip on the machine without a kernel (`traps`: the trap path,
+    "" = the default)."""
+    m = Launch(MachineConfig(kernel=floor.path, traps=traps)).machine
     try:
         t = time.perf_counter()
         res = m.run()
@@ -142,9 +150,10 @@ def floor_trap_us(floor: ElfImage) -> float:
 
 
 def guest(kernel: Path, fs: Path, cmd: str, timeout: float = 300, cpus: int = 1,
-          stats: list[Machine] | None = None) -> str:
+          stats: list[Machine] | None = None, traps: str = "") -> str:
     """Run commands in the guest; its console output (the machine goes to `stats`)."""
-    res = launch(MachineConfig(kernel=kernel, fs=fs, cmd=cmd, timeout=timeout, cpus=cpus))
+    res = launch(MachineConfig(kernel=kernel, fs=fs, cmd=cmd, timeout=timeout, cpus=cpus,
+                               traps=traps))
     if stats is not None and res.machine is not None:
         stats.append(res.machine)
     if not res.ok:
@@ -217,17 +226,29 @@ def measure(kernel: Path, fs: Path, cpus: list[int], reps: int, idle_seconds: fl
             progress: Callable[[Iterable[int]], Any] = nullcontext) -> dict[str, list[float]]:
     """Every figure, `reps` interleaved rounds; keys end in _<harts> where they depend
     on the hart count."""
-    r: dict[str, list[float]] = {"raw_mips": [], "floor_us": []}
+    r: dict[str, list[float]] = {"raw_mips": [], "floor_us": [], "floor_py_us": [],
+                                 "syscall_py_us": [], "fork_py_us": []}
     with progress(range(reps)) as bar:
         for _ in bar:
             r["raw_mips"].append(raw_mips(spin, LOOPS))
-            r["floor_us"].append(floor_trap_us(floor))
+            r["floor_us"].append(floor_trap_us(floor, "c"))
+            r["floor_py_us"].append(floor_trap_us(floor, "python"))
+            r["syscall_py_us"].append(_field(guest(
+                kernel, fs, f"sysbench getpid {GETPIDS}", cpus=cpus[0], traps="python"),
+                "per_call_us"))
+            r["fork_py_us"].append(_field(guest(
+                kernel, fs, f"sysbench fork {FORKS}", cpus=cpus[0], traps="python"),
+                "per_fork_us"))
             for n in cpus:
                 vals = busy_mips(kernel, fs, n)
                 r.setdefault(f"guest_mips_total_{n}", []).append(sum(vals))
                 r.setdefault(f"guest_mips_per_hart_{n}", []).append(sum(vals) / n)
                 r.setdefault(f"syscall_us_{n}", []).append(_field(guest(
                     kernel, fs, f"sysbench getpid {GETPIDS}", cpus=n), "per_call_us"))
+                r.setdefault(f"fork_us_{n}", []).append(_field(guest(
+                    kernel, fs, f"sysbench fork {FORKS}", cpus=n), "per_fork_us"))
+                r.setdefault(f"pipe_kib_s_{n}", []).append(_field(guest(
+                    kernel, fs, f"sysbench pipe {PIPE_KIB}", cpus=n), "kib_per_s"))
                 ms: list[Machine] = []
                 r.setdefault(f"pingpong_us_{n}", []).append(_field(guest(
                     kernel, fs, f"sysbench pingpong {PINGPONGS}", cpus=n, stats=ms),
@@ -255,6 +276,11 @@ def measure(kernel: Path, fs: Path, cpus: list[int], reps: int, idle_seconds: fl
                                                  r["raw_mips"], strict=True)]
     r["syscall_over_floor"] = [s / f for s, f in zip(r[f"syscall_us_{base}"], r["floor_us"],
                                                     strict=True)]
+    r["floor_py_over_c"] = [p / c for p, c in zip(r["floor_py_us"], r["floor_us"], strict=True)]
+    r["syscall_py_over_c"] = [p / c for p, c in zip(r["syscall_py_us"], r[f"syscall_us_{base}"],
+                                                   strict=True)]
+    r["fork_py_over_c"] = [p / c for p, c in zip(r["fork_py_us"], r[f"fork_us_{base}"],
+                                                strict=True)]
     return r
 
 
@@ -282,6 +308,7 @@ def format_report(data: dict[str, Any]) -> str:
                                         else f"{'-':>10}" for n in cpus)
 
     w = 36 + 10 * len(cpus)
+    base_label = f"{cpus[0]} hart{'s' if cpus[0] > 1 else ''}"
     lines = [bar(s=" harness bench system ", n=w, c="="),
              _row("Repetitions (interleaved, medians)", reps, "{:<10d}"),
              f"{'':<36}{cols}",
@@ -296,9 +323,19 @@ def format_report(data: dict[str, Any]) -> str:
                   med["guest_over_bare"]),
              bar(s=" System calls, switches, IPIs ", n=w, c="-"),
              row("Syscall round trip, getpid (us)", "syscall_us"),
-             _row("Trap floor, no kernel (us)", med["floor_us"]),
+             _row("Trap floor, no kernel, C (us)", med["floor_us"]),
+             _row("Trap floor, no kernel, Python (us)", med["floor_py_us"]),
+             _row("Ratio getpid / C trap floor", med["syscall_over_floor"]),
+             row("fork + exit + wait (us)", "fork_us"),
+             row("pipe to a child (KiB/s)", "pipe_kib_s", "{:>10.0f}"),
              row("pingpong round trip (us)", "pingpong_us"),
              row("IPI wake-up, store to run (us)", "ipi_wake_us"),
+             bar(s=f" Python traps, {base_label} (HARNESS_TRAPS=python) ", n=w, c="-"),
+             _row("Syscall round trip, getpid (us)", med["syscall_py_us"]),
+             _row("fork + exit + wait (us)", med["fork_py_us"]),
+             _row("Ratio Python / C: trap floor", med["floor_py_over_c"]),
+             _row("Ratio Python / C: getpid", med["syscall_py_over_c"]),
+             _row("Ratio Python / C: fork", med["fork_py_over_c"]),
              bar(s=" Idle ", n=w, c="-"),
              row(f"Host CPU at the prompt, {idle_seconds:g} s (%)", "idle_cpu_percent"),
              _row("  target (% of one core)", 2.0),
