@@ -52,13 +52,13 @@ include tests/guest_stubs/stubs.mk
 # pyllm's C kernels: `pip install -e .` builds them at set-up; rebuilt here when a source
 # changes after that (the build renames the new file into place: running processes keep theirs)
 NATIVE := pyllm/kernels/_native.abi3.so
-$(NATIVE): $(wildcard pyllm/kernels/*.c pyllm/kernels/*.h) pyllm/kernels/build.py | $(SETUP_STAMP)
+$(NATIVE): $(wildcard pyllm/kernels/*.c pyllm/kernels/*.h) pyllm/kernels/build.py pyllm/kernels/extension.py | $(SETUP_STAMP)
 	$(PY) -m pyllm.kernels.build
 
 # the machine's C trap path (harness/native): built with the kernel, so `make build` (and
 # every entry point below) runs the guest with it
 FASTPATH := harness/native/_fastpath.abi3.so
-$(FASTPATH): $(wildcard harness/native/*.c harness/native/*.h) harness/native/build.py
+$(FASTPATH): $(wildcard harness/native/*.c harness/native/*.h) harness/native/build.py pyllm/kernels/extension.py
 	$(PY) -m harness.native.build
 
 # testprogs: the tests' guest programs (kernel_progs/ and guest_stubs/), which the

@@ -27,9 +27,9 @@ def load() -> tuple[Any, Any] | None:
         ERROR = f"the C trap path is not built ({exc}); {REBUILD}"
         return None
     if (Path(__file__).parent / "traps.c").exists():  # sources present: compare them
-        from harness.native.srchash import source_hash
+        from pyllm.kernels.extension import source_hash
 
-        if source_hash() != ffi.string(lib.fp_source_hash()).decode():
+        if source_hash(Path(__file__).parent) != ffi.string(lib.fp_source_hash()).decode():
             ERROR = f"the C trap path is older than its sources; {REBUILD}"
             return None
     _LOADED = (ffi, lib)

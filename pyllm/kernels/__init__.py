@@ -56,11 +56,12 @@ def _check_fresh(built: str) -> None:
     try:
         from pathlib import Path
 
-        from pyllm.kernels.srchash import source_hash
+        from pyllm.kernels.extension import source_hash
 
-        if not (Path(__file__).parent / "kernels.h").exists():  # installed without sources
+        here = Path(__file__).parent
+        if not (here / "kernels.h").exists():  # installed without sources
             return
-        if source_hash() != built:
+        if source_hash(here) != built:
             warnings.warn("pyllm C kernels are older than their sources: rebuild with "
                           "`python -m pyllm.kernels.build`", RuntimeWarning, stacklevel=3)
     except Exception:  # sources absent (installed wheel) or cffi missing: nothing to compare
