@@ -93,6 +93,34 @@ def test_concurrent_requests_from_threads(engine, model) -> None:  # noqa: ANN00
     assert engine.queue_depth == (0, 0)
 
 
+@pytest.mark.parametrize("backend", ["numpy-f32", "c"])
+def test_mixed_step_equals_one_by_one(backend: str) -> None:
+    """Decode tokens of two sequences and a prompt chunk of a third in one step (one pass
+    over the weights on the fast path): each gets the logits it gets alone -- the same
+    greedy ids, within 1e-5 of the largest logit."""
+    from pyllm.kernels import native
+
+    if backend == "c" and native() is None:
+        pytest.skip("C kernels not built")
+    m = smol(backend)
+
+    def items() -> list[tuple[object, np.ndarray]]:
+        out = []
+        for j, nxt in enumerate(([42], list(range(700, 709)), [1234])):
+            st = m.new_state(64)
+            m.prefill(list(range(100 + j, 110 + 3 * j)), st)
+            out.append((st, np.array(nxt, np.int32)))
+        return out
+
+    batch, ref = items(), items()
+    together = m.step(batch)
+    alone = np.stack([m.prefill(t, st) if len(t) > 1 else m.decode(int(t[0]), st)
+                      for st, t in ref])
+    assert list(together.argmax(1)) == list(alone.argmax(1))
+    assert np.abs(together - alone).max() <= 1e-5 * np.abs(alone).max()
+    assert [st.pos for st, _ in batch] == [st.pos for st, _ in ref]
+
+
 def test_interleaving_keeps_decoding_during_a_long_prefill(model) -> None:  # noqa: ANN001
     """A request already decoding keeps producing tokens while a long prompt is prefilled
     chunk by chunk (it is never stalled for the whole prompt)."""
