@@ -7,9 +7,11 @@
 
 All model work runs on the scheduler thread; `submit` only validates (raising `pyllm.errors`
 exceptions in the caller's thread, so a bad request loses nothing) and queues. Each step the
-scheduler advances every running request by one token and feeds the oldest request still in prefill
-one prompt chunk, all in one `model.step` call (one batched forward when the architecture supports
-it). So requests interleave fairly: a long prompt stalls the others for at most one chunk.
+scheduler advances every running request by one token and feeds the requests still in prefill
+prompt chunks of at most `prefill_chunk` tokens in all (the oldest first; as vLLM's token
+budget), all in one `model.step` call: one batched forward, one pass over the weights, on the
+fast path of both architectures. So requests interleave fairly: a long prompt stalls the others
+for at most one chunk, and clients that arrive together start decoding together.
 
 Prefix caching (pyllm/prefix_cache.py, on unless `kv_cache=0`): when a request is first scheduled
 it takes the longest cached prefix of its prompt into its fresh state and prefills only the rest
@@ -291,21 +293,30 @@ class Engine:
         now = time.perf_counter()
         batch: list[tuple[ModelState, np.ndarray]] = []
         owners: list[Request] = []
-        prefilling = False
+        budget = self.prefill_chunk  # prompt tokens this step may still take
         for r in list(self._active):
             if r._cancel:
                 self._finish(r, "cancelled")
                 continue
-            if r.fed < r.prompt.size:  # still in prefill: one request per step gets a chunk
-                if prefilling:
+            if r.fed < r.prompt.size:  # still in prefill: a chunk while the budget lasts
+                if budget <= 0:
                     continue
-                prefilling = True
+                first = budget == self.prefill_chunk
+                if not first and r.state is None and budget < min(self.cache.block,
+                                                                  int(r.prompt.size)):
+                    budget = 0  # too little left for a whole block: it starts next step
+                    continue
                 if r.state is None:
                     r.timings.started = now
                     r.state = self.model.new_state(int(r.prompt.size) + r.params.max_new_tokens)
                     self._restore_prefix(r)
-                chunk = r.prompt[r.fed: self._chunk_end(r)]
+                end = self._chunk_end(r, budget)
+                if not first and not self._clean_end(r, end):
+                    budget = 0  # the rest of the budget would end mid-block: next step
+                    continue
+                chunk = r.prompt[r.fed: end]
                 r.fed += chunk.size
+                budget -= chunk.size
                 batch.append((r.state, chunk))
             else:
                 batch.append((r.state, np.array([r.tokens[-1]], dtype=np.int32)))
@@ -354,12 +365,12 @@ class Engine:
         r.fed = r.timings.n_cached = n
         r.saved = n // cache.block
 
-    def _chunk_end(self, r: Request) -> int:
-        """Where r's next prefill chunk ends: at most prefill_chunk tokens on, on a block
+    def _chunk_end(self, r: Request, budget: int) -> int:
+        """Where r's next prefill chunk ends: at most `budget` tokens on, on a block
         boundary while the cache is on (and, for a recurrent model, at the last boundary
         before the prompt's end, where its snapshot is taken)."""
         size, b = int(r.prompt.size), self.cache.block
-        end = min(size, r.fed + self.prefill_chunk)
+        end = min(size, r.fed + budget)
         if r.saved < 0 or end == r.fed:
             return end
         if end < size and end // b * b > r.fed:
@@ -368,6 +379,12 @@ class Engine:
         if self.model.recurrent and r.fed < last < end:
             end = last
         return end
+
+    def _clean_end(self, r: Request, end: int) -> bool:
+        """True if a chunk ending at `end` ends r's prompt or (cache on) a block, so that a
+        request sharing a step's leftover budget never leaves its cache blocks half fed."""
+        return (end == r.prompt.size or r.saved < 0 or end % self.cache.block == 0) \
+            and end > r.fed
 
     def _save_prefix(self, r: Request, ids: np.ndarray) -> None:
         """Cache the full blocks of `ids` r's state holds and the cache does not (the
