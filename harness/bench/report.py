@@ -445,7 +445,10 @@ def batching_line(res: Results, spec: str, v: str, pts: list[Any]) -> str:
         parts.append(f"single-stream TPOT {f(one.tpot.median)} ms = {fx(fr)} the "
                      f"weight-streaming floor of {f(floor)} ms (bytes of a step at the best "
                      f"bandwidth probe of this run; target <= {fx(FLOOR_TARGET)}: "
-                     f"{'met' if fr <= FLOOR_TARGET else 'NOT met'})")
+                     f"{'met' if fr <= FLOOR_TARGET else 'NOT met'}"
+                     + ("; below 1x: the probes ran while the machine was busier than "
+                        "during these steps, so the floor measured too high" if fr < 1 else "")
+                     + ")")
     return f"Batching ({v}): " + "; ".join(parts) + "." if parts else ""
 
 
@@ -474,7 +477,7 @@ def findings_conc(res: Results, spec: str) -> list[str]:
         qshare = A.ratio(b.queue.median, b.ttft.median)
         if math.isfinite(qshare) and qshare > 0.1:
             where = ("in the kernel's queue and for a free slot" if v == "guest"
-                     else "for its turn to prefill (one prompt chunk per engine step)")
+                     else "for its turn to prefill (the engine's prompt-token budget per step)")
             text += (f"A request now waits {f(b.queue.median)} ms ({f(100 * qshare, 2)} % of "
                      f"its TTFT) {where} before work on it starts. ")
         else:
