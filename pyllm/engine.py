@@ -16,10 +16,11 @@ for at most one chunk, and clients that arrive together start decoding together.
 Prefix caching (pyllm/prefix_cache.py, on unless `kv_cache=0`): when a request is first scheduled
 it takes the longest cached prefix of its prompt into its fresh state and prefills only the rest
 (`Timings.n_cached` tokens came from the cache). Prefill chunks end on block boundaries, and the
-full blocks of every chunk are cached after it; a KV-only model also caches the blocks of the
-generated text when a request ends (the next turn of a conversation reuses them). For a model
-with a recurrent state the chunk ends are where its snapshots are taken, so a chunk also ends at
-the last block boundary before the prompt's end (an identical prompt then resumes there).
+full blocks of every chunk are cached after it; the blocks of the generated text are cached too
+(the next turn of a conversation reuses them), when a request ends, and for a model with a
+recurrent state also as decode reaches each block's end, where the snapshot is taken. Inside a
+prompt chunk the forward pass hands out the recurrent state at every block boundary
+(`ModelState.snap_block`), so every full block of a hybrid model's prompt can be resumed from.
 
 Times are `time.perf_counter()` seconds, recorded on the scheduler thread:
 submitted (submit called) -> started (first scheduled) -> first_token (after prefill + sampling)
@@ -328,6 +329,9 @@ class Engine:
         for k, (r, row) in enumerate(zip(owners, logits, strict=True)):
             if not r.tokens:  # a prefill chunk went in: cache its blocks
                 self._save_prefix(r, r.prompt)
+            elif self.model.recurrent and r.state is not None \
+                    and r.state.pos % self.cache.block == 0:  # decode reached a block's end
+                self._save_prefix(r, self._text(r))
             if r.fed < r.prompt.size:  # a chunk of a longer prompt: no token yet
                 continue
             if greedy is not None and r.params.temperature <= 0.0:
@@ -364,20 +368,18 @@ class Engine:
         n = cache.restore(r.prompt, r.state)
         r.fed = r.timings.n_cached = n
         r.saved = n // cache.block
+        if self.model.recurrent:  # the state at each block boundary a chunk passes
+            r.state.snap_block = cache.block
 
     def _chunk_end(self, r: Request, budget: int) -> int:
         """Where r's next prefill chunk ends: at most `budget` tokens on, on a block
-        boundary while the cache is on (and, for a recurrent model, at the last boundary
-        before the prompt's end, where its snapshot is taken)."""
+        boundary while the cache is on."""
         size, b = int(r.prompt.size), self.cache.block
         end = min(size, r.fed + budget)
         if r.saved < 0 or end == r.fed:
             return end
         if end < size and end // b * b > r.fed:
             end = end // b * b
-        last = (size - 1) // b * b
-        if self.model.recurrent and r.fed < last < end:
-            end = last
         return end
 
     def _clean_end(self, r: Request, end: int) -> bool:
@@ -392,12 +394,18 @@ class Engine:
         if r.saved >= 0 and r.state is not None:
             r.saved = self.cache.save(r.state, ids, r.saved)
 
+    @staticmethod
+    def _text(r: Request) -> np.ndarray:
+        """r's prompt and generated tokens."""
+        return np.concatenate([r.prompt, np.asarray(r.tokens, np.int32)])
+
     def _finish(self, r: Request, reason: str, error: BaseException | None = None) -> None:
         if r.done:
             return
-        if error is None and not self.model.recurrent and r.tokens and r.fed == r.prompt.size:
-            # the generated text's blocks too (the last token was never fed)
-            self._save_prefix(r, np.concatenate([r.prompt, np.asarray(r.tokens, np.int32)]))
+        if error is None and r.tokens and r.fed == r.prompt.size:
+            # the generated text's blocks too (the last token was never fed: a text ending on
+            # a block boundary leaves a short block)
+            self._save_prefix(r, self._text(r))
         r.timings.done = time.perf_counter()
         r.timings.stop_reason = reason
         r.error = error

@@ -174,9 +174,21 @@ struct gdn_job {
   const struct pyllm_qwen35 *m;
   const struct pyllm_qwen35_seq *seqs;
   const struct rows *rows;
+  const int32_t *pos;  // per row
   struct acts *a;
   int slot, pw;
 };
+
+// The snapshot row i of sequence s fills (see struct pyllm_qwen35_seq), or -1.
+static int
+snap_index(const struct gdn_job *j, int s, int i)
+{
+  const struct pyllm_qwen35_seq *sq = &j->seqs[s];
+  int b = sq->snap_block, first = j->rows->row0[s], end = j->pos[i] + 1;
+  if (b <= 0 || i == j->rows->row0[s + 1] - 1 || end % b != 0)
+    return -1;
+  return end / b - (j->pos[first] / b + 1);
+}
 
 // Row i of sequence s (see gdn_prep).
 static void
@@ -189,6 +201,11 @@ gdn_prep_row(struct gdn_job *j, int s, int i)
   float *conv = j->seqs[s].conv + (long long)j->slot * (m->conv_k - 1) * C;
   pyllm_gdn_conv(conv, p, 1, m->conv_w + (long long)j->slot * m->conv_k * C, C, m->conv_k,
                  qkv);
+  int snap = snap_index(j, s, i);
+  if (snap >= 0) {
+    long long n = (long long)(m->conv_k - 1) * C;
+    memcpy(j->seqs[s].snap_conv[snap] + j->slot * n, conv, sizeof(float) * n);
+  }
   float qscale = 1.0f / sqrtf((float)m->lk_dim);
   for (int h = 0; h < m->lk_heads; h++) {
     float *q = qkv + h * m->lk_dim, *k = qkv + kd + h * m->lk_dim;
@@ -240,17 +257,21 @@ gdn_heads(void *arg, int c)
     float r = 1.0f / sqrtf(dot(o, o, dv) / (float)dv + m->eps);
     for (int d = 0; d < dv; d++)
       o[d] = w[d] * (o[d] * r) * (z[d] * sigmoid1(z[d]));
+    int snap = snap_index(j, s, i);
+    if (snap >= 0)
+      memcpy(j->seqs[s].snap_ssm[snap] + ((long long)j->slot * H + h) * dk * dv, S,
+             sizeof(float) * dk * dv);
   }
 }
 
 static void
 deltanet(const struct pyllm_qwen35 *m, int l, int n, const struct rows *rows,
-         const struct pyllm_qwen35_seq *seqs, struct acts *a)
+         const int32_t *pos, const struct pyllm_qwen35_seq *seqs, struct acts *a)
 {
   const struct pyllm_qmat *in = &m->mix_in[l];
   linear(in, a->xb, n, &a->qa, a->p);
   double t = now_s();
-  struct gdn_job j = { m, seqs, rows, a, m->slot[l], in->rows };
+  struct gdn_job j = { m, seqs, rows, pos, a, m->slot[l], in->rows };
   pool_run(gdn_prep, &j, rows->nseq);
   pool_run(gdn_heads, &j, rows->nseq * m->lv_heads);
   prof[T_DELTANET] += now_s() - t;
@@ -429,6 +450,8 @@ check_rows(const struct pyllm_qwen35 *m, int n, const int32_t *tokens, const int
       if (seq[i] != s + 1)
         return -2;
       row0[++s] = i;
+      if (seqs[s].snap_block > 0 && (!seqs[s].snap_conv || !seqs[s].snap_ssm))
+        return -2;
     } else if (pos[i] != pos[i - 1] + 1) {
       return -2;
     }
@@ -493,7 +516,7 @@ pyllm_qwen35_forward(const struct pyllm_qwen35 *m, int n, const int32_t *tokens,
     // token mixer on the normalised stream, residual
     pyllm_rmsnorm(a.x, m->norm1 + (long long)l * dim, a.xb, n, dim, m->eps);
     if (m->kind[l] == 0)
-      deltanet(m, l, n, &rows, seqs, &a);
+      deltanet(m, l, n, &rows, pos, seqs, &a);
     else
       attention(m, l, n, pos, seq, seqs, maxpos, &a);
     for (long long k = 0; k < (long long)n * dim; k++)

@@ -47,6 +47,13 @@ struct pyllm_qwen35_seq {
   float *ssm;                         // [n_lin][lv_heads][lk_dim][lv_dim]
   float *k, *v;                       // [n_attn][n_kv_heads][cap][head_dim]
   int cap;                            // positions allocated in k, v
+  // snap_block > 0: after each row but the call's last of this sequence whose
+  // position + 1 is a multiple of snap_block, copy the DeltaNet state into
+  // snap_conv[k], snap_ssm[k] (shaped as conv, ssm), k counting those
+  // multiples after the call's first position from 0 (the prefix cache's
+  // snapshots at block boundaries inside a prompt chunk)
+  int snap_block;
+  float **snap_conv, **snap_ssm;
 };
 
 // Run n rows through the model: row i is token tokens[i] of sequence

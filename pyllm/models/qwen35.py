@@ -363,9 +363,19 @@ class Qwen35(Model):
 
     def forward(self, ids: np.ndarray, st: Qwen35State, all_logits: bool = False) -> np.ndarray:
         """Run tokens `ids` at positions st.pos.. ; returns logits (T, V), or (1, V) for the
-        last token only unless `all_logits`."""
+        last token only unless `all_logits`. With st.snap_block set, the tokens go in as
+        pieces ending on its multiples, and st.snapshots gains the state at each one."""
+        b, cuts = st.snap_block, []
+        if b > 0:
+            cuts = list(range((st.pos // b + 1) * b, st.pos + len(ids), b))
+        out = []
         with self.ops.scope():
-            return self._forward(ids, st, all_logits)
+            for end in cuts:
+                head, ids = ids[:end - st.pos], ids[end - st.pos:]
+                out.append(self._forward(head, st, all_logits))
+                st.snapshots[end] = st.snapshot()
+            out.append(self._forward(ids, st, all_logits))
+        return np.concatenate(out) if all_logits else out[-1]
 
     def _forward(self, ids: np.ndarray, st: Qwen35State, all_logits: bool) -> np.ndarray:
         cfg, w = self.cfg, self.w

@@ -127,6 +127,8 @@ class FastDecode:
         ffi, n = self.ffi, len(batch)
         seqs = ffi.new("struct pyllm_qwen35_seq[]", n)
         toks, pos, seq = [], [], []
+        keep: list[Any] = []  # the snapshot pointer arrays, alive until the call returns
+        filled: list[tuple[Any, list[tuple[int, dict[str, np.ndarray]]]]] = []
         for i, (st, t) in enumerate(batch):
             k = len(t)
             st.reserve(st.pos + k)
@@ -135,6 +137,15 @@ class FastDecode:
             seqs[i].k = ffi.cast("float *", st.k.ctypes.data)
             seqs[i].v = ffi.cast("float *", st.v.ctypes.data)
             seqs[i].cap = st.k.shape[2]
+            snaps = _snap_buffers(st, k)
+            if snaps:
+                seqs[i].snap_block = st.snap_block
+                for part in ("conv", "ssm"):
+                    ptrs = ffi.new("float *[]", [ffi.cast("float *", sn[part].ctypes.data)
+                                                 for _, sn in snaps])
+                    keep.append(ptrs)
+                    setattr(seqs[i], f"snap_{part}", ptrs)
+                filled.append((st, snaps))
             toks.append(np.asarray(t, np.int32))
             pos.append(np.arange(st.pos, st.pos + k, dtype=np.int32))
             seq.append(np.full(k, i, np.int32))
@@ -152,4 +163,16 @@ class FastDecode:
             raise ValueError(f"pyllm_qwen35_forward: bad arguments (rc {rc})")
         for st, t in batch:
             st.pos += len(t)
+        for st, snaps in filled:
+            st.snapshots.update(snaps)
         return out[:, :self.vocab]
+
+
+def _snap_buffers(st: Any, n: int) -> list[tuple[int, dict[str, np.ndarray]]]:
+    """Empty snapshots, by position, for the multiples of st.snap_block strictly inside
+    (st.pos, st.pos + n): the C call fills them (struct pyllm_qwen35_seq)."""
+    b = st.snap_block
+    if b <= 0:
+        return []
+    return [(p, {"conv": np.empty_like(st.conv), "ssm": np.empty_like(st.ssm)})
+            for p in range((st.pos // b + 1) * b, st.pos + n, b)]
