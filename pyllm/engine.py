@@ -393,6 +393,8 @@ class Engine:
         recurrent state only at a block ending exactly at the state's position)."""
         if r.saved >= 0 and r.state is not None:
             r.saved = self.cache.save(r.state, ids, r.saved)
+            if r.saved < 0:  # nothing more of it goes into the cache: no more snapshots
+                r.state.snap_block = 0
 
     @staticmethod
     def _text(r: Request) -> np.ndarray:

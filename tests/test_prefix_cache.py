@@ -89,6 +89,23 @@ def test_lru_eviction_takes_leaves_and_descendants() -> None:
     assert c.status()["valid"] == 1 and c.status()["hits"] == 1
 
 
+def test_a_short_block_resumes_before_its_last_token() -> None:
+    c = PrefixCache(1 << 20, block=4, recurrent=True)
+    a = np.arange(10, 18, dtype=np.int32)
+    ka = c.keys(a)
+    snap = {"s": np.ones(4, np.float32)}
+    assert c.insert(ka[0], b"", a[:4], {"k": np.zeros(4)}, snap)
+    assert c.insert(ka[1], ka[0], a[4:], {"k": np.zeros(3)}, snap, size=3)  # short
+    assert c.lookup(np.concatenate([a, [1]]))[1] == 7  # before the short block's last token
+    assert c.lookup(a)[1] == 7  # and still one token left to prefill
+    assert c.lookup(a[:7])[1] == 4  # the short block's ids are not all in this prompt
+    assert c.insert(ka[1], ka[0], a[4:], {"k": np.zeros(4)}, None)  # no snapshot: kept short
+    assert c.blocks[ka[1]].size == 3
+    assert c.insert(ka[1], ka[0], a[4:], {"k": np.zeros(4)}, snap)  # the whole block
+    assert c.blocks[ka[1]].size == 4 and c.lookup(np.concatenate([a, [1]]))[1] == 8
+    assert c.used == sum(b.nbytes for b in c.blocks.values())
+
+
 def test_parse_size() -> None:
     assert parse_size("256M") == 256 << 20 and parse_size("1G") == 1 << 30
     assert parse_size("0") == 0 and parse_size("64k") == 64 << 10
