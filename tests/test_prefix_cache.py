@@ -1,8 +1,9 @@
-"""Prefix caching (pyllm/prefix_cache.py, pyllm/engine.py): the block table's keys and LRU
-eviction, and for SmolLM2 and Qwen3.5 (tiny_text, with its DeltaNet snapshots) that a cache hit
-gives the logits of a fresh prefill (exact path <= 1e-5, the C path the same greedy ids) for
-prompts sharing 0-100 % of a prefix, after evictions, for concurrent requests sharing blocks,
-with seeded sampling, and across the turns of a conversation."""
+"""Prefix caching (pyllm/prefix_cache.py, pyllm/engine.py): the block table's keys, LRU
+eviction and short blocks, and for SmolLM2 and Qwen3.5 (tiny_text, with its DeltaNet snapshots
+at every block; the synthetic 0.8B too) that a cache hit gives the logits of a fresh prefill
+(exact path <= 1e-5, the C path the same greedy ids) for prompts sharing 0-100 % of a prefix,
+after evictions, for concurrent requests sharing blocks, with seeded sampling, and across the
+turns of a conversation (the second resumes past the first answer)."""
 
 from __future__ import annotations
 
@@ -233,3 +234,38 @@ def test_snapshots_inside_a_chunk_equal_chunk_ends(model) -> None:  # noqa: ANN0
         want = pieces.snapshot()
         for part, got in whole.snapshots[end].items():
             assert np.max(np.abs(got - want[part])) <= 1e-5 * max(1.0, np.max(np.abs(want[part])))
+
+
+SYNTHETIC = Path(__file__).parents[1] / "models" / "qwen3.5-0.8b-synthetic"
+
+
+@pytest.mark.slow
+def test_synthetic_qwen_resumes_at_every_block_and_past_an_answer() -> None:
+    """The 0.8B's shapes (the synthetic checkpoint, C path, blocks of 64): a prompt sharing
+    0-100 % of a cached 130-token one resumes at its last shared block and gives the greedy
+    ids of a run without the cache; a conversation whose first turn ends on a block boundary
+    (100 + 28 tokens) resumes one token before it."""
+    if not SYNTHETIC.is_dir():
+        pytest.skip("no synthetic Qwen3.5 (see models/README.md)")
+    from pyllm import registry
+
+    model = registry.load(SYNTHETIC)
+    n = 130
+    rng = np.random.default_rng(6)
+    a, b = (rng.integers(10, 40000, n).astype(np.int32) for _ in range(2))
+    cases = [np.concatenate([a[:k], b[k:]]).astype(np.int32)
+             for k in (int(f * n) for f in FRACTIONS)]
+    turn1 = b[:100]
+    with Engine(model) as on, Engine(model, kv_cache=0) as off:
+        on.run(a, max_new_tokens=1)
+        for p in cases:
+            got = on.run(p, max_new_tokens=3, stop_ids=())
+            shared = int(np.argmin(np.append(p == a, False)))  # tokens equal to a's
+            assert got.timings.n_cached == min(shared, n - 1) // 64 * 64
+            assert got.tokens == off.run(p, max_new_tokens=3, stop_ids=()).tokens
+        first = on.run(turn1, max_new_tokens=28, stop_ids=())
+        turn2 = np.concatenate([turn1, first.tokens, a[:20]]).astype(np.int32)
+        second = on.run(turn2, max_new_tokens=3, stop_ids=())
+        assert second.timings.n_cached == 127
+        assert second.tokens == off.run(turn2, max_new_tokens=3, stop_ids=()).tokens
+    model.close()
