@@ -389,8 +389,8 @@ class Engine:
             and end > r.fed
 
     def _save_prefix(self, r: Request, ids: np.ndarray) -> None:
-        """Cache the full blocks of `ids` r's state holds and the cache does not (the
-        recurrent state only at a block ending exactly at the state's position)."""
+        """Cache the full blocks of `ids` r's state holds and the cache does not (a
+        recurrent model's with the snapshots at their ends: PrefixCache.save)."""
         if r.saved >= 0 and r.state is not None:
             r.saved = self.cache.save(r.state, ids, r.saved)
             if r.saved < 0:  # nothing more of it goes into the cache: no more snapshots
