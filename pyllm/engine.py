@@ -7,17 +7,20 @@
 
 All model work runs on the scheduler thread; `submit` only validates (raising `pyllm.errors`
 exceptions in the caller's thread, so a bad request loses nothing) and queues. Each step the
-scheduler advances every running request by one token and feeds the oldest request still in prefill
-one prompt chunk, all in one `model.step` call (one batched forward when the architecture supports
-it). So requests interleave fairly: a long prompt stalls the others for at most one chunk.
+scheduler advances every running request by one token and feeds the requests still in prefill
+prompt chunks of at most `prefill_chunk` tokens in all (the oldest first; as vLLM's token
+budget), all in one `model.step` call: one batched forward, one pass over the weights, on the
+fast path of both architectures. So requests interleave fairly: a long prompt stalls the others
+for at most one chunk, and clients that arrive together start decoding together.
 
 Prefix caching (pyllm/prefix_cache.py, on unless `kv_cache=0`): when a request is first scheduled
 it takes the longest cached prefix of its prompt into its fresh state and prefills only the rest
 (`Timings.n_cached` tokens came from the cache). Prefill chunks end on block boundaries, and the
-full blocks of every chunk are cached after it; a KV-only model also caches the blocks of the
-generated text when a request ends (the next turn of a conversation reuses them). For a model
-with a recurrent state the chunk ends are where its snapshots are taken, so a chunk also ends at
-the last block boundary before the prompt's end (an identical prompt then resumes there).
+full blocks of every chunk are cached after it; the blocks of the generated text are cached too
+(the next turn of a conversation reuses them), when a request ends, and for a model with a
+recurrent state also as decode reaches each block's end, where the snapshot is taken. Inside a
+prompt chunk the forward pass hands out the recurrent state at every block boundary
+(`ModelState.snap_block`), so every full block of a hybrid model's prompt can be resumed from.
 
 Times are `time.perf_counter()` seconds, recorded on the scheduler thread:
 submitted (submit called) -> started (first scheduled) -> first_token (after prefill + sampling)
@@ -291,21 +294,30 @@ class Engine:
         now = time.perf_counter()
         batch: list[tuple[ModelState, np.ndarray]] = []
         owners: list[Request] = []
-        prefilling = False
+        budget = self.prefill_chunk  # prompt tokens this step may still take
         for r in list(self._active):
             if r._cancel:
                 self._finish(r, "cancelled")
                 continue
-            if r.fed < r.prompt.size:  # still in prefill: one request per step gets a chunk
-                if prefilling:
+            if r.fed < r.prompt.size:  # still in prefill: a chunk while the budget lasts
+                if budget <= 0:
                     continue
-                prefilling = True
+                first = budget == self.prefill_chunk
+                if not first and r.state is None and budget < min(self.cache.block,
+                                                                  int(r.prompt.size)):
+                    budget = 0  # too little left for a whole block: it starts next step
+                    continue
                 if r.state is None:
                     r.timings.started = now
                     r.state = self.model.new_state(int(r.prompt.size) + r.params.max_new_tokens)
                     self._restore_prefix(r)
-                chunk = r.prompt[r.fed: self._chunk_end(r)]
+                end = self._chunk_end(r, budget)
+                if not first and not self._clean_end(r, end):
+                    budget = 0  # the rest of the budget would end mid-block: next step
+                    continue
+                chunk = r.prompt[r.fed: end]
                 r.fed += chunk.size
+                budget -= chunk.size
                 batch.append((r.state, chunk))
             else:
                 batch.append((r.state, np.array([r.tokens[-1]], dtype=np.int32)))
@@ -317,6 +329,9 @@ class Engine:
         for k, (r, row) in enumerate(zip(owners, logits, strict=True)):
             if not r.tokens:  # a prefill chunk went in: cache its blocks
                 self._save_prefix(r, r.prompt)
+            elif self.model.recurrent and r.state is not None \
+                    and r.state.pos % self.cache.block == 0:  # decode reached a block's end
+                self._save_prefix(r, self._text(r))
             if r.fed < r.prompt.size:  # a chunk of a longer prompt: no token yet
                 continue
             if greedy is not None and r.params.temperature <= 0.0:
@@ -353,34 +368,46 @@ class Engine:
         n = cache.restore(r.prompt, r.state)
         r.fed = r.timings.n_cached = n
         r.saved = n // cache.block
+        if self.model.recurrent:  # the state at each block boundary a chunk passes
+            r.state.snap_block = cache.block
 
-    def _chunk_end(self, r: Request) -> int:
-        """Where r's next prefill chunk ends: at most prefill_chunk tokens on, on a block
-        boundary while the cache is on (and, for a recurrent model, at the last boundary
-        before the prompt's end, where its snapshot is taken)."""
+    def _chunk_end(self, r: Request, budget: int) -> int:
+        """Where r's next prefill chunk ends: at most `budget` tokens on, on a block
+        boundary while the cache is on."""
         size, b = int(r.prompt.size), self.cache.block
-        end = min(size, r.fed + self.prefill_chunk)
+        end = min(size, r.fed + budget)
         if r.saved < 0 or end == r.fed:
             return end
         if end < size and end // b * b > r.fed:
             end = end // b * b
-        last = (size - 1) // b * b
-        if self.model.recurrent and r.fed < last < end:
-            end = last
         return end
 
+    def _clean_end(self, r: Request, end: int) -> bool:
+        """True if a chunk ending at `end` ends r's prompt or (cache on) a block, so that a
+        request sharing a step's leftover budget never leaves its cache blocks half fed."""
+        return (end == r.prompt.size or r.saved < 0 or end % self.cache.block == 0) \
+            and end > r.fed
+
     def _save_prefix(self, r: Request, ids: np.ndarray) -> None:
-        """Cache the full blocks of `ids` r's state holds and the cache does not (the
-        recurrent state only at a block ending exactly at the state's position)."""
+        """Cache the full blocks of `ids` r's state holds and the cache does not (a
+        recurrent model's with the snapshots at their ends: PrefixCache.save)."""
         if r.saved >= 0 and r.state is not None:
             r.saved = self.cache.save(r.state, ids, r.saved)
+            if r.saved < 0:  # nothing more of it goes into the cache: no more snapshots
+                r.state.snap_block = 0
+
+    @staticmethod
+    def _text(r: Request) -> np.ndarray:
+        """r's prompt and generated tokens."""
+        return np.concatenate([r.prompt, np.asarray(r.tokens, np.int32)])
 
     def _finish(self, r: Request, reason: str, error: BaseException | None = None) -> None:
         if r.done:
             return
-        if error is None and not self.model.recurrent and r.tokens and r.fed == r.prompt.size:
-            # the generated text's blocks too (the last token was never fed)
-            self._save_prefix(r, np.concatenate([r.prompt, np.asarray(r.tokens, np.int32)]))
+        if error is None and r.tokens and r.fed == r.prompt.size:
+            # the generated text's blocks too (the last token was never fed: a text ending on
+            # a block boundary leaves a short block)
+            self._save_prefix(r, self._text(r))
         r.timings.done = time.perf_counter()
         r.timings.stop_reason = reason
         r.error = error

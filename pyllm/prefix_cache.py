@@ -6,12 +6,16 @@ whole prefix up to its end: blake2b(key of the previous block + the block's toke
 key names one prefix and equal keys mean equal prefixes (the block's ids are kept and compared
 as well, so a hash collision can only cost a miss). Each entry holds a copy of the block's
 per-position caches (KV rows) and, for a model with a recurrent state (Qwen3.5's DeltaNet
-layers), a snapshot of that state at the block's end when the sequence was exactly there.
+layers), a snapshot of that state at the block's end (the forward pass hands out the state at
+every block boundary inside a prompt chunk: ModelState.snap_block; the engine saves a block as
+decode reaches its end). A "short" block holds the rows of all its positions but the last,
+and its snapshot there: a sequence whose text ended on a block boundary never fed its last
+token (the last generated one), and the next turn of a conversation resumes right before it.
 
-A lookup walks the prompt block by block while the keys are cached; it may end only where the
-model can resume: anywhere inside the matched blocks for a KV-only model, only at a block with
-a snapshot for a hybrid one. At least one prompt token is always left to prefill (its logits
-give the first generated token).
+A lookup walks the prompt block by block while the keys are cached (a short block ends the
+walk); it may end only where the model can resume: anywhere inside the matched blocks for a
+KV-only model, only at a block with a snapshot for a hybrid one. At least one prompt token is
+always left to prefill (its logits give the first generated token).
 
 Entries are immutable once made, so any number of requests use one entry: a hit copies its rows
 into the request's own state (one memcpy per block), never the other way. Eviction is LRU
@@ -73,8 +77,12 @@ class Block:
     parent: bytes  # b"" for the first block
     ids: np.ndarray  # (block,) int32
     rows: Arrays  # the model state's rows of these positions (ModelState.save_rows)
-    snapshot: Arrays | None = None  # the recurrent state at the block's end (hybrid models)
+    snapshot: Arrays | None = None  # the recurrent state at the rows' end (hybrid models)
+    size: int = 0  # positions the rows cover: len(ids), or one less for a short block
     children: set[bytes] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.size = self.size or len(self.ids)
 
     @property
     def nbytes(self) -> int:
@@ -124,21 +132,25 @@ class PrefixCache:
     def lookup(self, prompt: np.ndarray) -> tuple[list[Block], int]:
         """The cached blocks of `prompt`'s longest resumable prefix and how many tokens of it
         to reuse (< len(prompt)); ([], 0) on a miss. Touches the blocks (LRU)."""
-        b = self.block
+        b, last = self.block, len(prompt) - 1
         chain: list[Block] = []
-        most = (len(prompt) - 1) // b if self.recurrent else min(len(prompt) // b,
-                                                                 -(-(len(prompt) - 1) // b))
-        for i, key in enumerate(self.keys(prompt, most)):
+        for i, key in enumerate(self.keys(prompt)):
             blk = self.blocks.get(key)
             if blk is None or not np.array_equal(blk.ids, prompt[i * b:(i + 1) * b]):
                 break
             chain.append(blk)
-        if self.recurrent:  # resume only at a snapshot
-            while chain and chain[-1].snapshot is None:
+            if blk.size < b:  # short: no rows past it
+                break
+
+        def end() -> int:
+            return (len(chain) - 1) * b + chain[-1].size if chain else 0
+
+        if self.recurrent:  # resume only at a snapshot, and before the prompt's last token
+            while chain and (chain[-1].snapshot is None or end() > last):
                 chain.pop()
-            n = len(chain) * b
+            n = end()
         else:
-            n = min(len(chain) * b, len(prompt) - 1)
+            n = min(end(), last)
         for blk in reversed(chain):
             self.blocks.move_to_end(blk.key)
         st = self.stats
@@ -166,37 +178,51 @@ class PrefixCache:
 
     def save(self, state: Any, ids: np.ndarray, start: int = 0) -> int:
         """Cache full blocks `start`.. of `ids` that `state` (a ModelState at least that far
-        into `ids`) holds; the recurrent state only with a block ending exactly at state.pos.
-        Returns the blocks of `ids` now cached, or -1 when one did not fit (the later ones
-        would have no parent)."""
+        into `ids`) holds, a recurrent model's with the snapshot at their end (state.snapshots
+        or the state itself), and a short block when `ids` is a whole number of blocks and
+        the state one token short of its end. Returns the full blocks of `ids` now cached, or
+        -1 when one did not fit (the later ones would have no parent)."""
         b = self.block
         n_full = min(state.pos, len(ids)) // b
-        if n_full <= start:
-            return start
-        keys = self.keys(ids, n_full)
-        for i in range(start, n_full):
-            end = (i + 1) * b
-            snap = state.snapshot() if self.recurrent and end == state.pos else None
-            if not self.insert(keys[i], keys[i - 1] if i else b"", ids[i * b:end],
-                               state.save_rows(i * b, end), snap):
-                return -1
-        return n_full
+        short = state.pos == len(ids) - 1 and len(ids) % b == 0 and n_full >= start
+        try:
+            if n_full <= start and not short:
+                return start
+            keys = self.keys(ids, n_full + short)
+            for i in range(start, n_full + short):
+                end = min((i + 1) * b, state.pos)
+                if not self.insert(keys[i], keys[i - 1] if i else b"", ids[i * b:(i + 1) * b],
+                                   state.save_rows(i * b, end), self._snapshot(state, end),
+                                   end - i * b):
+                    return -1
+            return max(n_full, start)
+        finally:
+            state.snapshots.clear()
+
+    def _snapshot(self, state: Any, end: int) -> Arrays | None:
+        """A recurrent model's state at position `end`, if `state` has it."""
+        if not self.recurrent:
+            return None
+        return state.snapshot() if end == state.pos else state.snapshots.pop(end, None)
 
     def insert(self, key: bytes, parent: bytes, ids: np.ndarray, rows: Arrays,
-               snapshot: Arrays | None = None) -> bool:
-        """Cache one block (its parent must be cached, unless it is the first). An existing
-        entry is kept, gaining `snapshot` if it had none. False if it does not fit."""
+               snapshot: Arrays | None = None, size: int = 0) -> bool:
+        """Cache one block (its parent must be cached, unless it is the first) whose rows
+        cover `size` positions (0: all of `ids`). An existing entry is kept, gaining
+        `snapshot` if it had none, or replaced by a fuller one (a short block by the whole
+        block, with a snapshot for a recurrent model). False if it does not fit."""
+        size = size or len(ids)
         old = self.blocks.get(key)
         if old is not None:
-            if snapshot is not None and old.snapshot is None and self._make_room(
-                    nbytes_of(snapshot), keep=key):
-                old.snapshot = snapshot
-                self.used += nbytes_of(snapshot)
+            if size > old.size and (snapshot is not None or not self.recurrent):
+                self._replace(old, rows, snapshot, size)
+            elif size == old.size and snapshot is not None and old.snapshot is None:
+                self._replace(old, old.rows, snapshot, size)
             self.blocks.move_to_end(key)
             return True
         if parent and parent not in self.blocks:
             return False
-        blk = Block(key, parent, np.array(ids, np.int32), rows, snapshot)
+        blk = Block(key, parent, np.array(ids, np.int32), rows, snapshot, size)
         if not self._make_room(blk.nbytes, keep=parent):
             return False
         self.blocks[key] = blk
@@ -205,6 +231,14 @@ class PrefixCache:
         self.used += blk.nbytes
         self.stats.saves += 1
         return True
+
+    def _replace(self, blk: Block, rows: Arrays, snapshot: Arrays | None, size: int) -> None:
+        """Give a cached block fuller contents, if they fit (else it stays as it was)."""
+        need = nbytes_of(rows) + nbytes_of(snapshot) - nbytes_of(blk.rows) \
+            - nbytes_of(blk.snapshot)
+        if self._make_room(need, keep=blk.key):
+            blk.rows, blk.snapshot, blk.size = rows, snapshot, size
+            self.used += need
 
     def _make_room(self, need: int, keep: bytes) -> bool:
         """Evict LRU blocks (never `keep` or its ancestors) until `need` more bytes fit."""

@@ -211,3 +211,70 @@ def test_one_token_run_writes_sentences_and_says_what_was_skipped(tmp_path: Path
     assert "TPOT cannot be computed" in text and " - ms" not in text and "(-)" not in text
     assert "skipped model 'nonesuch'" in r.stdout
     assert "one-time int8 repack" in text  # a fresh cache: the first load repacked
+
+
+# ---------------------------------------------------------------- batching (issue 15)
+
+def _conc_results(tok_per_s: dict[int, float], tpot_ms: dict[int, float],
+                  bw: float) -> SimpleNamespace:
+    """Results with one model's engine sweep (clients -> tok/s, TPOT) and one bandwidth
+    probe; SmolLM2-135M's shapes, 100 MB of weights."""
+    from harness.bench.arch import Shapes
+    from harness.bench.lifecycle import ConcPoint, Options
+    from harness.bench.stats import summarize
+
+    one = summarize([1.0])
+    pts = [ConcPoint(c, 2 * c, 2 * c, 32 * c, 1.0, 2.0 * c, tok_per_s[c], one,
+                     summarize([tpot_ms[c]]), one, one, one) for c in sorted(tok_per_s)]
+    shapes = Shapes(arch="llama", vocab=49152, dim=576, ffn=1536, n_layers=30, n_attn=30,
+                    n_heads=9, n_kv_heads=3, head_dim=64)
+    mr = SimpleNamespace(label="smol", shapes=shapes, info={"weight_bytes": 100_000_000},
+                         conc={"engine": pts})
+    peaks = roofline.Peaks(threads=2, bandwidth=[bw])
+    return SimpleNamespace(opts=Options(models=["smol"], input_lens=[8], output_lens=[8]),
+                           models={"smol": mr}, probes=peaks)
+
+
+def test_batching_line_judges_each_target_from_the_same_run() -> None:
+    """Throughput and TPOT at 8 clients against 1, and single-stream TPOT against the
+    weight-streaming floor (bytes of a step at this run's bandwidth probe)."""
+    res = _conc_results({1: 100.0, 8: 600.0}, {1: 6.0, 8: 9.0}, bw=20e9)
+    line = report.batching_line(res, "smol", "engine", res.models["smol"].conc["engine"])
+    floor = roofline.tpot_floor_s(res.models["smol"].shapes, 100_000_000,
+                                  res.opts.conc_in + (res.opts.conc_out - 1) / 2, 20e9)
+    assert 5e-3 < floor < 6e-3  # 100 MB of weights + a little KV cache at 20 GB/s
+    assert "tok/s at 8 clients 6.00x that of 1 (target >= 5.00x: met)" in line
+    assert "TPOT at 8 in flight 1.50x that of 1 (target <= 2.00x: met)" in line
+    assert "target <= 1.20x: met)" in line
+    slow = _conc_results({1: 100.0, 8: 300.0}, {1: 9.0, 8: 30.0}, bw=20e9)
+    line = report.batching_line(slow, "smol", "engine", slow.models["smol"].conc["engine"])
+    assert line.count("NOT met") == 3
+    none = _conc_results({2: 100.0, 8: 300.0}, {2: 9.0, 8: 30.0}, bw=20e9)
+    assert report.batching_line(none, "smol", "engine",
+                                none.models["smol"].conc["engine"]) == ""
+
+
+def test_concurrency_plot_has_tpot_and_the_floor(tmp_path: Path) -> None:
+    from harness.bench import plots
+
+    res = _conc_results({1: 100.0, 2: 180.0, 4: 300.0, 8: 450.0},
+                        {1: 6.0, 2: 6.5, 4: 8.0, 8: 11.0}, bw=20e9)
+    captured = {}
+    plt = plots._plt()
+    real = plt.Figure.savefig
+
+    def keep(fig, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        captured["axes"] = [(ax.get_title(), [ln.get_label() for ln in ax.get_lines()])
+                            for ax in fig.axes]
+        return real(fig, *a, **kw)
+
+    plt.Figure.savefig = keep
+    try:
+        path = plots.concurrency(res, tmp_path)
+    finally:
+        plt.Figure.savefig = real
+    assert path is not None and path.stat().st_size > 0
+    titles = dict(captured["axes"])
+    tpot = titles["TPOT per request, and the floor"]
+    assert any("weight-streaming floor" in lb for lb in tpot)
+    assert any("clients / floor" in lb for lb in titles["Throughput"])

@@ -93,6 +93,58 @@ def test_concurrent_requests_from_threads(engine, model) -> None:  # noqa: ANN00
     assert engine.queue_depth == (0, 0)
 
 
+@pytest.mark.parametrize("backend", ["numpy-f32", "c"])
+def test_mixed_step_equals_one_by_one(backend: str) -> None:
+    """Decode tokens of two sequences and a prompt chunk of a third in one step (one pass
+    over the weights on the fast path): each gets the logits it gets alone -- the same
+    greedy ids, within 1e-5 of the largest logit."""
+    from pyllm.kernels import native
+
+    if backend == "c" and native() is None:
+        pytest.skip("C kernels not built")
+    m = smol(backend)
+
+    def items() -> list[tuple[object, np.ndarray]]:
+        out = []
+        for j, nxt in enumerate(([42], list(range(700, 709)), [1234])):
+            st = m.new_state(64)
+            m.prefill(list(range(100 + j, 110 + 3 * j)), st)
+            out.append((st, np.array(nxt, np.int32)))
+        return out
+
+    batch, ref = items(), items()
+    together = m.step(batch)
+    alone = np.stack([m.prefill(t, st) if len(t) > 1 else m.decode(int(t[0]), st)
+                      for st, t in ref])
+    assert list(together.argmax(1)) == list(alone.argmax(1))
+    assert np.abs(together - alone).max() <= 1e-5 * np.abs(alone).max()
+    assert [st.pos for st, _ in batch] == [st.pos for st, _ in ref]
+
+
+def test_requests_arriving_together_prefill_in_one_step(model) -> None:  # noqa: ANN001
+    """Prompts queued together share one step's prefill budget (one pass over the weights),
+    so they all start in the same step and decode together; each still gets its solo ids.
+    A prompt the leftover budget would cut mid-block waits for the next step."""
+    prompts = [PROMPT, list(range(1000, 1012)), [42] * 3, list(range(300, 320))]
+    want = [_greedy(model, p, 6) for p in prompts]
+    with Engine(model, prefill_chunk=64, cache_block=16) as e:
+        with e._cv:  # hold the scheduler so that all four are queued before its next step
+            reqs = [e.submit(p, max_new_tokens=6, stop_ids=()) for p in prompts]
+        got = [r.wait(timeout=120) for r in reqs]
+        assert got == want
+        assert len({r.timings.started for r in reqs}) == 1  # 5 + 12 + 3 + 20 <= 64 tokens
+        assert max(r.timings.first_token for r in reqs) < min(
+            r.timings.token_times[1] for r in reqs)  # every first token in the same step
+        # 60 + 60 tokens: the second request's share (4 tokens) would end mid-block
+        with e._cv:
+            big = [e.submit(list(range(2000 + 100 * k, 2060 + 100 * k)), max_new_tokens=2,
+                            stop_ids=()) for k in range(2)]
+        for r in big:
+            r.wait(timeout=120)
+        assert big[0].timings.started < big[1].timings.started
+        assert big[1].timings.first_token > big[0].timings.token_times[1]
+
+
 def test_interleaving_keeps_decoding_during_a_long_prefill(model) -> None:  # noqa: ANN001
     """A request already decoding keeps producing tokens while a long prompt is prefilled
     chunk by chunk (it is never stalled for the whole prompt)."""

@@ -230,6 +230,53 @@ def test_batched_decode_equals_one_by_one(golden):
     assert [s.pos for s in states] == [6, 13, 20]
 
 
+def _mixed_batch(m: Q.Qwen35, ids: np.ndarray) -> tuple[list, list]:
+    """Three sequences at different positions: a decode token, a 9-token prompt chunk of a
+    sequence already 5 tokens in, a decode token -- as (state, tokens) items, twice (the
+    second set for the one-by-one reference)."""
+    sets = []
+    for _ in range(2):
+        states = [m.new_state(48) for _ in range(3)]
+        for j, st in enumerate(states):
+            m.prefill(ids[:5 + 7 * j], st)
+        sets.append(list(zip(states, [ids[30:31], ids[12:21], ids[33:34]], strict=True)))
+    return sets[0], sets[1]
+
+
+@pytest.mark.parametrize("backend", ["numpy-f32", "c"])
+def test_mixed_step_equals_one_by_one(golden, backend):
+    """A prompt chunk and decode tokens of other sequences in one step (one C call on the
+    fast path) give each sequence the logits and state it gets alone: the same greedy ids,
+    logits within 1e-5 (relative to their largest), the same recurrent and KV state."""
+    if backend == "c":
+        native_or_skip()
+    m = load("tiny_mm", backend=backend)
+    batch, ref = _mixed_batch(m, golden["tiny_mm.ids"])
+    together = m.step(batch)
+    alone = np.stack([m.prefill(t, st) for st, t in ref])
+    assert list(together.argmax(1)) == list(alone.argmax(1))
+    assert np.abs(together - alone).max() <= 1e-5 * np.abs(alone).max()
+    for (a, _), (b, _) in zip(batch, ref, strict=True):
+        assert a.pos == b.pos
+        for f in ("ssm", "conv", "k", "v"):
+            assert np.abs(getattr(a, f) - getattr(b, f)).max() <= 1e-5 * max(
+                1.0, np.abs(getattr(b, f)).max())
+
+
+def test_c_prefill_matches_the_numpy_forward(golden):
+    """The fast path's prefill (token-by-token delta rule in C) against the readable numpy
+    forward (chunked delta rule) on the same int8 matrices."""
+    native_or_skip()
+    c = load("tiny_text", backend="c")
+    ids = golden["tiny_text.ids"][:40]
+    st_c, st_py = c.new_state(64), c.new_state(64)
+    fast = c.prefill(ids, st_c)
+    py = c.forward(ids, st_py)[-1]
+    assert np.abs(py - fast).max() < 1e-4 * np.abs(py).max()
+    assert int(fast.argmax()) == int(py.argmax())
+    assert np.abs(st_py.ssm - st_c.ssm).max() < 1e-4
+
+
 def test_c_decode_long_context(c_paths):
     """300 positions: the KV cache grows past its first allocation, attention runs over
     many keys. Against the exact path with the int8 tolerances (over hundreds of steps a

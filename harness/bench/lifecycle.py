@@ -37,7 +37,14 @@ from harness.bench import loadtime
 from harness.bench.anchors import anchor
 from harness.bench.arch import ArchRow, Shapes, arch_row, shapes_of
 from harness.bench.metrics import RequestTimes
-from harness.bench.roofline import Point, Probes, classify, decode_cost, prefill_cost
+from harness.bench.roofline import (
+    Point,
+    Probes,
+    classify,
+    decode_cost,
+    prefill_cost,
+    tpot_floor_s,
+)
 from harness.bench.runners import (
     AibenchRun,
     EngineRunner,
@@ -552,6 +559,15 @@ def roofline_points(mr: ModelResult, samples: list[Sample], peaks: Any) -> list[
         pts.append(classify(mr.label, "decode", "decode", decode_cost(mr.shapes, wb, pos),
                             secs, peaks))
     return pts
+
+
+def conc_floor_ms(res: Results, mr: ModelResult) -> float:
+    """The weight-streaming floor of a decode step in the concurrency sweep (ms): a request
+    of conc_in prompt tokens halfway through its conc_out tokens, at the best bandwidth
+    probe of the run."""
+    o = res.opts
+    return 1e3 * tpot_floor_s(mr.shapes, mr.info["weight_bytes"],
+                              o.conc_in + (o.conc_out - 1) / 2, res.probes.bw)
 
 
 def course_anchor(mr: ModelResult) -> Any:

@@ -6,7 +6,8 @@
                          whiskers: min..max)
     roofline.png         the measured roofs and each phase (prefill at every prompt length,
                          decode) as a point
-    concurrency.png      throughput and TTFT (median, P99) against concurrent clients
+    concurrency.png      throughput, TPOT (with the weight-streaming floor) and TTFT
+                         (median, P99) against concurrent clients
     prefix_cache.png     TTFT with the prefix cache and without (harness/bench/prefix.py)
 
 Every point is a median over the run's repetitions; whiskers show min..max. Labels carry
@@ -250,25 +251,38 @@ def roofline(res: Results, out: Path) -> Path:
 
 
 def concurrency(res: Results, out: Path) -> Path | None:
+    """Throughput, TPOT and TTFT against clients; the weight-streaming floor of a decode
+    step as a line under TPOT, and the throughput it would allow (clients / floor: every
+    step one pass over the weights) as a line over the measured throughput."""
+    from harness.bench.lifecycle import conc_floor_ms
+
     if not any(mr.conc for mr in res.models.values()):
         return None
     plt = _plt()
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    fig, (a1, a3, a2) = plt.subplots(1, 3, figsize=(15, 4.8))
+    cs = sorted({p.clients for mr in res.models.values() for pts in mr.conc.values()
+                 for p in pts})
     for k, mr in enumerate(res.models.values()):
         c = COLORS[k % len(COLORS)]
         for v, pts in mr.conc.items():
             if not pts:
                 continue
-            cs = [p.clients for p in pts]
-            a1.plot(cs, [p.tok_per_s for p in pts], linestyle=STYLE[v], marker=MARK[v], color=c,
+            xs = [p.clients for p in pts]
+            a1.plot(xs, [p.tok_per_s for p in pts], linestyle=STYLE[v], marker=MARK[v], color=c,
                     label=f"{mr.label}, {v}")
-            a2.plot(cs, [p.ttft.median for p in pts], linestyle=STYLE[v], marker=MARK[v],
+            a3.plot(xs, [p.tpot.median for p in pts], linestyle=STYLE[v], marker=MARK[v],
                     color=c, label=f"{mr.label}, {v}: median")
-            a2.plot(cs, [p.ttft.p99 for p in pts], linestyle=STYLE[v], marker="x", color=c,
+            a2.plot(xs, [p.ttft.median for p in pts], linestyle=STYLE[v], marker=MARK[v],
+                    color=c, label=f"{mr.label}, {v}: median")
+            a2.plot(xs, [p.ttft.p99 for p in pts], linestyle=STYLE[v], marker="x", color=c,
                     alpha=0.5, label=f"{mr.label}, {v}: P99")
-    cs = sorted({p.clients for mr in res.models.values() for pts in mr.conc.values()
-                 for p in pts})
-    for ax in (a1, a2):
+        floor = conc_floor_ms(res, mr) if mr.conc else math.nan
+        if math.isfinite(floor) and cs:
+            a3.axhline(floor, color=c, linewidth=1, alpha=0.7,
+                       label=f"{mr.label}: weight-streaming floor {floor:.3g} ms")
+            a1.plot(cs, [x * 1e3 / floor for x in cs], color=c, linewidth=1, alpha=0.4,
+                    label=f"{mr.label}: clients / floor")
+    for ax in (a1, a3, a2):
         ax.set_xscale("log", base=2)
         ax.set_xticks(cs, [str(c) for c in cs])
         if set_yscale(ax, [y for line in ax.get_lines() for y in line.get_ydata()]) == "log":
@@ -280,6 +294,8 @@ def concurrency(res: Results, out: Path) -> Path | None:
         ax.legend(fontsize=7)
     a1.set_ylabel("output tokens / s")
     a1.set_title("Throughput")
+    a3.set_ylabel("TPOT (ms)")
+    a3.set_title("TPOT per request, and the floor")
     a2.set_ylabel("TTFT (ms)")
     a2.set_title("TTFT under load (queueing)")
     fig.tight_layout()

@@ -413,6 +413,47 @@ def findings_compare(res: Results, a: str, b: str) -> list[str]:
     return out
 
 
+# issue 15's batching targets: tok/s at BATCH_CLIENTS clients over 1 client (per model
+# spec), TPOT at BATCH_CLIENTS over 1 client, single-stream TPOT over the streaming floor
+BATCH_CLIENTS = 8
+THROUGHPUT_TARGET = {"smol": 5.0, "qwen": 3.0}
+TPOT_GROWTH_TARGET, FLOOR_TARGET = 2.0, 1.2
+
+
+def batching_line(res: Results, spec: str, v: str, pts: list[Any]) -> str:
+    """The batching figures of one vantage's sweep against issue 15's targets: throughput
+    and TPOT at BATCH_CLIENTS clients over 1 client, single-stream TPOT over the
+    weight-streaming floor (all from this run); "" without a 1-client level."""
+    from harness.bench.lifecycle import conc_floor_ms
+
+    one = next((p for p in pts if p.clients == 1), None)
+    many = next((p for p in pts if p.clients == BATCH_CLIENTS), None)
+    if one is None:
+        return ""
+    floor = conc_floor_ms(res, res.models[spec])
+    parts = []
+    if many is not None:
+        thr = A.ratio(many.tok_per_s, one.tok_per_s)
+        tgt = THROUGHPUT_TARGET.get(spec)
+        parts.append(f"tok/s at {BATCH_CLIENTS} clients {fx(thr)} that of 1"
+                     + (f" (target >= {fx(tgt)}: {'met' if thr >= tgt else 'NOT met'})"
+                        if tgt else ""))
+        tg = A.ratio(many.tpot.median, one.tpot.median)
+        parts.append(f"TPOT at {BATCH_CLIENTS} in flight {fx(tg)} that of 1 (target <= "
+                     f"{fx(TPOT_GROWTH_TARGET)}: "
+                     f"{'met' if tg <= TPOT_GROWTH_TARGET else 'NOT met'})")
+    if math.isfinite(floor):
+        fr = A.ratio(one.tpot.median, floor)
+        parts.append(f"single-stream TPOT {f(one.tpot.median)} ms = {fx(fr)} the "
+                     f"weight-streaming floor of {f(floor)} ms (bytes of a step at the best "
+                     f"bandwidth probe of this run; target <= {fx(FLOOR_TARGET)}: "
+                     f"{'met' if fr <= FLOOR_TARGET else 'NOT met'}"
+                     + ("; below 1x: the probes ran while the machine was busier than "
+                        "during these steps, so the floor measured too high" if fr < 1 else "")
+                     + ")")
+    return f"Batching ({v}): " + "; ".join(parts) + "." if parts else ""
+
+
 def findings_conc(res: Results, spec: str) -> list[str]:
     """What the sweep shows, per vantage, from its first and last concurrency level."""
     mr = res.models[spec]
@@ -438,7 +479,7 @@ def findings_conc(res: Results, spec: str) -> list[str]:
         qshare = A.ratio(b.queue.median, b.ttft.median)
         if math.isfinite(qshare) and qshare > 0.1:
             where = ("in the kernel's queue and for a free slot" if v == "guest"
-                     else "for its turn to prefill (one prompt chunk per engine step)")
+                     else "for its turn to prefill (the engine's prompt-token budget per step)")
             text += (f"A request now waits {f(b.queue.median)} ms ({f(100 * qshare, 2)} % of "
                      f"its TTFT) {where} before work on it starts. ")
         else:
@@ -459,6 +500,9 @@ def findings_conc(res: Results, spec: str) -> list[str]:
                          f"back-pressure needs more than {NSLOT} clients (--concurrency "
                          f"...,{2 * NSLOT}).")
         out.append(text)
+        line = batching_line(res, spec, v, pts)
+        if line:
+            out.append(line)
     return out
 
 

@@ -115,6 +115,14 @@ def decode_cost(s: Shapes, weight_bytes: int, pos: float) -> Cost:
     return Cost(flops, moved)
 
 
+def tpot_floor_s(s: Shapes, weight_bytes: int, pos: float, bandwidth: float) -> float:
+    """The weight-streaming floor of one decode step: its bytes moved (weights once, the
+    caches) at the bandwidth measured in the same run; nan without a bandwidth."""
+    if not bandwidth or not math.isfinite(bandwidth):
+        return math.nan
+    return decode_cost(s, weight_bytes, pos).bytes / bandwidth
+
+
 # ---------------------------------------------------------------- machine ceilings
 
 @dataclass

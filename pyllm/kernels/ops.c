@@ -119,6 +119,41 @@ attend_generic(const float *q, const float *k, const float *v, long long bs, int
   }
 }
 
+#define REG_GROUP 6  // query heads whose scores of a key block fit in registers
+
+// Scores of G query heads (G a constant at each call site) against one key
+// block (KB = 64 positions, 4 vectors, masked past npos): the G x 4 sums stay
+// in registers for the whole walk over the head dims, each key row is loaded
+// once for all heads. Each sum is accumulated over d in order, as in the
+// score-buffer loop below, so both give the same bits.
+static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 void
+scores_block(const float *q, const float *blk, int hd, int t0, int npos, int padded, int G,
+             float *sc)
+{
+  __m512 acc[REG_GROUP][KB / 16];
+  __mmask16 m[KB / 16];
+  for (int j = 0; j < KB / 16; j++) {
+    int left = npos - t0 - 16 * j;
+    m[j] = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+    for (int h = 0; h < G; h++)
+      acc[h][j] = _mm512_setzero_ps();
+  }
+  for (int d = 0; d < hd; d++) {
+    const float *kd = blk + (long long)d * KB;
+    __m512 kv[KB / 16];
+    for (int j = 0; j < KB / 16; j++)
+      kv[j] = _mm512_maskz_loadu_ps(m[j], kd + 16 * j);
+    for (int h = 0; h < G; h++) {
+      __m512 qh = _mm512_set1_ps(q[h * hd + d]);
+      for (int j = 0; j < KB / 16; j++)
+        acc[h][j] = _mm512_fmadd_ps(qh, kv[j], acc[h][j]);
+    }
+  }
+  for (int j = 0; j < KB / 16 && t0 + 16 * j < padded; j++)
+    for (int h = 0; h < G; h++)
+      _mm512_storeu_ps(sc + (long long)h * padded + t0 + 16 * j, acc[h][j]);
+}
+
 static PYLLM_TARGET_AVX512 void
 attend_avx512(const float *q, const float *k, const float *v, long long bs, int npos,
               int group, int hd, float *out, float *sc)
@@ -126,8 +161,20 @@ attend_avx512(const float *q, const float *k, const float *v, long long bs, int 
   int padded = (npos + 15) & ~15;
   float scale = 1.0f / sqrtf((float)hd);
   // scores: for each key block, walk the head dims; each block row is
-  // contiguous, and the block's partial sums stay in the score buffer (L1)
-  for (int t0 = 0; t0 < padded; t0 += KB) {
+  // contiguous. Up to REG_GROUP heads, the block's sums stay in registers;
+  // beyond, in the score buffer (L1).
+  for (int t0 = 0; t0 < padded && group <= REG_GROUP; t0 += KB) {
+    const float *blk = k + (long long)(t0 / KB) * bs;
+    switch (group) {
+    case 1: scores_block(q, blk, hd, t0, npos, padded, 1, sc); break;
+    case 2: scores_block(q, blk, hd, t0, npos, padded, 2, sc); break;
+    case 3: scores_block(q, blk, hd, t0, npos, padded, 3, sc); break;
+    case 4: scores_block(q, blk, hd, t0, npos, padded, 4, sc); break;
+    case 5: scores_block(q, blk, hd, t0, npos, padded, 5, sc); break;
+    default: scores_block(q, blk, hd, t0, npos, padded, 6, sc); break;
+    }
+  }
+  for (int t0 = 0; t0 < padded && group > REG_GROUP; t0 += KB) {
     int tn = padded - t0 < KB ? padded - t0 : KB;
     const float *blk = k + (long long)(t0 / KB) * bs;
     for (int h = 0; h < group; h++)

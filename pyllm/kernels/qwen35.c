@@ -1,12 +1,15 @@
-// qwen35.c: a Qwen3.5 decode step on the fast path: n sequences, one token
-// each, every matrix an int8 Q8X16 product (quant.h / matmul.c).
+// qwen35.c: a Qwen3.5 forward pass on the fast path for a batch of rows that
+// may belong to different sequences (a prompt chunk is rows of one sequence
+// at consecutive positions; batched decode is one row per sequence), every
+// matrix an int8 Q8X16 product (quant.h / matmul.c) over all rows at once:
+// one pass over the weights per engine step, whatever mix of prefill chunks
+// and decode rows it carries.
 //
 // The stages are those of pyllm/models/qwen35.py, whose numpy code is the
 // readable reference (and, run with the same int8 matrices, the twin this
-// file is tested against). Prefill stays there (the chunked delta rule is a
-// few batched matrix products); decode comes here so that a token costs one
-// call into C instead of ~600 numpy calls, which would otherwise be a fifth
-// of the time per token.
+// file is tested against). Here the delta rule runs token by token (each
+// sequence's rows in order, the heads in parallel): its cost is small next to
+// the matrix products, and one call into C per step replaces ~600 numpy calls.
 
 #include <math.h>
 #include <stdlib.h>
@@ -34,6 +37,12 @@ now_s(void)
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+// Rows [row0[s], row0[s + 1]) belong to sequence s, in position order.
+struct rows {
+  int nseq;
+  const int32_t *row0;  // [nseq + 1]
+};
+
 // Scratch of one call.
 struct acts {
   float *x;       // residual stream [n][dim]
@@ -56,7 +65,7 @@ conv_dim(const struct pyllm_qwen35 *m)
 static int
 max_rows(const struct pyllm_qwen35 *m)
 {
-  int w = m->head->rows;
+  int w = 0;  // the LM head writes into the caller's logits, not here
   for (int l = 0; l < m->n_layers; l++) {
     w = m->mix_in[l].rows > w ? m->mix_in[l].rows : w;
     w = m->wgu[l].rows > w ? m->wgu[l].rows : w;
@@ -164,22 +173,39 @@ rmsnorm_inplace(float *x, const float *w, int n, float eps)
 struct gdn_job {
   const struct pyllm_qwen35 *m;
   const struct pyllm_qwen35_seq *seqs;
+  const struct rows *rows;
+  const int32_t *pos;  // per row
   struct acts *a;
   int slot, pw;
 };
 
-// Row i: conv + SiLU, l2norm of q and k heads, beta and g of every value head.
-static void
-gdn_prep(void *arg, int i)
+// The snapshot row i of sequence s fills (see struct pyllm_qwen35_seq), or -1.
+static int
+snap_index(const struct gdn_job *j, int s, int i)
 {
-  struct gdn_job *j = arg;
+  const struct pyllm_qwen35_seq *sq = &j->seqs[s];
+  int b = sq->snap_block, first = j->rows->row0[s], end = j->pos[i] + 1;
+  if (b <= 0 || i == j->rows->row0[s + 1] - 1 || end % b != 0)
+    return -1;
+  return end / b - (j->pos[first] / b + 1);
+}
+
+// Row i of sequence s (see gdn_prep).
+static void
+gdn_prep_row(struct gdn_job *j, int s, int i)
+{
   const struct pyllm_qwen35 *m = j->m;
   int C = conv_dim(m), kd = m->lk_heads * m->lk_dim, vd = m->lv_heads * m->lv_dim;
   int H = m->lv_heads;
   float *p = j->a->p + (long long)i * j->pw, *qkv = j->a->qkv + (long long)i * C;
-  float *conv = j->seqs[i].conv + (long long)j->slot * (m->conv_k - 1) * C;
+  float *conv = j->seqs[s].conv + (long long)j->slot * (m->conv_k - 1) * C;
   pyllm_gdn_conv(conv, p, 1, m->conv_w + (long long)j->slot * m->conv_k * C, C, m->conv_k,
                  qkv);
+  int snap = snap_index(j, s, i);
+  if (snap >= 0) {
+    long long n = (long long)(m->conv_k - 1) * C;
+    memcpy(j->seqs[s].snap_conv[snap] + j->slot * n, conv, sizeof(float) * n);
+  }
   float qscale = 1.0f / sqrtf((float)m->lk_dim);
   for (int h = 0; h < m->lk_heads; h++) {
     float *q = qkv + h * m->lk_dim, *k = qkv + kd + h * m->lk_dim;
@@ -197,39 +223,57 @@ gdn_prep(void *arg, int i)
   }
 }
 
-// (row, value head) c: the delta-rule step, then the gated RMSNorm into xb.
+// Sequence s: for each of its rows in order, conv + SiLU (the conv state
+// moves on one row at a time), l2norm of q and k heads, beta and g of every
+// value head.
+static void
+gdn_prep(void *arg, int s)
+{
+  struct gdn_job *j = arg;
+  for (int i = j->rows->row0[s]; i < j->rows->row0[s + 1]; i++)
+    gdn_prep_row(j, s, i);
+}
+
+// (sequence, value head) c: the delta-rule step of each of the sequence's
+// rows in order, then the gated RMSNorm into xb.
 static void
 gdn_heads(void *arg, int c)
 {
   struct gdn_job *j = arg;
   const struct pyllm_qwen35 *m = j->m;
-  int H = m->lv_heads, i = c / H, h = c % H, dk = m->lk_dim, dv = m->lv_dim;
+  int H = m->lv_heads, s = c / H, h = c % H, dk = m->lk_dim, dv = m->lv_dim;
   int C = conv_dim(m), kd = m->lk_heads * dk, vd = H * dv;
   int kh = h / (H / m->lk_heads);  // q/k head serving this value head
-  const float *qkv = j->a->qkv + (long long)i * C;
-  const float *beta = j->a->bg + (long long)i * 2 * H, *g = beta + H;
-  float *S = j->seqs[i].ssm + ((long long)j->slot * H + h) * dk * dv;
-  float *o = j->a->xb + (long long)i * vd + h * dv;
-  gdn_head(S, qkv + kh * dk, qkv + kd + kh * dk, qkv + 2 * kd + h * dv, g[h], beta[h], dk, dv,
-           o);
-  // o = o / rms(o) * w * silu(z)
-  const float *z = j->a->p + (long long)i * j->pw + C + h * dv;
+  float *S = j->seqs[s].ssm + ((long long)j->slot * H + h) * dk * dv;
   const float *w = m->gnorm + (long long)j->slot * dv;
-  float r = 1.0f / sqrtf(dot(o, o, dv) / (float)dv + m->eps);
-  for (int d = 0; d < dv; d++)
-    o[d] = w[d] * (o[d] * r) * (z[d] * sigmoid1(z[d]));
+  for (int i = j->rows->row0[s]; i < j->rows->row0[s + 1]; i++) {
+    const float *qkv = j->a->qkv + (long long)i * C;
+    const float *beta = j->a->bg + (long long)i * 2 * H, *g = beta + H;
+    float *o = j->a->xb + (long long)i * vd + h * dv;
+    gdn_head(S, qkv + kh * dk, qkv + kd + kh * dk, qkv + 2 * kd + h * dv, g[h], beta[h], dk,
+             dv, o);
+    // o = o / rms(o) * w * silu(z)
+    const float *z = j->a->p + (long long)i * j->pw + C + h * dv;
+    float r = 1.0f / sqrtf(dot(o, o, dv) / (float)dv + m->eps);
+    for (int d = 0; d < dv; d++)
+      o[d] = w[d] * (o[d] * r) * (z[d] * sigmoid1(z[d]));
+    int snap = snap_index(j, s, i);
+    if (snap >= 0)
+      memcpy(j->seqs[s].snap_ssm[snap] + ((long long)j->slot * H + h) * dk * dv, S,
+             sizeof(float) * dk * dv);
+  }
 }
 
 static void
-deltanet(const struct pyllm_qwen35 *m, int l, int n, const struct pyllm_qwen35_seq *seqs,
-         struct acts *a)
+deltanet(const struct pyllm_qwen35 *m, int l, int n, const struct rows *rows,
+         const int32_t *pos, const struct pyllm_qwen35_seq *seqs, struct acts *a)
 {
   const struct pyllm_qmat *in = &m->mix_in[l];
   linear(in, a->xb, n, &a->qa, a->p);
   double t = now_s();
-  struct gdn_job j = { m, seqs, a, m->slot[l], in->rows };
-  pool_run(gdn_prep, &j, n);
-  pool_run(gdn_heads, &j, n * m->lv_heads);
+  struct gdn_job j = { m, seqs, rows, pos, a, m->slot[l], in->rows };
+  pool_run(gdn_prep, &j, rows->nseq);
+  pool_run(gdn_heads, &j, rows->nseq * m->lv_heads);
   prof[T_DELTANET] += now_s() - t;
   linear(&m->mix_out[l], a->xb, n, &a->qa, a->tmp);
 }
@@ -239,7 +283,7 @@ deltanet(const struct pyllm_qwen35 *m, int l, int n, const struct pyllm_qwen35_s
 struct att_job {
   const struct pyllm_qwen35 *m;
   const struct pyllm_qwen35_seq *seqs;
-  const int32_t *pos;
+  const int32_t *pos, *seq;  // per row: position, sequence
   struct acts *a;
   int slot, pw, maxpos;
 };
@@ -269,7 +313,7 @@ att_prep(void *arg, int i)
       x[f + half] = x1 * c[f] + x0 * s[f];
     }
   }
-  const struct pyllm_qwen35_seq *sq = &j->seqs[i];
+  const struct pyllm_qwen35_seq *sq = &j->seqs[j->seq[i]];
   for (int h = 0; h < KV; h++) {
     long long at = (((long long)j->slot * KV + h) * sq->cap + j->pos[i]) * hd;
     memcpy(sq->k + at, k + h * hd, sizeof(float) * hd);
@@ -337,7 +381,9 @@ mix_avx512(const float *w, const float *V, int npos, int hd, float *o)
 }
 
 // (row, query head) c: softmax(q K^T / sqrt(hd)) V over positions 0..pos,
-// times the sigmoid output gate, into xb.
+// times the sigmoid output gate, into xb. Every row's k, v are in its cache
+// before any row attends (att_prep ran first), so the rows of a prompt chunk
+// see each other causally.
 static void
 att_heads(void *arg, int c)
 {
@@ -348,7 +394,7 @@ att_heads(void *arg, int c)
   int avx = pyllm_use_avx512() && hd % 16 == 0 && hd <= 512;
   const float *p = j->a->p + (long long)i * j->pw;
   const float *q = p + h * 2 * hd, *gate = q + hd;
-  const struct pyllm_qwen35_seq *sq = &j->seqs[i];
+  const struct pyllm_qwen35_seq *sq = &j->seqs[j->seq[i]];
   const float *K = sq->k + ((long long)j->slot * KV + kvh) * sq->cap * hd;
   const float *V = sq->v + ((long long)j->slot * KV + kvh) * sq->cap * hd;
   float *sc = j->a->sc + (long long)c * (j->maxpos + 1), sum = 0;
@@ -372,35 +418,83 @@ att_heads(void *arg, int c)
 }
 
 static void
-attention(const struct pyllm_qwen35 *m, int l, int n, const int32_t *pos,
+attention(const struct pyllm_qwen35 *m, int l, int n, const int32_t *pos, const int32_t *seq,
           const struct pyllm_qwen35_seq *seqs, int maxpos, struct acts *a)
 {
   const struct pyllm_qmat *in = &m->mix_in[l];
   linear(in, a->xb, n, &a->qa, a->p);
   double t = now_s();
-  struct att_job j = { m, seqs, pos, a, m->slot[l], in->rows, maxpos };
+  struct att_job j = { m, seqs, pos, seq, a, m->slot[l], in->rows, maxpos };
   pool_run(att_prep, &j, n);
   pool_run(att_heads, &j, n * m->n_heads);
   prof[T_ATTENTION] += now_s() - t;
   linear(&m->mix_out[l], a->xb, n, &a->qa, a->tmp);
 }
 
-// ------------------------------------------------------------ the decode step
+// ------------------------------------------------------------ the forward pass
 
-int
-pyllm_qwen35_decode(const struct pyllm_qwen35 *m, int n, const int32_t *tokens,
-                    const int32_t *pos, const struct pyllm_qwen35_seq *seqs, float *logits)
+// Row i of sequence seq[i] at position pos[i]; the rows of a sequence must be
+// consecutive and in position order. -2 if they are not, or a position or
+// token is out of range; else fills row0 (nseq + 1 entries) and *maxpos.
+static int
+check_rows(const struct pyllm_qwen35 *m, int n, const int32_t *tokens, const int32_t *pos,
+           const int32_t *seq, int nseq, const struct pyllm_qwen35_seq *seqs, int32_t *row0,
+           int *maxpos)
 {
-  int dim = m->dim, maxpos = 0;
+  int s = -1;
+  *maxpos = 0;
   for (int i = 0; i < n; i++) {
-    if (pos[i] < 0 || pos[i] >= seqs[i].cap || tokens[i] < 0 || tokens[i] >= m->vocab)
+    if (seq[i] < 0 || seq[i] >= nseq || tokens[i] < 0 || tokens[i] >= m->vocab)
       return -2;
-    maxpos = pos[i] > maxpos ? pos[i] : maxpos;
+    if (seq[i] != s) {  // the first row of the next sequence
+      if (seq[i] != s + 1)
+        return -2;
+      row0[++s] = i;
+      if (seqs[s].snap_block > 0 && (!seqs[s].snap_conv || !seqs[s].snap_ssm))
+        return -2;
+    } else if (pos[i] != pos[i - 1] + 1) {
+      return -2;
+    }
+    if (pos[i] < 0 || pos[i] >= seqs[s].cap)
+      return -2;
+    *maxpos = pos[i] > *maxpos ? pos[i] : *maxpos;
   }
+  if (s != nseq - 1)
+    return -2;
+  row0[nseq] = n;
+  return 0;
+}
+
+// Run n rows (token, position, sequence) through the model, nseq sequences
+// of consecutive rows; write the logits of rows out_rows[0..n_out) to
+// logits[n_out][head->rows] (the LM head runs only for those). Returns 0, -1
+// if out of memory, -2 on a bad argument (see check_rows).
+int
+pyllm_qwen35_forward(const struct pyllm_qwen35 *m, int n, const int32_t *tokens,
+                     const int32_t *pos, const int32_t *seq, int nseq,
+                     const struct pyllm_qwen35_seq *seqs, int n_out, const int32_t *out_rows,
+                     float *logits)
+{
+  int dim = m->dim, maxpos;
+  if (n < 1 || nseq < 1 || n_out < 0)
+    return -2;
+  int32_t *row0 = malloc(sizeof(int32_t) * (nseq + 1));
+  if (!row0)
+    return -1;
+  int rc = check_rows(m, n, tokens, pos, seq, nseq, seqs, row0, &maxpos);
+  for (int o = 0; rc == 0 && o < n_out; o++)
+    if (out_rows[o] < 0 || out_rows[o] >= n)
+      rc = -2;
+  if (rc != 0) {
+    free(row0);
+    return rc;
+  }
+  struct rows rows = { nseq, row0 };
   double t0 = now_s(), inner0 = prof[T_MATMUL] + prof[T_DELTANET] + prof[T_ATTENTION];
   struct acts a;
   if (alloc_acts(&a, m, n, maxpos) < 0) {
     free_acts(&a);
+    free(row0);
     return -1;
   }
 
@@ -422,9 +516,9 @@ pyllm_qwen35_decode(const struct pyllm_qwen35 *m, int n, const int32_t *tokens,
     // token mixer on the normalised stream, residual
     pyllm_rmsnorm(a.x, m->norm1 + (long long)l * dim, a.xb, n, dim, m->eps);
     if (m->kind[l] == 0)
-      deltanet(m, l, n, seqs, &a);
+      deltanet(m, l, n, &rows, pos, seqs, &a);
     else
-      attention(m, l, n, pos, seqs, maxpos, &a);
+      attention(m, l, n, pos, seq, seqs, maxpos, &a);
     for (long long k = 0; k < (long long)n * dim; k++)
       a.x[k] += a.tmp[k];
 
@@ -437,10 +531,14 @@ pyllm_qwen35_decode(const struct pyllm_qwen35 *m, int n, const int32_t *tokens,
       a.x[k] += a.tmp[k];
   }
 
-  // final norm and the LM head
-  pyllm_rmsnorm(a.x, m->out_norm, a.xb, n, dim, m->eps);
-  linear(m->head, a.xb, n, &a.qa, logits);
+  // final norm and the LM head, only for the rows whose logits are wanted
+  for (int o = 0; o < n_out; o++)
+    pyllm_rmsnorm(a.x + (long long)out_rows[o] * dim, m->out_norm, a.xb + (long long)o * dim,
+                  1, dim, m->eps);
+  if (n_out > 0)
+    linear(m->head, a.xb, n_out, &a.qa, logits);
   free_acts(&a);
+  free(row0);
   double total = now_s() - t0;
   prof[T_TOTAL] += total;
   prof[T_OTHER] += total - (prof[T_MATMUL] + prof[T_DELTANET] + prof[T_ATTENTION] - inner0);

@@ -1,5 +1,6 @@
-// qwen35.h: one decode step of Qwen3.5 (hybrid Gated DeltaNet + gated
-// attention) on the fast path, for a batch of sequences, one token each.
+// qwen35.h: one batched forward pass of Qwen3.5 (hybrid Gated DeltaNet +
+// gated attention) on the fast path: decode rows and prompt chunks of several
+// sequences in one pass over the weights.
 
 #ifndef PYLLM_QWEN35_H
 #define PYLLM_QWEN35_H
@@ -46,16 +47,27 @@ struct pyllm_qwen35_seq {
   float *ssm;                         // [n_lin][lv_heads][lk_dim][lv_dim]
   float *k, *v;                       // [n_attn][n_kv_heads][cap][head_dim]
   int cap;                            // positions allocated in k, v
+  // snap_block > 0: after each row but the call's last of this sequence whose
+  // position + 1 is a multiple of snap_block, copy the DeltaNet state into
+  // snap_conv[k], snap_ssm[k] (shaped as conv, ssm), k counting those
+  // multiples after the call's first position from 0 (the prefix cache's
+  // snapshots at block boundaries inside a prompt chunk)
+  int snap_block;
+  float **snap_conv, **snap_ssm;
 };
 
-// Decode n tokens, token i of sequence seqs[i] at position pos[i]; writes
-// logits[n][head->rows]. Returns 0, -1 if out of memory, -2 on a bad
-// argument (a position outside the cache).
-int pyllm_qwen35_decode(const struct pyllm_qwen35 *m, int n, const int32_t *tokens,
-                        const int32_t *pos, const struct pyllm_qwen35_seq *seqs,
-                        float *logits);
+// Run n rows through the model: row i is token tokens[i] of sequence
+// seqs[seq[i]] at position pos[i]; the rows of a sequence are consecutive and
+// in position order (a prompt chunk, or one decode token), sequences numbered
+// 0..nseq-1 in row order. Writes the logits of rows out_rows[0..n_out) to
+// logits[n_out][head->rows]. Returns 0, -1 if out of memory, -2 on a bad
+// argument (rows out of order, a position outside the cache, a bad id).
+int pyllm_qwen35_forward(const struct pyllm_qwen35 *m, int n, const int32_t *tokens,
+                         const int32_t *pos, const int32_t *seq, int nseq,
+                         const struct pyllm_qwen35_seq *seqs, int n_out,
+                         const int32_t *out_rows, float *logits);
 
-// Cumulative time of the decode steps: out[6] = seconds in int8 matmuls,
+// Cumulative time of the forward passes: out[6] = seconds in int8 matmuls,
 // DeltaNet, attention, other, total, and the call count; reset = 1 zeroes them.
 void pyllm_qwen35_profile(double *out, int reset);
 // cffi:end

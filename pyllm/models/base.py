@@ -104,6 +104,11 @@ class ModelState:
     def __init__(self, capacity: int) -> None:
         self.pos = 0  # tokens consumed so far (the next token goes at this position)
         self.capacity = capacity  # most tokens this state can hold
+        # recurrent models: when snap_block > 0, a forward pass keeps a `snapshot` at each
+        # multiple of snap_block it passes (not at its end: that is the state itself), by
+        # position; the prefix cache takes them (pyllm/prefix_cache.py)
+        self.snap_block = 0
+        self.snapshots: dict[int, dict[str, np.ndarray]] = {}
 
     @property
     def nbytes(self) -> int:

@@ -316,7 +316,7 @@ class Qwen35(Model):
                  chunk: int = 64) -> None:
         self.cfg, self.w, self.ops, self.info = cfg, w, ops, info
         self.chunk = chunk  # DeltaNet prefill chunk length
-        self.fast: Any = None  # the C decode step (qwen35_c.FastDecode) when the weights allow
+        self.fast: Any = None  # the C forward pass (qwen35_c.FastDecode) when the weights allow
         self.trace: Any = None  # optional trace(name, layer, x) called at each stage
         self._tok: Tokenizer | None = None
         # index of each layer within its kind (its slot in the state arrays)
@@ -343,35 +343,39 @@ class Qwen35(Model):
 
     def prefill(self, tokens: Sequence[int] | np.ndarray, state: ModelState) -> np.ndarray:
         ids = self.check_prompt(tokens, state=state)
-        if len(ids) == 1 and self.fast is not None:  # a one-token chunk is a decode step
-            return self.fast([(state, int(ids[0]))])[0]
+        if self.fast is not None:
+            return self.fast.forward([(state, ids)])[0]
         return self.forward(ids, state)[-1]
 
     def decode(self, token: int, state: ModelState) -> np.ndarray:
         ids = self.check_prompt([token], state=state)
         if self.fast is not None:
-            return self.fast([(state, int(ids[0]))])[0]
+            return self.fast.forward([(state, ids)])[0]
         return self.forward(ids, state)[-1]
 
     def step(self, batch: list[tuple[ModelState, np.ndarray]]) -> np.ndarray:
-        """Prefill chunks one by one; all one-token items in a single C decode call."""
-        out = np.empty((len(batch), self.cfg.vocab_size), F32)
-        dec = [i for i, (_, toks) in enumerate(batch) if len(toks) == 1]
-        if self.fast is not None and len(dec) > 1:
-            for i, (st, toks) in enumerate(batch):
-                if len(toks) > 1:
-                    out[i] = self.prefill(toks, st)
-            items = [(batch[i][0], int(self.check_prompt(batch[i][1], state=batch[i][0])[0]))
-                     for i in dec]
-            out[dec] = self.fast(items)
-            return out
+        """Every item (prompt chunk or decode token) in one C call: one pass over the
+        weights for the whole batch."""
+        if self.fast is not None:
+            return self.fast.forward([(st, self.check_prompt(toks, state=st))
+                                      for st, toks in batch])
         return super().step(batch)
 
     def forward(self, ids: np.ndarray, st: Qwen35State, all_logits: bool = False) -> np.ndarray:
         """Run tokens `ids` at positions st.pos.. ; returns logits (T, V), or (1, V) for the
-        last token only unless `all_logits`."""
+        last token only unless `all_logits`. With st.snap_block set, the tokens go in as
+        pieces ending on its multiples, and st.snapshots gains the state at each one."""
+        b, cuts = st.snap_block, []
+        if b > 0:
+            cuts = list(range((st.pos // b + 1) * b, st.pos + len(ids), b))
+        out = []
         with self.ops.scope():
-            return self._forward(ids, st, all_logits)
+            for end in cuts:
+                head, ids = ids[:end - st.pos], ids[end - st.pos:]
+                out.append(self._forward(head, st, all_logits))
+                st.snapshots[end] = st.snapshot()
+            out.append(self._forward(ids, st, all_logits))
+        return np.concatenate(out) if all_logits else out[-1]
 
     def _forward(self, ids: np.ndarray, st: Qwen35State, all_logits: bool) -> np.ndarray:
         cfg, w = self.cfg, self.w

@@ -1,9 +1,9 @@
-"""The C decode step of Qwen3.5 (pyllm/kernels/qwen35.c) bound to a loaded model's weights.
+"""The C forward pass of Qwen3.5 (pyllm/kernels/qwen35.c) bound to a loaded model's weights.
 
-`Qwen35.decode` and `Qwen35.step` use it when every matrix is C records (the "c"
-backend's int8 products); it runs the same stages as `Qwen35.forward` (the readable numpy
-code, which stays the reference and does all prefills) in one call per token for any
-number of sequences. The embedding is a whole table the C code reads (bf16 or float32), or,
+`Qwen35.prefill`, `Qwen35.decode` and `Qwen35.step` use it when every matrix is C records
+(the "c" backend's int8 products); it runs the same stages as `Qwen35.forward` (the
+readable numpy code, which stays the reference) in one call per engine step: the prompt
+chunks and decode tokens of every sequence in flight share one pass over the weights. The embedding is a whole table the C code reads (bf16 or float32), or,
 for an embedding without one (the course's int8 rows), the rows of each call.
 
 This module does not import qwen35.py (qwen35.py builds it): `model` is a Qwen35, the
@@ -109,35 +109,70 @@ class FastDecode:
 
     def __call__(self, items: list[tuple[Any, int]]) -> np.ndarray:
         """Decode one token for each (state, token); returns logits (n, vocab)."""
+        return self.forward([(st, np.array([t], np.int32)) for st, t in items])
+
+    def forward(self, batch: list[tuple[Any, np.ndarray]]) -> np.ndarray:
+        """One C call for the whole batch (prompt chunks and decode tokens alike);
+        logits (len(batch), vocab) of each item's last row."""
         if not self.per_call:
-            return self._decode(items)
-        rows, remapped = call_rows(self.embed, items)
+            return self._forward(batch)
+        rows, remapped = call_rows(self.embed, batch)
         self.s.embd_f32 = self.ffi.cast("float *", rows.ctypes.data)
         try:
-            return self._decode(remapped)
+            return self._forward(remapped)
         finally:
             self.s.embd_f32 = self.ffi.cast("float *", self.no_rows.ctypes.data)
 
-    def _decode(self, items: list[tuple[Any, int]]) -> np.ndarray:
-        ffi, n = self.ffi, len(items)
+    def _forward(self, batch: list[tuple[Any, np.ndarray]]) -> np.ndarray:
+        ffi, n = self.ffi, len(batch)
         seqs = ffi.new("struct pyllm_qwen35_seq[]", n)
-        tokens = np.array([t for _, t in items], np.int32)
-        pos = np.array([st.pos for st, _ in items], np.int32)
-        for i, (st, _) in enumerate(items):
-            st.reserve(st.pos + 1)
+        toks, pos, seq = [], [], []
+        keep: list[Any] = []  # the snapshot pointer arrays, alive until the call returns
+        filled: list[tuple[Any, list[tuple[int, dict[str, np.ndarray]]]]] = []
+        for i, (st, t) in enumerate(batch):
+            k = len(t)
+            st.reserve(st.pos + k)
             seqs[i].conv = ffi.cast("float *", st.conv.ctypes.data)
             seqs[i].ssm = ffi.cast("float *", st.ssm.ctypes.data)
             seqs[i].k = ffi.cast("float *", st.k.ctypes.data)
             seqs[i].v = ffi.cast("float *", st.v.ctypes.data)
             seqs[i].cap = st.k.shape[2]
+            snaps = _snap_buffers(st, k)
+            if snaps:
+                seqs[i].snap_block = st.snap_block
+                for part in ("conv", "ssm"):
+                    ptrs = ffi.new("float *[]", [ffi.cast("float *", sn[part].ctypes.data)
+                                                 for _, sn in snaps])
+                    keep.append(ptrs)
+                    setattr(seqs[i], f"snap_{part}", ptrs)
+                filled.append((st, snaps))
+            toks.append(np.asarray(t, np.int32))
+            pos.append(np.arange(st.pos, st.pos + k, dtype=np.int32))
+            seq.append(np.full(k, i, np.int32))
+        tk, ps, sq = np.concatenate(toks), np.concatenate(pos), np.concatenate(seq)
+        orow = np.cumsum([len(t) for t in toks], dtype=np.int32) - 1
         out = np.empty((n, self.head_rows), F32)
-        rc = self.lib.pyllm_qwen35_decode(self.s, n, ffi.cast("int32_t *", tokens.ctypes.data),
-                                          ffi.cast("int32_t *", pos.ctypes.data), seqs,
-                                          ffi.cast("float *", out.ctypes.data))
+        rc = self.lib.pyllm_qwen35_forward(
+            self.s, len(tk), ffi.cast("int32_t *", tk.ctypes.data),
+            ffi.cast("int32_t *", ps.ctypes.data), ffi.cast("int32_t *", sq.ctypes.data), n,
+            seqs, n, ffi.cast("int32_t *", orow.ctypes.data),
+            ffi.cast("float *", out.ctypes.data))
         if rc == -1:
-            raise MemoryError("pyllm_qwen35_decode: out of memory")
+            raise MemoryError("pyllm_qwen35_forward: out of memory")
         if rc != 0:
-            raise ValueError(f"pyllm_qwen35_decode: bad arguments (rc {rc})")
-        for st, _ in items:
-            st.pos += 1
+            raise ValueError(f"pyllm_qwen35_forward: bad arguments (rc {rc})")
+        for st, t in batch:
+            st.pos += len(t)
+        for st, snaps in filled:
+            st.snapshots.update(snaps)
         return out[:, :self.vocab]
+
+
+def _snap_buffers(st: Any, n: int) -> list[tuple[int, dict[str, np.ndarray]]]:
+    """Empty snapshots, by position, for the multiples of st.snap_block strictly inside
+    (st.pos, st.pos + n): the C call fills them (struct pyllm_qwen35_seq)."""
+    b = st.snap_block
+    if b <= 0:
+        return []
+    return [(p, {"conv": np.empty_like(st.conv), "ssm": np.empty_like(st.ssm)})
+            for p in range((st.pos // b + 1) * b, st.pos + n, b)]
