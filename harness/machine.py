@@ -86,6 +86,8 @@ ICOUNT_SLICE = 200_000  # instructions per counted slice in --clock icount mode
 ICOUNT_SLICE_SMP = 20_011  # the same while another hart could run (prime: slice ends
 #                            do not alias with the length of a guest loop)
 QUANTUM_NS = 4_000_000  # a hart's slice (host clock) while another hart could run
+IPI_GRACE_NS = 200_000  # a slice that woke an idle hart ends at a trap after this (_hurry)
+HURRY_MAX_NS = 10_000_000  # and at the latest after this (our kernel's timer tick)
 CONSOLE_TAIL = 1 << 16  # bytes of console output kept for fault reports
 
 # The memory map: (name, base name in memlayout.h, device class, PLIC source name or None).
@@ -185,6 +187,7 @@ class Machine:
         self._others = False  # at the start of this run, another hart could run
         self._in_run = False  # emu_start is running (on this thread)
         self._kicked = False  # _kick stopped this run
+        self._hurry_at = 0  # host ns after which the running slice ends at a trap (_hurry)
         self._slice_end: int | None = None  # host ns at which this hart's slice ends
         self.waker = Waker(lambda: self._run_uc.emu_stop())
         self.stats = Stats()
@@ -316,6 +319,7 @@ class Machine:
             for a in fences:
                 c.uc.hook_add(UC_HOOK_CODE, self._on_fence_i, c, a, a)
             if self.config.cpus > 1:
+                c.traps.after_user_trap = self._after_user_trap
                 for a in pauses:
                     c.uc.hook_add(UC_HOOK_CODE, self._on_pause, c, a, a)
         self._user_code = (kend, ram_end - kend)
@@ -426,7 +430,36 @@ class Machine:
         if c.idle and h != self.cur:
             if not c.ipi_at:
                 c.ipi_at = time.perf_counter()
-            self._kick()
+            self._hurry()
+
+    def _hurry(self) -> None:
+        """An IPI made an idle hart runnable (called from the running hart's SSWI store):
+        with the host clock, end this slice at its first trap from U-mode after
+        IPI_GRACE_NS, or when it goes idle, whichever comes first. A sender that blocks
+        right after (a pipe write or an AI submit, then a read or a wait: the common case)
+        goes idle, and its own hart's scheduler runs the woken process at once, as one
+        hart would, with no hart switch; one that keeps running is cut short at its next
+        system call or fault from U-mode (`_after_user_trap`), or at its slice's deadline
+        (our kernel's running harts always have one within a timer tick). Only a slice
+        with no deadline within HURRY_MAX_NS (bare-metal code without a timer) gets one
+        then: telling the waker thread costs a host thread switch and a GIL hand-over, more
+        than the hart switch it would save, so it is not done for every IPI.
+        With the instruction clock the slice ends on its own count."""
+        if isinstance(self.clock, IcountClock) or not self._in_run or self._hurry_at:
+            return
+        now = time.monotonic_ns()
+        self._hurry_at = now + IPI_GRACE_NS
+        deadline = self._deadline_ns()
+        if deadline is None or deadline > now + HURRY_MAX_NS:
+            self._slice_end = now + HURRY_MAX_NS
+            self.waker.set_deadline(self._slice_end)
+
+    def _after_user_trap(self, uc: Uc) -> None:
+        """Traps: the running hart trapped from U-mode (it holds no kernel lock, so a hart
+        run next will not spin on one of its locks): end a hurried slice here."""
+        if self._hurry_at and time.monotonic_ns() >= self._hurry_at:
+            self._kicked = True
+            uc.emu_stop()
 
     def _kick(self) -> None:
         """Another hart can run now (called from the running hart's MMIO store): with the
@@ -617,7 +650,7 @@ class Machine:
             self.stats.ipi_wakes += 1
             self.stats.ipi_wake_s += t0 - c.ipi_at
             c.ipi_at = 0.0
-        self._in_run, self._kicked = True, False
+        self._in_run, self._kicked, self._hurry_at = True, False, 0
         try:
             c.uc.emu_start(c.pc, UNTIL, 0, count)
         except UcError as e:

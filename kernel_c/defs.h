@@ -104,12 +104,15 @@ extern uint64   phystop;
 void            start_init(void);
 void            mainhart(uint64 hartid);
 
+// icache.c
+void            icache_code_freed(void);
+void            icache_sync(void);
+
 // ipi.c
 void            ipi_send(int hart, uint why);
 void            ipi_intr(void);
-void            ipi_wake_idle(void);
+void            ipi_wake_idle(int n);
 void            ipi_flush(void);
-void            fence_i_all(void);
 
 // pipe.c
 int             pipealloc(struct file**, struct file**);
