@@ -569,6 +569,32 @@ wakeup(void *chan)
     ipi_wake_idle(woke);
 }
 
+// Wake one process sleeping on chan (the first in the table), for a queue
+// where any sleeper can take the work and the others would only go back to
+// sleep (on several harts each such wake-up is a hart woken for nothing).
+// The woken process must take the work or pass the wake-up on. Returns 1
+// if it woke one. Caller must not hold any p->lock.
+int
+wakeone(void *chan)
+{
+  struct proc *p;
+  struct proc *me = myproc();
+
+  for(p = proc; p < &proc[NPROC]; p++){
+    if(p == me)
+      continue;
+    acquire(&p->lock);
+    if(p->state == SLEEPING && p->chan == chan){
+      p->state = RUNNABLE;
+      release(&p->lock);
+      ipi_wake_idle(1);
+      return 1;
+    }
+    release(&p->lock);
+  }
+  return 0;
+}
+
 // Mark p killed and end any sleep so it notices. Caller holds p->lock.
 static void
 killlocked(struct proc *p)
