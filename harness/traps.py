@@ -140,9 +140,9 @@ class Traps:
         # drops translated user code before fork/exec (see _NEW_TEXT); the machine
         # narrows it to RAM above the kernel image, which keeps the kernel's translations
         self.forget_user_code: Callable[[], None] = uc.ctl_flush_tb
-        # called after each trap from U-mode this hook delivered (the machine may end the
-        # run there, where the hart holds no kernel lock: harness/machine.py, _hurry)
-        self.after_user_trap: Callable[[Uc], None] | None = None
+        # called after each trap this hook delivered, with the privilege it came from (the
+        # machine may end the run there: harness/machine.py, _after_trap)
+        self.after_trap: Callable[[Uc, int], None] | None = None
         uc.hook_add(UC_HOOK_INTR, self._on_intr)
         uc.hook_add(UC_HOOK_INSN_INVALID, self._on_invalid)
 
@@ -169,8 +169,8 @@ class Traps:
         else:
             raise MachineFault(f"Unicorn reported exception {intno} at {epc:#x}, which this "
                                "machine does not model", pc=epc)
-        if priv == PRIV_U and self.after_user_trap is not None:
-            self.after_user_trap(uc)
+        if self.after_trap is not None:
+            self.after_trap(uc, priv)
 
     def _on_invalid(self, uc: Uc, _data: object) -> bool:
         h = self.hart

@@ -27,6 +27,7 @@
 #include "defs.h"
 
 static volatile uint codegen;   // bumped when a page of user code is freed
+                                // (a bump repeated by the harness only adds a fence)
 
 // A page that was mapped executable in user space is being freed.
 void
