@@ -73,6 +73,7 @@ from harness.hart import (
     SSIP,
     STIP,
     Hart,
+    emu_stop_holding_gil,
 )
 from harness.harts import FENCE_I, PAUSE, Cpu, complete_store, scan_atomic_writes, scan_words
 from harness.mmio import MmioBus
@@ -389,12 +390,13 @@ class Machine:
             self._atomic_since = time.monotonic_ns()
 
     def _outside_stop(self) -> None:
-        """End the running slice (the waker thread, holding the GIL)."""
+        """End the running slice (the waker thread). The GIL is held from the test to the
+        stop, so no atomic-edge hook runs in between."""
         since = self._atomic_since
         if since and time.monotonic_ns() - since < ATOMIC_WINDOW_MAX_NS:
             self._stop_wanted = True  # _on_atomic_edge or _after_trap stops it
             return
-        self._run_uc.emu_stop()
+        emu_stop_holding_gil(self._run_uc)
 
     def _on_pause(self, uc: Uc, addr: int, size: int, c: Cpu) -> None:
         """A hart spins (pause in the kernel's lock loops): give the slice to another."""
