@@ -88,7 +88,7 @@ ICOUNT_SLICE = 200_000  # instructions per counted slice in --clock icount mode
 ICOUNT_SLICE_SMP = 20_011  # the same while another hart could run (prime: slice ends
 #                            do not alias with the length of a guest loop)
 QUANTUM_NS = 4_000_000  # a hart's slice (host clock) while another hart could run
-IPI_GRACE_NS = 200_000  # a slice that woke an idle hart ends at a trap after this (_hurry)
+IPI_GRACE_NS = 2_000_000  # a slice that woke an idle hart ends at a trap after this (_hurry)
 HURRY_MAX_NS = 10_000_000  # and at the latest after this (our kernel's timer tick)
 ATOMIC_WINDOW_MAX_NS = 50_000_000  # an outside stop waits at most this for an AMO/SC window
 # an image that defines this symbol says its AMOs and SCs survive being repeated
