@@ -546,16 +546,16 @@ sleep(void *chan, struct spinlock *lk)
   acquire(lk);
 }
 
-// Wake every process sleeping on chan. Caller must not hold any p->lock.
-void
-wakeup(void *chan)
+// Make up to max processes sleeping on chan RUNNABLE (in table order) and
+// hand them to idle harts; how many it woke.
+static int
+wake(void *chan, int max)
 {
   struct proc *p;
   struct proc *me = myproc();
-
   int woke = 0;
 
-  for(p = proc; p < &proc[NPROC]; p++){
+  for(p = proc; p < &proc[NPROC] && woke < max; p++){
     if(p == me)
       continue;
     acquire(&p->lock);
@@ -567,6 +567,14 @@ wakeup(void *chan)
   }
   if(woke)
     ipi_wake_idle(woke);
+  return woke;
+}
+
+// Wake every process sleeping on chan. Caller must not hold any p->lock.
+void
+wakeup(void *chan)
+{
+  wake(chan, NPROC);
 }
 
 // Wake one process sleeping on chan (the first in the table), for a queue
@@ -577,22 +585,7 @@ wakeup(void *chan)
 int
 wakeone(void *chan)
 {
-  struct proc *p;
-  struct proc *me = myproc();
-
-  for(p = proc; p < &proc[NPROC]; p++){
-    if(p == me)
-      continue;
-    acquire(&p->lock);
-    if(p->state == SLEEPING && p->chan == chan){
-      p->state = RUNNABLE;
-      release(&p->lock);
-      ipi_wake_idle(1);
-      return 1;
-    }
-    release(&p->lock);
-  }
-  return 0;
+  return wake(chan, 1);
 }
 
 // Mark p killed and end any sleep so it notices. Caller holds p->lock.
