@@ -546,16 +546,16 @@ sleep(void *chan, struct spinlock *lk)
   acquire(lk);
 }
 
-// Make up to max processes sleeping on chan RUNNABLE (in table order) and
-// hand them to idle harts; how many it woke.
-static int
-wake(void *chan, int max)
+// Wake every process sleeping on chan. Caller must not hold any p->lock.
+void
+wakeup(void *chan)
 {
   struct proc *p;
   struct proc *me = myproc();
+
   int woke = 0;
 
-  for(p = proc; p < &proc[NPROC] && woke < max; p++){
+  for(p = proc; p < &proc[NPROC]; p++){
     if(p == me)
       continue;
     acquire(&p->lock);
@@ -567,14 +567,6 @@ wake(void *chan, int max)
   }
   if(woke)
     ipi_wake_idle(woke);
-  return woke;
-}
-
-// Wake every process sleeping on chan. Caller must not hold any p->lock.
-void
-wakeup(void *chan)
-{
-  wake(chan, NPROC);
 }
 
 // Wake one process sleeping on chan (the first in the table), for a queue
@@ -585,7 +577,22 @@ wakeup(void *chan)
 int
 wakeone(void *chan)
 {
-  return wake(chan, 1);
+  struct proc *p;
+  struct proc *me = myproc();
+
+  for(p = proc; p < &proc[NPROC]; p++){
+    if(p == me)
+      continue;
+    acquire(&p->lock);
+    if(p->state == SLEEPING && p->chan == chan){
+      p->state = RUNNABLE;
+      release(&p->lock);
+      ipi_wake_idle(1);
+      return 1;
+    }
+    release(&p->lock);
+  }
+  return 0;
 }
 
 // Mark p killed and end any sleep so it notices. Caller holds p->lock.
