@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from harness.cli import LazyGroup, cpus_option, engine_options
+from harness.cli import DEFAULT_CPUS, LazyGroup, cpus_option, engine_options
 from harness.cmd_run import _file
 from harness.launch import DEFAULT_FS, DEFAULT_KERNEL
 
@@ -218,7 +218,7 @@ def _guest_options(command: Any) -> Any:
 
 
 @bench.command()
-@click.option("--cpus", "cpus", default="1", show_default=True, callback=_cpus_list,
+@click.option("--cpus", "cpus", default=str(DEFAULT_CPUS), show_default=True, callback=_cpus_list,
               metavar="N[,N...]", help="Hart counts to measure, e.g. 1,2,4.")
 @click.option("--reps", type=click.IntRange(1, 50), default=5, show_default=True,
               help="Interleaved repetitions of every measurement (medians are reported).")

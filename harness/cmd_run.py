@@ -174,7 +174,7 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
         sys.exit(run_prompt(model=model or "smol", text=DEMO_TEXT if demo else prompt or "",
                             max_new_tokens=max_new_tokens, kernel=kernel, fs=fs, ram=ram,
                             clock=clock, timeout=timeout, trace=trace, then_shell=demo,
-                            quiet=quiet))
+                            quiet=quiet, cpus=cpus))
     config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock,
                            cmd="chat" if chat else cmd or "", persist=persist, timeout=timeout,
                            hang_timeout=hang_timeout, cpus=cpus)

@@ -12,6 +12,8 @@ around the access (see ../shared/reference/unicorn_riscv.md, gotcha 5).
 
 from __future__ import annotations
 
+import ctypes
+
 import cffi
 from unicorn import UC_PROT_EXEC, UC_PROT_READ, Uc
 from unicorn import riscv_const as R
@@ -28,6 +30,18 @@ _ffi.cdef("""
     int uc_vmem_translate(void *uc, uint64_t address, int prot, uint64_t *paddr);
 """)
 _lib = _ffi.dlopen(_ucmod.uclib._name)
+# the same library through ctypes.PyDLL, whose calls keep the GIL (see emu_stop_holding_gil)
+_gil_lib = ctypes.PyDLL(_ucmod.uclib._name)
+_gil_lib.uc_emu_stop.argtypes = [ctypes.c_void_p]
+_gil_lib.uc_emu_stop.restype = ctypes.c_int
+
+
+def emu_stop_holding_gil(uc: Uc) -> None:
+    """uc.emu_stop() without releasing the GIL during the call (the binding's and cffi's
+    calls release it): a Unicorn hook on the emulation thread, which needs the GIL, then
+    runs either wholly before or wholly after this stop (harness/machine.py,
+    _outside_stop)."""
+    _gil_lib.uc_emu_stop(uc._uch)
 
 # privilege levels as UC_RISCV_REG_PRIV reports them
 PRIV_U, PRIV_S, PRIV_M = 0, 1, 3

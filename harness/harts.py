@@ -93,6 +93,18 @@ def complete_store(c: Cpu, ram: PhysMem) -> int:
     return c.pc
 
 
+def scan_atomic_writes(data: bytes) -> list[int]:
+    """Offsets (2-byte aligned) of the 32-bit AMO and SC instructions in code bytes: the
+    A-extension writes that a restart would repeat (LR only reads). Data that happens to
+    look like one costs a hook that never fires."""
+    out = []
+    for i in range(0, len(data) - 3, 2):
+        insn = int.from_bytes(data[i : i + 4], "little")
+        if insn & 0x7F == 0x2F and (insn >> 12) & 7 in (2, 3) and insn >> 27 != 0b00010:
+            out.append(i)
+    return out
+
+
 def scan_words(data: bytes, word: int) -> list[int]:
     """Offsets (2-byte aligned) of a 32-bit instruction word in code bytes."""
     pat = word.to_bytes(4, "little")

@@ -62,6 +62,7 @@ from harness.elf import ElfImage
 from harness.hang import HangWatch
 from harness.hart import (
     PRIV_S,
+    PRIV_U,
     REG_A0,
     REG_A1,
     REG_PC,
@@ -71,8 +72,9 @@ from harness.hart import (
     SSIP,
     STIP,
     Hart,
+    emu_stop_holding_gil,
 )
-from harness.harts import FENCE_I, PAUSE, Cpu, complete_store, scan_words
+from harness.harts import FENCE_I, PAUSE, Cpu, complete_store, scan_atomic_writes, scan_words
 from harness.mmio import MmioBus
 from harness.physmem import PhysMem
 from harness.traps import Traps
@@ -86,6 +88,12 @@ ICOUNT_SLICE = 200_000  # instructions per counted slice in --clock icount mode
 ICOUNT_SLICE_SMP = 20_011  # the same while another hart could run (prime: slice ends
 #                            do not alias with the length of a guest loop)
 QUANTUM_NS = 4_000_000  # a hart's slice (host clock) while another hart could run
+IPI_GRACE_NS = 2_000_000  # a slice that woke an idle hart ends at a trap after this (_hurry)
+HURRY_MAX_NS = 10_000_000  # and at the latest after this (our kernel's timer tick)
+ATOMIC_WINDOW_MAX_NS = 50_000_000  # an outside stop waits at most this for an AMO/SC window
+# an image that defines this symbol says its AMOs and SCs survive being repeated
+# (kernel_c/spinlock.c), so the machine does not hook them (_on_atomic_edge)
+ATOMICS_SURVIVE_REPEAT = "atomics_survive_repeat"
 CONSOLE_TAIL = 1 << 16  # bytes of console output kept for fault reports
 
 # The memory map: (name, base name in memlayout.h, device class, PLIC source name or None).
@@ -188,8 +196,12 @@ class Machine:
         self._others = False  # at the start of this run, another hart could run
         self._in_run = False  # emu_start is running (on this thread)
         self._kicked = False  # _kick stopped this run
+        self._hurry_at = 0  # host ns after which the running slice ends at a trap (_hurry)
         self._slice_end: int | None = None  # host ns at which this hart's slice ends
-        self.waker = Waker(lambda: self._run_uc.emu_stop())
+        self._atomics: frozenset[int] = frozenset()  # hooked AMO/SC addresses
+        self._atomic_since = 0  # host ns: the running hart is in an AMO/SC window since then
+        self._stop_wanted = False  # an outside stop waits for the window's end
+        self.waker = Waker(self._outside_stop)
         self.stats = Stats()
         self.result: RunResult | None = None
         self.console_tail = bytearray()
@@ -311,6 +323,10 @@ class Machine:
                   for off in scan_words(s.data, FENCE_I)]
         pauses = [s.vaddr + off for s in self.kernel.segments if "X" in s.flags
                   for off in scan_words(s.data, PAUSE)]
+        if self.config.clock == "host" and not self._declares(ATOMICS_SURVIVE_REPEAT):
+            self._atomics = frozenset(s.vaddr + off for s in self.kernel.segments
+                                      if "X" in s.flags for off in scan_atomic_writes(s.data))
+        edges = sorted(self._atomics | {a + 4 for a in self._atomics})
         for c in self.cpus:
             c.uc.mem_map(ML["BOOTINFO"], 0x1000, UC_PROT_READ)
             c.uc.mem_write(ML["BOOTINFO"], info)
@@ -318,6 +334,9 @@ class Machine:
                 kend, ram_end - kend, hart=h))
             for a in fences:
                 c.uc.hook_add(UC_HOOK_CODE, self._on_fence_i, c, a, a)
+            c.traps.after_trap = self._after_trap
+            for a in edges:
+                c.uc.hook_add(UC_HOOK_CODE, self._on_atomic_edge, c, a, a)
             if self.config.cpus > 1:
                 for a in pauses:
                     c.uc.hook_add(UC_HOOK_CODE, self._on_pause, c, a, a)
@@ -345,6 +364,43 @@ class Machine:
         """A hart executes the kernel's fence.i: drop its translations of user memory."""
         c.fence_i += 1
         self.ram.forget_code(*self._user_code, hart=c.id)
+
+    def _declares(self, name: str) -> bool:
+        try:
+            self.kernel.symbol(name)
+        except KeyError:
+            return False
+        return True
+
+    def _on_atomic_edge(self, uc: Uc, addr: int, size: int, c: Cpu) -> None:
+        """Before an AMO/SC of the image, and before the instruction after it.
+
+        A stop from the waker thread lands after any load or store, and one that lands
+        after an AMO's or SC's store leaves the PC on it: Unicorn runs it again, which
+        adds twice (amoadd) or reports a stored SC as failed (a CAS loop then applies its
+        change twice). Nothing visible tells the two apart afterwards (docs/ARCHITECTURE.md,
+        "Harts"), so such stops must not land there: the waker calls emu_stop holding
+        the GIL (`_outside_stop`), this hook runs holding it too, and between this hook
+        before the AMO and the one after it the waker only leaves a request, which the
+        second hook carries out. The instruction clock never stops from outside."""
+        if self._atomic_since:
+            self._atomic_since = 0
+            if self._stop_wanted:
+                self._stop_wanted = False
+                uc.emu_stop()  # before the instruction at addr: nothing to repeat
+                return
+        if addr in self._atomics:
+            self._atomic_since = time.monotonic_ns()
+            c.traps.watch(True)  # a faulting AMO ends the window in _after_trap
+
+    def _outside_stop(self) -> None:
+        """End the running slice (the waker thread). The GIL is held from the test to the
+        stop, so no atomic-edge hook runs in between."""
+        since = self._atomic_since
+        if since and time.monotonic_ns() - since < ATOMIC_WINDOW_MAX_NS:
+            self._stop_wanted = True  # _on_atomic_edge or _after_trap stops it
+            return
+        emu_stop_holding_gil(self._run_uc)
 
     def _on_pause(self, uc: Uc, addr: int, size: int, c: Cpu) -> None:
         """A hart spins (pause in the kernel's lock loops): give the slice to another."""
@@ -429,7 +485,44 @@ class Machine:
         if c.idle and h != self.cur:
             if not c.ipi_at:
                 c.ipi_at = time.perf_counter()
-            self._kick()
+            self._hurry()
+
+    def _hurry(self) -> None:
+        """An IPI made an idle hart runnable (called from the running hart's SSWI store):
+        with the host clock, end this slice at its first trap from U-mode after
+        IPI_GRACE_NS, or when it goes idle, whichever comes first. A sender that blocks
+        right after (a pipe write or an AI submit, then a read or a wait: the common case)
+        goes idle, and its own hart's scheduler runs the woken process at once, as one
+        hart would, with no hart switch; one that keeps running is cut short at its next
+        system call or fault from U-mode (`_after_trap`), or at its slice's deadline
+        (our kernel's running harts always have one within a timer tick). Only a slice
+        with no deadline within HURRY_MAX_NS (bare-metal code without a timer) gets one
+        then: telling the waker thread costs a host thread switch and a GIL hand-over, more
+        than the hart switch it would save, so it is not done for every IPI.
+        With the instruction clock the slice ends on its own count."""
+        if isinstance(self.clock, IcountClock) or not self._in_run or self._hurry_at:
+            return
+        now = time.monotonic_ns()
+        self._hurry_at = now + IPI_GRACE_NS
+        self.traps.watch(True)  # the C trap path hands the traps to _after_trap now
+        deadline = self._deadline_ns()
+        if deadline is None or deadline > now + HURRY_MAX_NS:
+            self._slice_end = now + HURRY_MAX_NS
+            self.waker.set_deadline(self._slice_end)
+
+    def _after_trap(self, uc: Uc, priv: int) -> None:
+        """Traps: the running hart took a trap. It ends an AMO/SC window (a faulting
+        AMO), and a hurried slice ends at a trap from U-mode: the hart holds no kernel
+        lock there, so a hart run next will not spin on one of its locks (_hurry)."""
+        if self._atomic_since:
+            self._atomic_since = 0
+            if self._stop_wanted:
+                self._stop_wanted = False
+                self._kicked = True
+                uc.emu_stop()
+        if priv == PRIV_U and self._hurry_at and time.monotonic_ns() >= self._hurry_at:
+            self._kicked = True
+            uc.emu_stop()
 
     def _kick(self) -> None:
         """Another hart can run now (called from the running hart's MMIO store): with the
@@ -620,7 +713,9 @@ class Machine:
             self.stats.ipi_wakes += 1
             self.stats.ipi_wake_s += t0 - c.ipi_at
             c.ipi_at = 0.0
-        self._in_run, self._kicked = True, False
+        self._in_run, self._kicked, self._hurry_at = True, False, 0
+        self._atomic_since, self._stop_wanted = 0, False
+        c.traps.watch(False)
         try:
             c.uc.emu_start(c.pc, UNTIL, 0, count)
         except UcError as e:

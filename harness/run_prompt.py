@@ -49,8 +49,9 @@ def encode_prompt(model: str, text: str) -> list[int]:
 
 def run_prompt(*, model: str, text: str, max_new_tokens: int, kernel: Path, fs: Path,
                ram: int, clock: str, timeout: float | None, trace: Path | None,
-               then_shell: bool, quiet: bool) -> int:
-    """Run one prompt through the guest and print text + timings; the exit code."""
+               then_shell: bool, quiet: bool, cpus: int = 1) -> int:
+    """Run one prompt through the guest (`cpus` harts) and print text + timings; the
+    exit code."""
     if max_new_tokens > AI_MAX_PREDICT:
         raise click.ClickException(f"--max-new-tokens {max_new_tokens} is above the service "
                                    f"limit {AI_MAX_PREDICT} (AI_MAX_PREDICT)")
@@ -59,7 +60,7 @@ def run_prompt(*, model: str, text: str, max_new_tokens: int, kernel: Path, fs: 
     files = {PROMPT_FILE: (" ".join(map(str, ids)) + "\n").encode()}
     log = None if quiet else (lambda m: click.echo(m, err=True))
     session = AiSession(model, kernel=kernel, fs=fs, ram_size=ram, clock=clock, preload=False,
-                        log=log)
+                        log=log, cpus=cpus)
     boots: list[tuple[str, list[TraceEvent]]] = []
     try:
         if not quiet:
@@ -199,6 +200,7 @@ def interactive_config(session: AiSession, kernel: Path, fs: Path, ram: int, clo
                        created: list[VirtioAi]) -> MachineConfig:
     model = session.lm if session.lm is not None else session.spec
     assert model is not None, "the session has a model"
-    config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd="")
+    config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd="",
+                           cpus=session.cpus)
     add_ai_device(config, model, log=session.log, created=created)
     return config

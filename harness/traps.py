@@ -146,6 +146,9 @@ class Traps:
         # drops translated user code before fork/exec (see _NEW_TEXT); the machine
         # narrows it to RAM above the kernel image, which keeps the kernel's translations
         self.forget_user_code: Callable[[], None] = uc.ctl_flush_tb
+        # called after each trap this hook delivered, with the privilege it came from (the
+        # machine may end the run there: harness/machine.py, _after_trap)
+        self.after_trap: Callable[[Uc, int], None] | None = None
         self._attach(uc)
 
     def _attach(self, uc: Uc) -> None:
@@ -155,6 +158,10 @@ class Traps:
     def set_user_code(self, lo: int, hi: int, forget: Callable[[], None]) -> None:
         """User pages lie in physical [lo, hi); `forget` drops their translations."""
         self.forget_user_code = forget
+
+    def watch(self, on: bool) -> None:
+        """While on, `after_trap` must see every trap. This path always calls it; the C
+        path (harness/traps_native.py) sends the traps through here while on."""
 
     # ---------------------------------------------------------------- hooks
     def _on_intr(self, uc: Uc, intno: int, _data: object) -> None:
@@ -179,6 +186,8 @@ class Traps:
         else:
             raise MachineFault(f"Unicorn reported exception {intno} at {epc:#x}, which this "
                                "machine does not model", pc=epc)
+        if self.after_trap is not None:
+            self.after_trap(uc, priv)
 
     def _on_invalid(self, uc: Uc, _data: object) -> bool:
         h = self.hart

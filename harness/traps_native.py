@@ -131,6 +131,10 @@ class NativeTraps(Traps):
         super().set_user_code(lo, hi, forget)
         self._c.user_lo, self._c.user_hi = lo, hi
 
+    def watch(self, on: bool) -> None:
+        """While on, every trap takes the Python path, which calls `after_trap`."""
+        self._c.watch = int(on)
+
     @contextmanager
     def python_path(self) -> Iterator[None]:
         """Every trap of this hart takes the Python path inside the block (nestable)."""

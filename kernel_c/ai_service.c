@@ -225,7 +225,7 @@ ai_service_submit(struct ai_submit_args *a)
   }
   id = s->id;
   virtio_ai_trace(AI_TR_SUBMIT, id);
-  wakeup(&ai.sv.queue);
+  wakeone(&ai.sv.queue);   // one worker per request (it takes it or passes it on)
   release(&ai_lock);
   return id;
 
@@ -485,6 +485,9 @@ ai_service_worker_get(uint64 tokens, int cap, uint64 work)
   return w.ntokens;
 
 bad:
+  // submit woke only this worker: a request it leaves queued goes to another
+  if(ais_head(&ai.sv) != 0)
+    wakeone(&ai.sv.queue);
   release(&ai_lock);
   return -err;
 }

@@ -104,12 +104,15 @@ extern uint64   phystop;
 void            start_init(void);
 void            mainhart(uint64 hartid);
 
+// icache.c
+void            icache_code_freed(void);
+void            icache_sync(void);
+
 // ipi.c
 void            ipi_send(int hart, uint why);
 void            ipi_intr(void);
-void            ipi_wake_idle(void);
+void            ipi_wake_idle(int n);
 void            ipi_flush(void);
-void            fence_i_all(void);
 
 // pipe.c
 int             pipealloc(struct file**, struct file**);
@@ -155,6 +158,7 @@ void            sleep(void*, struct spinlock*);
 void            userinit(void);
 int             wait(uint64);
 void            wakeup(void*);
+int             wakeone(void*);
 void            yield(void);
 int             either_copyout(int user_dst, uint64 dst, void *src, uint64 len);
 int             either_copyin(void *dst, int user_src, uint64 src, uint64 len);

@@ -204,9 +204,9 @@ kexec(char *path, char **argv)
   p->trapframe->a1 = uargv;     // main(argc, argv)
   p->ignintr = 0;
   proc_freepagetable(oldpagetable, oldsz);
-  // the new text must be what every hart fetches from now on (this one,
-  // and any it migrates to: SBI's remote_fence_i)
-  fence_i_all();
+  // this hart runs the new text next; any other hart it moves to fences
+  // itself if its translations may be stale (icache.c)
+  fence_i();
   return argc;
 
 bad:

@@ -6,8 +6,8 @@
 // interrupt is raised; the target clears SSIP and then takes the bits.
 //
 //   IPI_WAKE    work appeared: an idle hart leaves wfi and rescans
-//   IPI_FENCE_I run fence.i (SBI's remote_fence_i): code another hart wrote
-//               must not run from a stale instruction cache
+//
+// (Harts fence.i themselves when user code may have changed: icache.c.)
 //
 // Set and clear with AMOs whose repetition is harmless (amoor, amoand with
 // a mask): see spinlock.c for why a harness stop may repeat one.
@@ -45,33 +45,38 @@ ipi_intr(void)
   why = c->ipi;
   if(why)
     __sync_fetch_and_and(&c->ipi, ~why);
-  if(why & IPI_FENCE_I)
-    fence_i();
   // IPI_WAKE needs nothing more: the hart is out of wfi
 }
 
-// Work appeared (a process became RUNNABLE): wake one idle hart, if any,
+// Work appeared (n processes became RUNNABLE): wake an idle hart, if any,
 // once this hart holds no spinlock (pop_off calls ipi_flush). Callers
 // usually hold the lock the woken process needs first (a pipe's, the
 // sleep channel's); woken at once, it would only spin on it.
 void
-ipi_wake_idle(void)
+ipi_wake_idle(int n)
 {
   push_off();
-  mycpu()->wakeidle = 1;
+  mycpu()->wakeidle += n;
   pop_off();
 }
 
 // Send the IPI ipi_wake_idle() asked for. Interrupts are off. Pairs with
 // the scheduler, which sets c->idle before its last scan: the RUNNABLE
 // store came before this, so either that scan sees it or we see c->idle.
+// A hart without a process (an interrupt taken in its scheduler loop)
+// scans next and runs the first woken process itself: an idle hart woken
+// for that one would only race it there (and in the harness costs a hart
+// switch), so only the others are handed on.
 void
 ipi_flush(void)
 {
   struct cpu *c = mycpu();
   int i, me = cpuid();
+  int n = c->wakeidle - (c->proc == 0);
 
   c->wakeidle = 0;
+  if(n <= 0)
+    return;
   __sync_synchronize();
   for(i = 0; i < bootinfo.ncpu; i++){
     if(i != me && cpus[i].started && cpus[i].idle){
@@ -79,20 +84,4 @@ ipi_flush(void)
       break;
     }
   }
-}
-
-// fence.i here and on every other running hart (after exec wrote new text).
-void
-fence_i_all(void)
-{
-  int i, me;
-
-  __sync_synchronize();
-  push_off();
-  me = cpuid();
-  fence_i();
-  for(i = 0; i < bootinfo.ncpu; i++)
-    if(i != me && cpus[i].started)
-      ipi_send(i, IPI_FENCE_I);
-  pop_off();
 }

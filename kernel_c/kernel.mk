@@ -19,6 +19,7 @@ KERNEL_OBJS := $(addprefix $(KBUILD)/, \
   sleeplock.o \
   kalloc.o \
   vm.o \
+  icache.o \
   proc.o \
   swtch.o \
   trampoline.o \

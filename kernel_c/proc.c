@@ -7,9 +7,9 @@
 //
 // Every hart runs scheduler(). A hart with nothing to run marks itself idle
 // and waits in wfi with its timer off; whoever makes a process RUNNABLE
-// wakes one idle hart with an IPI (ipi_wake_idle). A process that moves to
-// another hart gets a fence.i there first, so it never runs stale code that
-// hart translated before (its pages may have been rewritten since).
+// wakes one idle hart with an IPI (ipi_wake_idle). A hart runs a process
+// only after a fence.i if code pages were freed (and maybe refilled) since
+// its last one, so it never runs stale code (icache.c).
 //
 // A process leaves through exit() only. Before it closes its files, exit()
 // runs the exit hooks that subsystems registered with exithook_register()
@@ -303,7 +303,7 @@ fork(void)
   acquire(&np->lock);
   np->state = RUNNABLE;
   release(&np->lock);
-  ipi_wake_idle();
+  ipi_wake_idle(1);
 
   return pid;
 }
@@ -446,12 +446,10 @@ scheduler(void)
         // jumping back to us
         p->state = RUNNING;
         c->proc = p;
-        if(p->cpu != me){
-          // its text may have been written (exec, a reused page) since
-          // this hart last translated code there
-          fence_i();
-          p->cpu = me;
-        }
+        // pages of freed code may have been refilled with this
+        // process's text since this hart last translated code (icache.c)
+        icache_sync();
+        p->cpu = me;
         timer_arm();
         swtch(&c->context, &p->context);
         c->proc = 0;
@@ -563,12 +561,38 @@ wakeup(void *chan)
     acquire(&p->lock);
     if(p->state == SLEEPING && p->chan == chan){
       p->state = RUNNABLE;
-      woke = 1;
+      woke++;
     }
     release(&p->lock);
   }
   if(woke)
-    ipi_wake_idle();
+    ipi_wake_idle(woke);
+}
+
+// Wake one process sleeping on chan (the first in the table), for a queue
+// where any sleeper can take the work and the others would only go back to
+// sleep (on several harts each such wake-up is a hart woken for nothing).
+// The woken process must take the work or pass the wake-up on. Returns 1
+// if it woke one. Caller must not hold any p->lock.
+int
+wakeone(void *chan)
+{
+  struct proc *p;
+  struct proc *me = myproc();
+
+  for(p = proc; p < &proc[NPROC]; p++){
+    if(p == me)
+      continue;
+    acquire(&p->lock);
+    if(p->state == SLEEPING && p->chan == chan){
+      p->state = RUNNABLE;
+      release(&p->lock);
+      ipi_wake_idle(1);
+      return 1;
+    }
+    release(&p->lock);
+  }
+  return 0;
 }
 
 // Mark p killed and end any sleep so it notices. Caller holds p->lock.
@@ -595,7 +619,7 @@ kill(int pid)
     if(p->pid == pid && p->state != UNUSED && p->state != ZOMBIE){
       killlocked(p);
       release(&p->lock);
-      ipi_wake_idle();
+      ipi_wake_idle(1);
       return 0;
     }
     release(&p->lock);
@@ -617,7 +641,7 @@ killintr(void)
       killlocked(p);
     release(&p->lock);
   }
-  ipi_wake_idle();
+  ipi_wake_idle(1);
 }
 
 void

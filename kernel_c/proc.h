@@ -26,7 +26,8 @@ struct cpu {
   int intena;                 // were interrupts enabled before push_off()?
   volatile int idle;          // in the scheduler's wfi: an IPI wakes it (ipi.c)
   volatile uint ipi;          // IPI_* requests for this hart (ipi.c)
-  int wakeidle;               // wake an idle hart once no lock is held (ipi.c)
+  int wakeidle;               // processes made RUNNABLE, to hand to idle harts (ipi.c)
+  uint codegen;               // icache.c's codegen at this hart's last fence.i
   int started;                // running its scheduler
 };
 
@@ -34,7 +35,6 @@ extern struct cpu cpus[NCPU];
 
 // cpu.ipi bits: what an inter-processor interrupt asks for (ipi.c)
 #define IPI_WAKE    1
-#define IPI_FENCE_I 2
 
 // The page at TRAPFRAME in each user address space. trampoline.S's uservec
 // saves the user registers here and loads the kernel_* fields; userret does

@@ -180,6 +180,7 @@ uvmunmap(pagetable_t pagetable, uint64 va, uint64 npages, int do_free)
 {
   uint64 a;
   pte_t *pte;
+  int code = 0;
 
   if((va % PGSIZE) != 0)
     panic("uvmunmap: unaligned 0x%lx", va);
@@ -188,10 +189,14 @@ uvmunmap(pagetable_t pagetable, uint64 va, uint64 npages, int do_free)
       continue;
     if(!PTE_LEAF(*pte))
       panic("uvmunmap: not a leaf at 0x%lx", a);
-    if(do_free)
+    if(do_free){
+      code |= (*pte & PTE_X) != 0;
       kfree((void*)PTE2PA(*pte));
+    }
     *pte = 0;
   }
+  if(code)
+    icache_code_freed();   // harts may still hold translations of it
 }
 
 // An empty user page table, or 0 when out of memory.

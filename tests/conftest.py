@@ -5,7 +5,13 @@ guest.SMP_MODULES run once per hart count of guest.SMP_CPUS (`[cpus1]`, `[cpus4]
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+
+# boots that do not choose their --cpus keep one hart, whatever the CLI's default
+# (harness/cli.py); guest.SMP_MODULES run on 1 and 4 explicitly
+os.environ.setdefault("HARNESS_CPUS", "1")
+
+from collections.abc import Iterator  # noqa: E402
 from typing import TYPE_CHECKING
 
 import guest

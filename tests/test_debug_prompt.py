@@ -60,9 +60,10 @@ pexpect = pytest.importorskip("pexpect")
 
 def test_prompt_on_a_terminal(tmp_path: Path) -> None:
     env = dict(os.environ, HOME=str(tmp_path))
-    # the host clock: with icount, an idle guest's sleep would end at once
-    child = pexpect.spawn(sys.executable, ["-m", "harness", "debug", "--clock", "host",
-                                           "-c", "echo hi; sleep 100"],
+    # the host clock: with icount, an idle guest's sleep would end at once; one hart: the
+    # stop lines below name no hart
+    child = pexpect.spawn(sys.executable, ["-m", "harness", "debug", "--cpus", "1",
+                                           "--clock", "host", "-c", "echo hi; sleep 100"],
                           cwd=str(ROOT), env=env, timeout=60, encoding="utf-8")
     try:
         child.expect(r"before its first instruction")

@@ -247,7 +247,7 @@ static int take(struct fp_hart *h, uint32_t intno)
 static void on_intr(void *uc, uint32_t intno, void *user)
 {
     struct fp_hart *h = user;
-    if (h->python > 0 || take(h, intno) != 0) {
+    if (h->python > 0 || h->watch || take(h, intno) != 0) {
         h->python_traps++;
         fp_py_intr(uc, intno, h->handle);
     }

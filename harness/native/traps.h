@@ -22,6 +22,7 @@ struct fp_hart {
     uint64_t python_traps;     // traps the Python path took (fallbacks and forced)
     int ebreak_delivered;      // emu_start will end with a spurious UC_ERR_EXCEPTION
     int python;                // > 0: hand every trap to the Python path
+    int watch;                 // the machine's after_trap wants the exceptions (Traps.watch)
     int host_clock;            // rdtime = host monotonic time (else ask Python's clock)
     int64_t t0_ns;             // HostClock.t0 (CLOCK_MONOTONIC ns at reset)
     uint64_t hz;               // TIMEBASE_HZ
