@@ -415,11 +415,9 @@ def findings(m: dict[str, Any]) -> list[str]:
     miss = [r for r in m["shared"] if r["percent"] and not r["cached_tokens"]]
     if miss:
         out.append("No reuse at " + ", ".join(f"{r['percent']} %" for r in miss)
-                   + " shared: " + ("the shared part ends before the first block that has a "
-                                    "snapshot of the recurrent state (the engine takes them "
-                                    "at its prefill chunks' ends), so the model cannot resume "
-                                    "inside it." if m["recurrent"] else
-                                    "the shared part is shorter than one block."))
+                   + " shared: the shared part is shorter than one block"
+                   + (", or its blocks (each with a snapshot of the recurrent state) were "
+                      "evicted to stay within the cache's budget." if m["recurrent"] else "."))
     if len(m["turns"]) >= 2:
         t = m["turns"][-1]
         out.append(f"In the conversation, turn {t['turn']} ({t['prompt_tokens']} prompt "
