@@ -259,7 +259,7 @@ def concurrency(res: Results, out: Path) -> Path | None:
     if not any(mr.conc for mr in res.models.values()):
         return None
     plt = _plt()
-    fig, (a1, a3, a2) = plt.subplots(1, 3, figsize=(15, 4.8))
+    fig, (a1, a3, a2) = plt.subplots(1, 3, figsize=(15, 6.2))
     cs = sorted({p.clients for mr in res.models.values() for pts in mr.conc.values()
                  for p in pts})
     for k, mr in enumerate(res.models.values()):
@@ -281,7 +281,7 @@ def concurrency(res: Results, out: Path) -> Path | None:
             a3.axhline(floor, color=c, linewidth=1, alpha=0.7,
                        label=f"{mr.label}: weight-streaming floor {floor:.3g} ms")
             a1.plot(cs, [x * 1e3 / floor for x in cs], color=c, linewidth=1, alpha=0.4,
-                    label=f"{mr.label}: clients / floor")
+                    label=f"{mr.label}: ideal, clients / floor")
     for ax in (a1, a3, a2):
         ax.set_xscale("log", base=2)
         ax.set_xticks(cs, [str(c) for c in cs])
@@ -291,7 +291,8 @@ def concurrency(res: Results, out: Path) -> Path | None:
         ax.yaxis.set_minor_formatter(_plain_formatter(minor=True))
         ax.set_xlabel("concurrent clients")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        # below the panel: inside, the legends covered the lines near the floor
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     a1.set_ylabel("output tokens / s")
     a1.set_title("Throughput")
     a3.set_ylabel("TPOT (ms)")
