@@ -26,6 +26,10 @@ the latest `from` event before each `to` event:
 
 `read` comes from the kernel (AI_TR_READ); `tokenize`, `tokenized`, `shown` and `decoded` are
 the program's own time_us() stamps from its `timing:` line (`program_events`).
+
+A counter track "requests in flight" counts, over time, the requests waiting in the kernel's
+queue (submit -> dispatch) and those inside the engine (engine -> done): how many requests
+the engine really decodes together (`in_flight`, `engine_share`).
 """
 
 from __future__ import annotations
@@ -77,6 +81,8 @@ def chrome_trace(boots: Sequence[tuple[str, Sequence[TraceEvent]]]) -> dict[str,
             if rid:
                 by_req[rid].append(e)
         out.extend(_load_slices(pid, events))
+        out.extend({"name": "requests in flight", "ph": "C", "pid": pid, "ts": t,
+                    "args": {"kernel queue": q, "engine": n}} for t, q, n in in_flight(events))
         for rid, evs in sorted(by_req.items()):
             out.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": rid,
                         "args": {"name": f"request {rid}"}})
@@ -96,6 +102,43 @@ def chrome_trace(boots: Sequence[tuple[str, Sequence[TraceEvent]]]) -> dict[str,
     return {"traceEvents": out, "displayTimeUnit": "ms",
             "otherData": {"clock": "guest microseconds since boot",
                           "source": "harness run --trace (kernel trace register + AI device)"}}
+
+
+# (event that enters, event that leaves) each counted stage
+IN_QUEUE = ("submit", ("dispatch", "freed"))
+IN_ENGINE = ("engine", ("done",))
+
+
+def in_flight(events: Sequence[TraceEvent]) -> list[tuple[int, int, int]]:
+    """(guest µs, requests in the kernel's queue, requests in the engine) at every change."""
+    steps: list[tuple[int, int, int]] = []
+    for e in events:
+        for k, (enter, leave) in enumerate((IN_QUEUE, IN_ENGINE)):
+            if e.event == enter:
+                steps.append((e.t_us, k, 1))
+            elif e.event in leave:
+                steps.append((e.t_us, k, -1))
+    out: list[tuple[int, int, int]] = []
+    now = [0, 0]
+    for t, k, d in sorted(steps, key=lambda s: (s[0], s[2])):  # leaving before entering
+        now[k] = max(0, now[k] + d)
+        if out and out[-1][0] == t:
+            out[-1] = (t, now[0], now[1])
+        else:
+            out.append((t, now[0], now[1]))
+    return out
+
+
+def engine_share(events: Sequence[TraceEvent]) -> dict[int, float]:
+    """The share of the time from the first request entering the engine to the last leaving
+    it that the engine held each number of requests."""
+    pts = in_flight(events)
+    spent: dict[int, int] = defaultdict(int)
+    start = next((i for i, p in enumerate(pts) if p[2] > 0), len(pts))
+    for (t0, _, n), (t1, _, _) in zip(pts[start:], pts[start + 1:], strict=False):
+        spent[n] += t1 - t0
+    total = sum(spent.values())
+    return {n: v / total for n, v in sorted(spent.items()) if v} if total else {}
 
 
 def _slice(pid: int, rid: int, name: str, a: TraceEvent, b: TraceEvent) -> dict[str, Any]:

@@ -216,9 +216,9 @@ def test_one_token_run_writes_sentences_and_says_what_was_skipped(tmp_path: Path
 # ---------------------------------------------------------------- batching (issue 15)
 
 def _conc_results(tok_per_s: dict[int, float], tpot_ms: dict[int, float],
-                  bw: float) -> SimpleNamespace:
-    """Results with one model's engine sweep (clients -> tok/s, TPOT) and one bandwidth
-    probe; SmolLM2-135M's shapes, 100 MB of weights."""
+                  bw: float, int8: float = 300e9) -> SimpleNamespace:
+    """Results with one model's engine sweep (clients -> tok/s, TPOT), one bandwidth and one
+    int8 GEMM probe; SmolLM2-135M's shapes, 100 MB of weights."""
     from harness.bench.arch import Shapes
     from harness.bench.lifecycle import ConcPoint, Options
     from harness.bench.stats import summarize
@@ -230,7 +230,7 @@ def _conc_results(tok_per_s: dict[int, float], tpot_ms: dict[int, float],
                     n_heads=9, n_kv_heads=3, head_dim=64)
     mr = SimpleNamespace(label="smol", shapes=shapes, info={"weight_bytes": 100_000_000},
                          conc={"engine": pts})
-    peaks = roofline.Peaks(threads=2, bandwidth=[bw])
+    peaks = roofline.Peaks(threads=2, bandwidth=[bw], gemm_int8=[int8])
     return SimpleNamespace(opts=Options(models=["smol"], input_lens=[8], output_lens=[8]),
                            models={"smol": mr}, probes=peaks)
 
@@ -275,6 +275,28 @@ def test_concurrency_plot_has_tpot_and_the_floor(tmp_path: Path) -> None:
         plt.Figure.savefig = real
     assert path is not None and path.stat().st_size > 0
     titles = dict(captured["axes"])
-    tpot = titles["TPOT per request, and the floor"]
+    tpot = titles["TPOT per request, and the floors"]
     assert any("weight-streaming floor" in lb for lb in tpot)
+    assert any("roofline floor of a batched step" in lb for lb in tpot)
     assert any("clients / floor" in lb for lb in titles["Throughput"])
+    assert any("roofline bound" in lb for lb in titles["Throughput"])
+
+
+def test_roofline_bound_of_the_sweep_turns_compute_bound() -> None:
+    """One sequence's step is bandwidth-bound; 8 of them at a modest int8 rate are
+    compute-bound, so the step floor grows and the throughput bound falls short of 8x; with
+    a huge int8 rate the batch stays memory-bound (nearly 8x: only the caches add)."""
+    from harness.bench.lifecycle import conc_floor_ms, conc_roof_tok_s, conc_step_floor_ms
+
+    tok, tp = {1: 100.0, 8: 300.0}, {1: 6.0, 8: 9.0}
+    res = _conc_results(tok, tp, bw=20e9, int8=300e9)
+    mr = res.models["smol"]
+    assert conc_step_floor_ms(res, mr, 1) == pytest.approx(conc_floor_ms(res, mr), rel=0.01)
+    assert conc_step_floor_ms(res, mr, 8) > 1.3 * conc_step_floor_ms(res, mr, 1)
+    assert conc_roof_tok_s(res, mr, 8) / conc_roof_tok_s(res, mr, 1) < 4
+    line = report.batching_line(res, "smol", "engine", mr.conc["engine"])
+    assert "the roofline of this run allows" in line
+    fast = _conc_results(tok, tp, bw=20e9, int8=1e15)
+    fm = fast.models["smol"]
+    assert conc_step_floor_ms(fast, fm, 8) < 1.2 * conc_step_floor_ms(fast, fm, 1)
+    assert conc_roof_tok_s(fast, fm, 8) / conc_roof_tok_s(fast, fm, 1) > 6.5

@@ -253,8 +253,10 @@ def roofline(res: Results, out: Path) -> Path:
 def concurrency(res: Results, out: Path) -> Path | None:
     """Throughput, TPOT and TTFT against clients; the weight-streaming floor of a decode
     step as a line under TPOT, and the throughput it would allow (clients / floor: every
-    step one pass over the weights) as a line over the measured throughput."""
-    from harness.bench.lifecycle import conc_floor_ms
+    step one pass over the weights) as a line over the measured throughput; dotted, the
+    roofline's bounds, where int8 compute (the GEMM probe) counts too: a batched step's
+    floor under TPOT, the sweep's best throughput over it."""
+    from harness.bench.lifecycle import conc_floor_ms, conc_roof_tok_s, conc_step_floor_ms
 
     if not any(mr.conc for mr in res.models.values()):
         return None
@@ -281,7 +283,13 @@ def concurrency(res: Results, out: Path) -> Path | None:
             a3.axhline(floor, color=c, linewidth=1, alpha=0.7,
                        label=f"{mr.label}: weight-streaming floor {floor:.3g} ms")
             a1.plot(cs, [x * 1e3 / floor for x in cs], color=c, linewidth=1, alpha=0.4,
-                    label=f"{mr.label}: ideal, clients / floor")
+                    label=f"{mr.label}: clients / floor (memory-bound)")
+        roof = [conc_roof_tok_s(res, mr, x) for x in cs] if mr.conc else []
+        if roof and all(math.isfinite(y) for y in roof):
+            a1.plot(cs, roof, color=c, linewidth=1.5, linestyle=":",
+                    label=f"{mr.label}: roofline bound (int8 compute or memory)")
+            a3.plot(cs, [conc_step_floor_ms(res, mr, x) for x in cs], color=c, linewidth=1.5,
+                    linestyle=":", label=f"{mr.label}: roofline floor of a batched step")
     for ax in (a1, a3, a2):
         ax.set_xscale("log", base=2)
         ax.set_xticks(cs, [str(c) for c in cs])
@@ -296,7 +304,7 @@ def concurrency(res: Results, out: Path) -> Path | None:
     a1.set_ylabel("output tokens / s")
     a1.set_title("Throughput")
     a3.set_ylabel("TPOT (ms)")
-    a3.set_title("TPOT per request, and the floor")
+    a3.set_title("TPOT per request, and the floors")
     a2.set_ylabel("TTFT (ms)")
     a2.set_title("TTFT under load (queueing)")
     fig.tight_layout()

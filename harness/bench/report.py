@@ -424,7 +424,7 @@ def batching_line(res: Results, spec: str, v: str, pts: list[Any]) -> str:
     """The batching figures of one vantage's sweep against issue 15's targets: throughput
     and TPOT at BATCH_CLIENTS clients over 1 client, single-stream TPOT over the
     weight-streaming floor (all from this run); "" without a 1-client level."""
-    from harness.bench.lifecycle import conc_floor_ms
+    from harness.bench.lifecycle import conc_floor_ms, conc_roof_tok_s
 
     one = next((p for p in pts if p.clients == 1), None)
     many = next((p for p in pts if p.clients == BATCH_CLIENTS), None)
@@ -435,9 +435,14 @@ def batching_line(res: Results, spec: str, v: str, pts: list[Any]) -> str:
     if many is not None:
         thr = A.ratio(many.tok_per_s, one.tok_per_s)
         tgt = THROUGHPUT_TARGET.get(spec)
+        mr = res.models[spec]
+        roof = A.ratio(conc_roof_tok_s(res, mr, BATCH_CLIENTS), conc_roof_tok_s(res, mr, 1))
         parts.append(f"tok/s at {BATCH_CLIENTS} clients {fx(thr)} that of 1"
                      + (f" (target >= {fx(tgt)}: {'met' if thr >= tgt else 'NOT met'})"
-                        if tgt else ""))
+                        if tgt else "")
+                     + (f"; the roofline of this run allows {fx(roof)} (int8 GEMM and "
+                        "bandwidth probes: a batched step and the prompts are compute-bound)"
+                        if math.isfinite(roof) else ""))
         tg = A.ratio(many.tpot.median, one.tpot.median)
         parts.append(f"TPOT at {BATCH_CLIENTS} in flight {fx(tg)} that of 1 (target <= "
                      f"{fx(TPOT_GROWTH_TARGET)}: "

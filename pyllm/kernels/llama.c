@@ -15,10 +15,12 @@
 #include "ops.h"
 #include "pool.h"
 #include "quant.h"
+#include "scratch.h"
 
 #define ROWS_PER_CHUNK 4  // rows per pool chunk for the row-wise ops
 
-// Scratch of one call: activations [n][width] and the RoPE tables.
+// Scratch of one call (the thread's buffer, scratch.h): activations [n][width]
+// and the RoPE tables.
 struct acts {
   float *x;     // residual stream [n][dim]
   float *xb;    // input of a matmul [n][max(dim, hidden)]
@@ -29,7 +31,6 @@ struct acts {
   float *cos;   // RoPE [n][head_dim / 2]
   float *sin;
   struct pyllm_qact qa;
-  void *mem[5];
 };
 
 static int
@@ -39,14 +40,16 @@ alloc_acts(struct acts *a, const struct pyllm_llama *m, int n)
   long long floats = (long long)n * (m->dim * 4 + wide + 2 * kvd + 2 * m->hidden + m->head_dim);
   int nb = wide / 32;
   memset(a, 0, sizeof(*a));
-  a->mem[0] = a->x = malloc(sizeof(float) * floats);
-  a->mem[1] = a->qa.q = malloc((size_t)n * wide);
-  a->mem[2] = a->qa.d = malloc(sizeof(float) * n * nb);
-  a->mem[3] = a->qa.ds = malloc(sizeof(float) * n * nb);
-  a->mem[4] = a->qa.s = malloc(sizeof(int32_t) * n * nb);
-  for (int i = 0; i < 5; i++)
-    if (!a->mem[i])
-      return -1;
+  size_t part[5] = { sizeof(float) * floats, (size_t)n * wide, sizeof(float) * n * nb,
+                     sizeof(float) * n * nb, sizeof(int32_t) * n * nb };
+  char *p = pyllm_scratch(scratch_bytes(part));
+  if (!p)
+    return -1;
+  a->x = (float *)p;
+  a->qa.q = (int8_t *)(p += round64(part[0]));
+  a->qa.d = (float *)(p += round64(part[1]));
+  a->qa.ds = (float *)(p += round64(part[2]));
+  a->qa.s = (int32_t *)(p += round64(part[3]));
   a->xb = a->x + (long long)n * m->dim;
   a->qkv = a->xb + (long long)n * wide;
   a->att = a->qkv + (long long)n * (m->dim + 2 * kvd);
@@ -57,12 +60,6 @@ alloc_acts(struct acts *a, const struct pyllm_llama *m, int n)
   return 0;
 }
 
-static void
-free_acts(struct acts *a)
-{
-  for (int i = 0; i < 5; i++)
-    free(a->mem[i]);
-}
 
 // ------------------------------------------------------------ row-parallel helpers
 
@@ -165,10 +162,8 @@ pyllm_llama_forward(const struct pyllm_llama *m, int n, const int32_t *tokens,
 {
   struct acts a;
   int dim = m->dim, hd = m->head_dim, qkvw = dim + 2 * m->n_kv_heads * hd;
-  if (alloc_acts(&a, m, n) < 0) {
-    free_acts(&a);
+  if (alloc_acts(&a, m, n) < 0)
     return -1;
-  }
 
   // token embeddings, RoPE angles of every row
   if (m->embd_q8_0)
@@ -219,6 +214,5 @@ pyllm_llama_forward(const struct pyllm_llama *m, int n, const int32_t *tokens,
           best = v;
       greedy[o] = best;
     }
-  free_acts(&a);
   return 0;
 }

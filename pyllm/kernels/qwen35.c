@@ -23,6 +23,7 @@
 #include "ops.h"
 #include "pool.h"
 #include "quant.h"
+#include "scratch.h"
 #include "qwen35.h"
 
 // Where decode time goes (seconds, summed over calls; pyllm_qwen35_profile).
@@ -43,7 +44,7 @@ struct rows {
   const int32_t *row0;  // [nseq + 1]
 };
 
-// Scratch of one call.
+// Scratch of one call (the thread's buffer, scratch.h).
 struct acts {
   float *x;       // residual stream [n][dim]
   float *xb;      // input of a matmul [n][wide]
@@ -53,7 +54,6 @@ struct acts {
   float *tmp;     // output of mix_out / down [n][dim]
   float *sc;      // attention scores [n * n_heads][maxpos + 1]
   struct pyllm_qact qa;
-  void *mem[5];
 };
 
 static int
@@ -87,14 +87,16 @@ alloc_acts(struct acts *a, const struct pyllm_qwen35 *m, int n, int maxpos)
   long long floats = (long long)n * (2 * m->dim + wide + pw + conv_dim(m) + 2 * m->lv_heads)
                      + (long long)n * m->n_heads * (maxpos + 1);
   memset(a, 0, sizeof(*a));
-  a->mem[0] = a->x = malloc(sizeof(float) * floats);
-  a->mem[1] = a->qa.q = malloc((size_t)n * wide);
-  a->mem[2] = a->qa.d = malloc(sizeof(float) * n * nb);
-  a->mem[3] = a->qa.ds = malloc(sizeof(float) * n * nb);
-  a->mem[4] = a->qa.s = malloc(sizeof(int32_t) * n * nb);
-  for (int i = 0; i < 5; i++)
-    if (!a->mem[i])
-      return -1;
+  size_t part[5] = { sizeof(float) * floats, (size_t)n * wide, sizeof(float) * n * nb,
+                     sizeof(float) * n * nb, sizeof(int32_t) * n * nb };
+  char *p = pyllm_scratch(scratch_bytes(part));
+  if (!p)
+    return -1;
+  a->x = (float *)p;
+  a->qa.q = (int8_t *)(p += round64(part[0]));
+  a->qa.d = (float *)(p += round64(part[1]));
+  a->qa.ds = (float *)(p += round64(part[2]));
+  a->qa.s = (int32_t *)(p += round64(part[3]));
   a->tmp = a->x + (long long)n * m->dim;
   a->xb = a->tmp + (long long)n * m->dim;
   a->p = a->xb + (long long)n * wide;
@@ -104,12 +106,6 @@ alloc_acts(struct acts *a, const struct pyllm_qwen35 *m, int n, int maxpos)
   return 0;
 }
 
-static void
-free_acts(struct acts *a)
-{
-  for (int i = 0; i < 5; i++)
-    free(a->mem[i]);
-}
 
 // out[n][w->rows] = W in[n][w->cols]: int8 activations, then the product.
 static void
@@ -493,7 +489,6 @@ pyllm_qwen35_forward(const struct pyllm_qwen35 *m, int n, const int32_t *tokens,
   double t0 = now_s(), inner0 = prof[T_MATMUL] + prof[T_DELTANET] + prof[T_ATTENTION];
   struct acts a;
   if (alloc_acts(&a, m, n, maxpos) < 0) {
-    free_acts(&a);
     free(row0);
     return -1;
   }
@@ -537,7 +532,6 @@ pyllm_qwen35_forward(const struct pyllm_qwen35 *m, int n, const int32_t *tokens,
                   1, dim, m->eps);
   if (n_out > 0)
     linear(m->head, a.xb, n_out, &a.qa, logits);
-  free_acts(&a);
   free(row0);
   double total = now_s() - t0;
   prof[T_TOTAL] += total;
