@@ -715,3 +715,22 @@ def test_bare_metal_guest_with_smol(smol: ai.LoadedModel) -> None:
     assert lines[0].startswith(f"ready {smol.model.info.title} load_us>0"), lines[0]
     assert lines[1] == lines[3].replace("wfi", "poll") == f"poll status 0 n 12 ids {ids} times ok"
     assert lines[4:] == ["irq wake", "efault ok"]
+
+
+def test_trace_counts_requests_in_flight() -> None:
+    """harness/ai_trace.py's counter track: requests in the kernel's queue (submit ->
+    dispatch or freed) and in the engine (engine -> done) at every change; a request that
+    leaves as another enters at the same µs is never counted twice."""
+    from harness import ai_trace
+
+    E = ai.TraceEvent  # noqa: N806
+    evs = [E(0, "submit", 1, "kernel"), E(5, "submit", 2, "kernel"), E(10, "dispatch", 1, "kernel"),
+           E(12, "engine", 1, "device"), E(20, "dispatch", 2, "kernel"),
+           E(22, "engine", 2, "device"), E(30, "done", 1, "device", 0),
+           E(30, "submit", 3, "kernel"), E(31, "freed", 3, "kernel"),
+           E(40, "done", 2, "device", 0)]
+    assert ai_trace.in_flight(evs) == [(0, 1, 0), (5, 2, 0), (10, 1, 0), (12, 1, 1), (20, 0, 1),
+                                       (22, 0, 2), (30, 1, 1), (31, 0, 1), (40, 0, 0)]
+    assert ai_trace.engine_share(evs) == pytest.approx({1: 20 / 28, 2: 8 / 28})
+    counters = [e for e in ai_trace.chrome_trace([("b", evs)])["traceEvents"] if e["ph"] == "C"]
+    assert [(e["ts"], e["args"]["engine"]) for e in counters][-2:] == [(31, 1), (40, 0)]

@@ -344,8 +344,9 @@ def test_aitest_our_checks() -> None:
 # ------------------------------------------------------------------ aibench
 
 
-def test_aibench_8_clients_all_correct_no_leaks() -> None:
-    r = ai_guest("aibench -c 8 -n 4 -p 8 -g 8; echo rc=$?")
+def test_aibench_8_clients_all_correct_no_leaks(tmp_path: Path) -> None:
+    trace = tmp_path / "t.json"
+    r = ai_guest("aibench -c 8 -n 4 -p 8 -g 8; echo rc=$?", SMOL, 300.0, "--trace", str(trace))
     out = r.output
     assert out.endswith("aibench: PASS\nrc=0\n"), out
     head = re.search(r'aibench: model="([^"]*)" synthetic=0 clients=8 requests=4 prompt=8 '
@@ -369,6 +370,11 @@ def test_aibench_8_clients_all_correct_no_leaks() -> None:
         assert re.search(rf"^{name}: mean=\d+ median=\d+ p99=\d+ min=\d+ max=\d+$", out, re.M)
     assert re.search(r"^stats: free=8 queued=0 running=0 done=0 failed=0 orphans=0 workers=8 "
                      r"submitted=\+33 completed=\+33 failed=\+0$", out, re.M), out
+    # the trace's counter: several requests in the engine at once, none left at the end
+    counts = [e["args"] for e in json.loads(trace.read_text())["traceEvents"]
+              if e["ph"] == "C" and e["name"] == "requests in flight"]
+    assert max(c["engine"] for c in counts) >= 2
+    assert counts[-1] == {"kernel queue": 0, "engine": 0}
 
 
 def test_aibench_usage_errors() -> None:

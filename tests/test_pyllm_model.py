@@ -117,6 +117,35 @@ def test_fast_prefill_chunks_and_batches_are_consistent() -> None:
     assert (sa.pos, sb.pos) == (41, 12)
 
 
+def test_forward_scratch_is_reused_and_stale_rows_never_leak() -> None:
+    """The C forward keeps one scratch buffer per thread (pyllm/kernels/scratch.c): a small
+    step after a large one reuses it without growing, and gives the same bits as before
+    the large step left its rows in it; a new thread starts with none of its own."""
+    import threading
+
+    ffi, lib = native_or_skip()
+    m = smol("c")
+    a = list(range(3000, 3012))
+    before = m.prefill(a, m.new_state(32))
+    m.prefill(list(range(100, 300)), m.new_state(256))  # fills a larger scratch
+    held = lib.pyllm_scratch_held()
+    assert held > 0
+    after = m.prefill(a, m.new_state(32))
+    assert np.array_equal(before, after)
+    assert lib.pyllm_scratch_held() == held
+    seen = []
+
+    def other() -> None:
+        seen.append(lib.pyllm_scratch_held())
+        m.prefill(a, m.new_state(32))
+        seen.append(lib.pyllm_scratch_held())
+
+    th = threading.Thread(target=other)
+    th.start()
+    th.join()
+    assert seen[0] == 0 and 0 < seen[1] < held
+
+
 def test_bad_prompts_are_refused_without_side_effects() -> None:
     m = smol("c" if _have_c() else "numpy-q8")
     s = m.new_state(16)

@@ -6,8 +6,8 @@
                          whiskers: min..max)
     roofline.png         the measured roofs and each phase (prefill at every prompt length,
                          decode) as a point
-    concurrency.png      throughput, TPOT (with the weight-streaming floor) and TTFT
-                         (median, P99) against concurrent clients
+    concurrency.png      throughput, TPOT (with the weight-streaming floor and the roofline
+                         bounds) and TTFT (median, P99) against concurrent clients
     prefix_cache.png     TTFT with the prefix cache and without (harness/bench/prefix.py)
 
 Every point is a median over the run's repetitions; whiskers show min..max. Labels carry
@@ -299,8 +299,9 @@ def concurrency(res: Results, out: Path) -> Path | None:
         ax.yaxis.set_minor_formatter(_plain_formatter(minor=True))
         ax.set_xlabel("concurrent clients")
         ax.grid(True, which="both", alpha=0.3)
-        # below the panel: inside, the legends covered the lines near the floor
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+        # below the panel, one column (inside, the legends covered the lines near the
+        # floor; two columns ran into the next panel's legend)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1)
     a1.set_ylabel("output tokens / s")
     a1.set_title("Throughput")
     a3.set_ylabel("TPOT (ms)")
@@ -309,7 +310,7 @@ def concurrency(res: Results, out: Path) -> Path | None:
     a2.set_title("TTFT under load (queueing)")
     fig.tight_layout()
     path = out / "concurrency.png"
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # the legends below the panels too
     plt.close(fig)
     return path
 

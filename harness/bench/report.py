@@ -436,13 +436,15 @@ def batching_line(res: Results, spec: str, v: str, pts: list[Any]) -> str:
         thr = A.ratio(many.tok_per_s, one.tok_per_s)
         tgt = THROUGHPUT_TARGET.get(spec)
         mr = res.models[spec]
-        roof = A.ratio(conc_roof_tok_s(res, mr, BATCH_CLIENTS), conc_roof_tok_s(res, mr, 1))
+        r1, rn = conc_roof_tok_s(res, mr, 1), conc_roof_tok_s(res, mr, BATCH_CLIENTS)
         parts.append(f"tok/s at {BATCH_CLIENTS} clients {fx(thr)} that of 1"
                      + (f" (target >= {fx(tgt)}: {'met' if thr >= tgt else 'NOT met'})"
                         if tgt else "")
-                     + (f"; the roofline of this run allows {fx(roof)} (int8 GEMM and "
-                        "bandwidth probes: a batched step and the prompts are compute-bound)"
-                        if math.isfinite(roof) else ""))
+                     + (f"; at the best bandwidth and int8 GEMM probes of this run the "
+                        f"roofline allows at most {f(r1)} tok/s at 1 client and {f(rn)} at "
+                        f"{BATCH_CLIENTS} ({fx(A.ratio(rn, r1))}: the prompts and a batched "
+                        "step are compute-bound, one sequence's step is not)"
+                        if math.isfinite(rn) else ""))
         tg = A.ratio(many.tpot.median, one.tpot.median)
         parts.append(f"TPOT at {BATCH_CLIENTS} in flight {fx(tg)} that of 1 (target <= "
                      f"{fx(TPOT_GROWTH_TARGET)}: "
