@@ -38,18 +38,9 @@ alloc_acts(struct acts *a, const struct pyllm_llama *m, int n)
 {
   int kvd = m->n_kv_heads * m->head_dim, wide = m->hidden > m->dim ? m->hidden : m->dim;
   long long floats = (long long)n * (m->dim * 4 + wide + 2 * kvd + 2 * m->hidden + m->head_dim);
-  int nb = wide / 32;
   memset(a, 0, sizeof(*a));
-  size_t part[5] = { sizeof(float) * floats, (size_t)n * wide, sizeof(float) * n * nb,
-                     sizeof(float) * n * nb, sizeof(int32_t) * n * nb };
-  char *p = pyllm_scratch(scratch_bytes(part));
-  if (!p)
+  if (!(a->x = pyllm_scratch_acts(floats, n, wide, &a->qa)))
     return -1;
-  a->x = (float *)p;
-  a->qa.q = (int8_t *)(p += round64(part[0]));
-  a->qa.d = (float *)(p += round64(part[1]));
-  a->qa.ds = (float *)(p += round64(part[2]));
-  a->qa.s = (int32_t *)(p += round64(part[3]));
   a->xb = a->x + (long long)n * m->dim;
   a->qkv = a->xb + (long long)n * wide;
   a->att = a->qkv + (long long)n * (m->dim + 2 * kvd);

@@ -83,20 +83,12 @@ alloc_acts(struct acts *a, const struct pyllm_qwen35 *m, int n, int maxpos)
     wide = m->n_heads * m->head_dim;
   if (m->dim > wide)
     wide = m->dim;
-  int pw = max_rows(m), nb = wide / 32;
+  int pw = max_rows(m);
   long long floats = (long long)n * (2 * m->dim + wide + pw + conv_dim(m) + 2 * m->lv_heads)
                      + (long long)n * m->n_heads * (maxpos + 1);
   memset(a, 0, sizeof(*a));
-  size_t part[5] = { sizeof(float) * floats, (size_t)n * wide, sizeof(float) * n * nb,
-                     sizeof(float) * n * nb, sizeof(int32_t) * n * nb };
-  char *p = pyllm_scratch(scratch_bytes(part));
-  if (!p)
+  if (!(a->x = pyllm_scratch_acts(floats, n, wide, &a->qa)))
     return -1;
-  a->x = (float *)p;
-  a->qa.q = (int8_t *)(p += round64(part[0]));
-  a->qa.d = (float *)(p += round64(part[1]));
-  a->qa.ds = (float *)(p += round64(part[2]));
-  a->qa.s = (int32_t *)(p += round64(part[3]));
   a->tmp = a->x + (long long)n * m->dim;
   a->xb = a->tmp + (long long)n * m->dim;
   a->p = a->xb + (long long)n * wide;

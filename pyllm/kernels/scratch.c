@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "quant.h"
 #include "scratch.h"
 
 struct held {
@@ -69,4 +70,29 @@ pyllm_scratch_held(void)
 {
   struct held *h = mine();
   return h ? h->bytes : 0;
+}
+
+static size_t
+round64(size_t b)
+{
+  return (b + 63) / 64 * 64;
+}
+
+float *
+pyllm_scratch_acts(long long floats, int n, int wide, struct pyllm_qact *qa)
+{
+  int nb = wide / 32;
+  size_t part[4] = { sizeof(float) * floats, (size_t)n * wide, sizeof(float) * n * nb,
+                     sizeof(float) * n * nb };
+  size_t total = sizeof(int32_t) * n * nb;
+  for (int i = 0; i < 4; i++)
+    total += round64(part[i]);
+  char *p = pyllm_scratch(total);
+  if (!p)
+    return NULL;
+  qa->q = (int8_t *)(p + round64(part[0]));
+  qa->d = (float *)((char *)qa->q + round64(part[1]));
+  qa->ds = (float *)((char *)qa->d + round64(part[2]));
+  qa->s = (int32_t *)((char *)qa->ds + round64(part[3]));
+  return (float *)p;
 }

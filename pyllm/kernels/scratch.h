@@ -15,21 +15,10 @@ size_t pyllm_scratch_held(void);
 // freed when the thread exits. NULL if out of memory.
 void *pyllm_scratch(size_t bytes);
 
-// A size rounded up to 64 bytes, and the scratch bytes of five such parts laid
-// one after another (each part starts 64-byte aligned).
-static inline size_t
-round64(size_t b)
-{
-  return (b + 63) / 64 * 64;
-}
-
-static inline size_t
-scratch_bytes(const size_t part[5])
-{
-  size_t t = 0;
-  for (int i = 0; i < 5; i++)
-    t += round64(part[i]);
-  return t;
-}
+struct pyllm_qact;
+// One forward call's activations in the thread's scratch: `floats` floats
+// (returned), then `qa`'s int8 rows and block sums for n rows of up to `wide`
+// columns (quant.h), each part 64-byte aligned. NULL if out of memory.
+float *pyllm_scratch_acts(long long floats, int n, int wide, struct pyllm_qact *qa);
 
 #endif
