@@ -300,3 +300,8 @@ def test_roofline_bound_of_the_sweep_turns_compute_bound() -> None:
     fm = fast.models["smol"]
     assert conc_step_floor_ms(fast, fm, 8) < 1.2 * conc_step_floor_ms(fast, fm, 1)
     assert conc_roof_tok_s(fast, fm, 8) / conc_roof_tok_s(fast, fm, 1) > 6.5
+    bare = _conc_results(tok, tp, bw=20e9)
+    bare.probes.gemm_int8.clear()  # no C kernels: no int8 probe, no bound (not memory's)
+    assert math.isnan(conc_step_floor_ms(bare, bare.models["smol"], 8))
+    assert "roofline allows" not in report.batching_line(bare, "smol", "engine",
+                                                         bare.models["smol"].conc["engine"])

@@ -575,25 +575,31 @@ def conc_step_floor_ms(res: Results, mr: ModelResult, clients: int) -> float:
     weights once and every sequence's cache at the best bandwidth probe, or the int8 work of
     all of them at the best int8 GEMM probe, whichever takes longer. One sequence is
     bandwidth-bound; on a few CPU cores a batch soon is compute-bound, so TPOT must grow."""
-    o, wb = res.opts, mr.info["weight_bytes"]
+    o, wb, peak = res.opts, mr.info["weight_bytes"], _int8_peak(res)
+    if not math.isfinite(peak):
+        return math.nan
     one = decode_cost(mr.shapes, wb, o.conc_in + (o.conc_out - 1) / 2)
     return 1e3 * max((wb + clients * (one.bytes - wb)) / res.probes.bw,
-                     clients * one.flops / _int8_peak(res))
+                     clients * one.flops / peak)
 
 
 def conc_roof_tok_s(res: Results, mr: ModelResult, clients: int) -> float:
     """The most output tokens/s the roofline allows the sweep at `clients` clients, all
     in lockstep: every request's prompt (int8 work at the best GEMM probe, at least one pass
     over the weights) then conc_out - 1 decode steps at conc_step_floor_ms."""
-    o, wb = res.opts, mr.info["weight_bytes"]
-    pre = max(clients * prefill_cost(mr.shapes, wb, o.conc_in).flops / _int8_peak(res),
-              wb / res.probes.bw)
+    o, wb, peak = res.opts, mr.info["weight_bytes"], _int8_peak(res)
+    if not math.isfinite(peak):
+        return math.nan
+    pre = max(clients * prefill_cost(mr.shapes, wb, o.conc_in).flops / peak, wb / res.probes.bw)
     t = pre + (o.conc_out - 1) * conc_step_floor_ms(res, mr, clients) / 1e3
     return clients * o.conc_out / t
 
 
 def _int8_peak(res: Results) -> float:
-    return max(res.probes.gemm_int8, default=math.nan)
+    """The best int8 GEMM probe (ops/s); nan without one (no C kernels) or without bandwidth."""
+    bw = res.probes.bw
+    peak = max(res.probes.gemm_int8, default=math.nan)
+    return peak if peak > 0 and bw > 0 and math.isfinite(bw) else math.nan
 
 
 def course_anchor(mr: ModelResult) -> Any:
