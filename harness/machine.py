@@ -194,6 +194,7 @@ class Machine:
                                  MmioBus(uc, hart)))
         self._run_uc = self.cpus[0].uc
         self._others = False  # at the start of this run, another hart could run
+        self.only: int | None = None  # a debugger runs only this hart (gdb's vCont;c:N)
         self._in_run = False  # emu_start is running (on this thread)
         self._kicked = False  # _kick stopped this run
         self._hurry_at = 0  # host ns after which the running slice ends at a trap (_hurry)
@@ -642,12 +643,40 @@ class Machine:
 
     def _next_cpu(self) -> Cpu | None:
         """The next hart after the current one, round-robin, that can run, or None."""
+        if self.only is not None:
+            c = self.cpus[self.only]
+            return c if c.can_run() else None
         n = len(self.cpus)
         for i in range(1, n + 1):
             c = self.cpus[(self.cur + i) % n]
             if c.can_run():
                 return c
         return None
+
+    def _others_can_run(self, c: Cpu) -> bool:
+        """Could another hart run beside c (so c's slice needs an end)? A hart idle in
+        wfi only for an external interrupt that c will take too does not count: the PLIC
+        raises SEIP in every hart's context, the first claim takes the source and the
+        others' SEIP falls, so each device interrupt would otherwise give c's slice an
+        end, and the waker thread a wake-up, for nothing (a few per token while the AI
+        device streams). c takes every pending source in turn, one claim per trap."""
+        if self.only is not None:
+            return False
+        mine: int | None = None
+        for o in self.cpus:
+            if o is c or not o.started:
+                continue
+            if not o.idle:
+                return True
+            wake = o.hart.pending_enabled()
+            if wake & ~SEIP:
+                return True
+            if wake:
+                if mine is None:
+                    mine = c.hart.pending_enabled()
+                if not mine & SEIP:
+                    return True
+        return False
 
     def _wait_for_interrupt(self) -> None:
         """Every hart is in wfi with nothing pending: let the host thread sleep."""
@@ -682,7 +711,7 @@ class Machine:
         """One emu_start of hart c: uncounted until stopped (host clock), or counted
         (icount clock, or `count` instructions for a debugger's step)."""
         icount = isinstance(self.clock, IcountClock)
-        self._others = others = any(o.can_run() for o in self.cpus if o is not c)
+        self._others = others = self._others_can_run(c)
         if count is not None:
             if not c.counted:
                 # blocks translated without the count hook would ignore the count

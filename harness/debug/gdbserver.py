@@ -179,11 +179,11 @@ class GdbServer:
         return b"OK"
 
     # ---------------------------------------------------------------- running
-    def _run(self, step: bool) -> bytes:
+    def _run(self, step: bool, only: int | None = None) -> bytes:
         if not self.t.alive:
             return self._end_reply(self.t.m.result)  # type: ignore[arg-type]
         with self.conn.watch_interrupt(lambda: self.t.m.request_pause("gdb interrupt")):
-            stop = self.t.stepi() if step else self.t.resume()
+            stop = self.t.stepi() if step else self.t.resume(only)
         self.last = stop
         return self.stop_reply(stop)
 
@@ -275,14 +275,17 @@ class GdbServer:
         if pkt == b"vCont?":
             return b"vCont;c;C;s;S"
         if pkt.startswith(b"vCont;"):
-            action, _, tid = pkt[6:].split(b";")[0].partition(b":")
+            # actions ACTION[:TID] in order; a thread without one stays stopped
+            acts = [a.partition(b":")[::2] for a in pkt[6:].split(b";")]
+            action, tid = acts[0]
             if action[:1] in (b"s", b"S"):
                 h = self._hart_of(tid)
                 if h is not None:
                     self.t.select_hart(h)
                 return self._run(step=True)
             if action[:1] in (b"c", b"C"):
-                return self._run(step=False)
+                alone = all(t for _, t in acts)  # no default action: only these run
+                return self._run(step=False, only=self._hart_of(tid) if alone else None)
             return b""
         if pkt.startswith(b"vKill"):
             self.h_kill(pkt)
