@@ -495,7 +495,9 @@ class Machine:
         right after (a pipe write or an AI submit, then a read or a wait: the common case)
         goes idle, and its own hart's scheduler runs the woken process at once, as one
         hart would, with no hart switch; one that keeps running is cut short at its next
-        system call or fault from U-mode (`_after_trap`), or at its slice's deadline
+        system call or fault from U-mode (`Traps.hurry`: the C trap path checks that in C,
+        so the slice's traps stay off the Python path; the Python path in `_after_trap`),
+        or at its slice's deadline
         (our kernel's running harts always have one within a timer tick). Only a slice
         with no deadline within HURRY_MAX_NS (bare-metal code without a timer) gets one
         then: telling the waker thread costs a host thread switch and a GIL hand-over, more
@@ -505,7 +507,7 @@ class Machine:
             return
         now = time.monotonic_ns()
         self._hurry_at = now + IPI_GRACE_NS
-        self.traps.watch(True)  # the C trap path hands the traps to _after_trap now
+        self.traps.hurry(self._hurry_at)  # the C trap path checks it without Python
         deadline = self._deadline_ns()
         if deadline is None or deadline > now + HURRY_MAX_NS:
             self._slice_end = now + HURRY_MAX_NS
@@ -745,6 +747,7 @@ class Machine:
         self._in_run, self._kicked, self._hurry_at = True, False, 0
         self._atomic_since, self._stop_wanted = 0, False
         c.traps.watch(False)
+        c.traps.hurry(0)
         try:
             c.uc.emu_start(c.pc, UNTIL, 0, count)
         except UcError as e:
@@ -754,7 +757,7 @@ class Machine:
         finally:
             self._in_run = False
             self._slice_end = None
-            stopped = self.waker.end_run() or self._kicked
+            stopped = self.waker.end_run() or self._kicked or c.traps.hurried()
             self.stats.run_s += time.perf_counter() - t0
             self.stats.runs += 1
             if icount:
