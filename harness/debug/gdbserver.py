@@ -14,7 +14,10 @@ and target.py runs the machine. Registers come from the data in gdbregs.py.
 
 gdb sees every hart as a thread (thread id = hart + 1; `info threads`, `thread N`): Hg and
 vCont;s:N select the hart whose registers are read and which steps (a step runs only that
-hart), a stop reply names the hart that stopped. Memory is read through the selected
+hart), vCont;c:N with no action for the others runs hart N alone (gdb steps a thread over
+a breakpoint so), a stop reply names the hart that stopped. gdb steps RISC-V in software
+(a breakpoint at the next instruction, then vCont;c), so a resume makes the selected hart
+leave wfi (harness/debug/target.py). Memory is read through the selected
 hart's satp (with the kernel's as a fallback), so kernel and current-process addresses
 both work; breakpoints set by gdb fire at their address in any address space. `monitor CMD` runs a
 `harness debug` command (monitor info proc, monitor bt, monitor info mem).
