@@ -408,7 +408,8 @@ class Machine:
         if addr == c.start_pc and not c.paused_once:
             c.paused_once = True  # resumed right here: spin at least once more
             return
-        if self._others or any(o.can_run() for o in self.cpus if o is not c):
+        if self.only is None and (self._others
+                                  or any(o.can_run() for o in self.cpus if o is not c)):
             c.yields += 1
             uc.emu_stop()
 
