@@ -67,6 +67,9 @@ REG_S0 = R.UC_RISCV_REG_X8
 REG_A0, REG_A1, REG_A7 = R.UC_RISCV_REG_X10, R.UC_RISCV_REG_X11, R.UC_RISCV_REG_X17
 
 
+_PRIV_SIP_SIE = (REG_PRIV, R.UC_RISCV_REG_SIP, R.UC_RISCV_REG_SIE)
+
+
 class Hart:
     """Register, CSR and guest-memory access for one Unicorn rv64 CPU."""
 
@@ -169,8 +172,12 @@ class Hart:
             self.set(REG_PRIV, p)
 
     def pending_enabled(self) -> int:
-        """mip & mie for the supervisor interrupts: what would wake a wfi."""
-        p = self.priv
+        """mip & mie for the supervisor interrupts: what would wake a wfi. In S-mode (a
+        hart in wfi) sip & sie are those bits (mideleg = S_INTERRUPTS), read in one call
+        without switching privilege (the run loop asks this of every idle hart)."""
+        p, sip, sie = self.get_many(_PRIV_SIP_SIE)
+        if p == PRIV_S:
+            return sip & sie & S_INTERRUPTS
         if p != PRIV_M:
             self.set(REG_PRIV, PRIV_M)
         v = self.get(R.UC_RISCV_REG_MIP) & self.get(R.UC_RISCV_REG_MIE) & S_INTERRUPTS

@@ -22,7 +22,9 @@ between, and the repeated store would write a stale value over theirs (a lock re
 twice frees another hart's lock). So after such a stop `complete_store` looks at the
 instruction: a store whose bytes are already in memory is completed (PC past it) before
 any other hart runs; that is exact whether or not it had executed. An AMO cannot be told
-apart so (kernel code is written to survive a repeated one: spinlock.c, ipi.c); with
+apart so (kernel code is written to survive a repeated one: spinlock.c, ipi.c; a kernel
+that does not say so gets its AMOs hooked, Machine._on_atomic_edge); a user program's own
+AMO can still repeat, rarely (docs/ARCHITECTURE.md, "Harts", the limit); with
 `--clock icount` no run is stopped from outside, so nothing is ever repeated.
 
 Instruction fetch: each instance keeps its own translated code, and Unicorn notices only

@@ -194,6 +194,7 @@ class Machine:
                                  MmioBus(uc, hart)))
         self._run_uc = self.cpus[0].uc
         self._others = False  # at the start of this run, another hart could run
+        self.only: int | None = None  # a debugger runs only this hart (gdb's vCont;c:N)
         self._in_run = False  # emu_start is running (on this thread)
         self._kicked = False  # _kick stopped this run
         self._hurry_at = 0  # host ns after which the running slice ends at a trap (_hurry)
@@ -407,7 +408,8 @@ class Machine:
         if addr == c.start_pc and not c.paused_once:
             c.paused_once = True  # resumed right here: spin at least once more
             return
-        if self._others or any(o.can_run() for o in self.cpus if o is not c):
+        if self.only is None and (self._others
+                                  or any(o.can_run() for o in self.cpus if o is not c)):
             c.yields += 1
             uc.emu_stop()
 
@@ -494,7 +496,9 @@ class Machine:
         right after (a pipe write or an AI submit, then a read or a wait: the common case)
         goes idle, and its own hart's scheduler runs the woken process at once, as one
         hart would, with no hart switch; one that keeps running is cut short at its next
-        system call or fault from U-mode (`_after_trap`), or at its slice's deadline
+        system call or fault from U-mode (`Traps.hurry`: the C trap path checks that in C,
+        so the slice's traps stay off the Python path; the Python path in `_after_trap`),
+        or at its slice's deadline
         (our kernel's running harts always have one within a timer tick). Only a slice
         with no deadline within HURRY_MAX_NS (bare-metal code without a timer) gets one
         then: telling the waker thread costs a host thread switch and a GIL hand-over, more
@@ -504,7 +508,7 @@ class Machine:
             return
         now = time.monotonic_ns()
         self._hurry_at = now + IPI_GRACE_NS
-        self.traps.watch(True)  # the C trap path hands the traps to _after_trap now
+        self.traps.hurry(self._hurry_at)  # the C trap path checks it without Python
         deadline = self._deadline_ns()
         if deadline is None or deadline > now + HURRY_MAX_NS:
             self._slice_end = now + HURRY_MAX_NS
@@ -642,12 +646,40 @@ class Machine:
 
     def _next_cpu(self) -> Cpu | None:
         """The next hart after the current one, round-robin, that can run, or None."""
+        if self.only is not None:
+            c = self.cpus[self.only]
+            return c if c.can_run() else None
         n = len(self.cpus)
         for i in range(1, n + 1):
             c = self.cpus[(self.cur + i) % n]
             if c.can_run():
                 return c
         return None
+
+    def _others_can_run(self, c: Cpu) -> bool:
+        """Could another hart run beside c (so c's slice needs an end)? A hart idle in
+        wfi only for an external interrupt that c will take too does not count: the PLIC
+        raises SEIP in every hart's context, the first claim takes the source and the
+        others' SEIP falls, so each device interrupt would otherwise give c's slice an
+        end, and the waker thread a wake-up, for nothing (a few per token while the AI
+        device streams). c takes every pending source in turn, one claim per trap."""
+        if self.only is not None:
+            return False
+        mine: int | None = None
+        for o in self.cpus:
+            if o is c or not o.started:
+                continue
+            if not o.idle:
+                return True
+            wake = o.hart.pending_enabled()
+            if wake & ~SEIP:
+                return True
+            if wake:
+                if mine is None:
+                    mine = c.hart.pending_enabled()
+                if not mine & SEIP:
+                    return True
+        return False
 
     def _wait_for_interrupt(self) -> None:
         """Every hart is in wfi with nothing pending: let the host thread sleep."""
@@ -682,7 +714,7 @@ class Machine:
         """One emu_start of hart c: uncounted until stopped (host clock), or counted
         (icount clock, or `count` instructions for a debugger's step)."""
         icount = isinstance(self.clock, IcountClock)
-        self._others = others = any(o.can_run() for o in self.cpus if o is not c)
+        self._others = others = self._others_can_run(c)
         if count is not None:
             if not c.counted:
                 # blocks translated without the count hook would ignore the count
@@ -716,6 +748,7 @@ class Machine:
         self._in_run, self._kicked, self._hurry_at = True, False, 0
         self._atomic_since, self._stop_wanted = 0, False
         c.traps.watch(False)
+        c.traps.hurry(0)
         try:
             c.uc.emu_start(c.pc, UNTIL, 0, count)
         except UcError as e:
@@ -725,7 +758,7 @@ class Machine:
         finally:
             self._in_run = False
             self._slice_end = None
-            stopped = self.waker.end_run() or self._kicked
+            stopped = self.waker.end_run() or self._kicked or c.traps.hurried()
             self.stats.run_s += time.perf_counter() - t0
             self.stats.runs += 1
             if icount:

@@ -163,6 +163,15 @@ class Traps:
         """While on, `after_trap` must see every trap. This path always calls it; the C
         path (harness/traps_native.py) sends the traps through here while on."""
 
+    def hurry(self, at_ns: int) -> None:
+        """End the run at a trap from U-mode at or after host monotonic `at_ns` (0: off;
+        Machine._hurry). This path leaves it to `after_trap`, which sees every trap; the
+        C path does it in C, without handing the traps to Python."""
+
+    def hurried(self) -> bool:
+        """Did `hurry` end the last run (C path)?"""
+        return False
+
     # ---------------------------------------------------------------- hooks
     def _on_intr(self, uc: Uc, intno: int, _data: object) -> None:
         h = self.hart

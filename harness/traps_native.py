@@ -35,7 +35,7 @@ from harness.traps import _NEW_TEXT, _SYSCALLS, Traps
 ENV = "HARNESS_TRAPS"
 PATHS = ("c", "python")
 _API = ("reg_read", "reg_write", "reg_write2", "reg_write_batch", "vmem_read", "hook_add",
-        "hook_del", "ctl")
+        "hook_del", "ctl", "emu_stop")
 _warned = False
 
 
@@ -134,6 +134,13 @@ class NativeTraps(Traps):
     def watch(self, on: bool) -> None:
         """While on, every trap takes the Python path, which calls `after_trap`."""
         self._c.watch = int(on)
+
+    def hurry(self, at_ns: int) -> None:
+        """C ends the run at a trap from U-mode at or after host monotonic `at_ns` (0: off)."""
+        self._c.hurry_ns, self._c.hurried = at_ns, 0
+
+    def hurried(self) -> bool:
+        return bool(self._c.hurried)
 
     @contextmanager
     def python_path(self) -> Iterator[None]:

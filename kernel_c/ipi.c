@@ -66,12 +66,15 @@ ipi_wake_idle(int n)
 // A hart without a process (an interrupt taken in its scheduler loop)
 // scans next and runs the first woken process itself: an idle hart woken
 // for that one would only race it there (and in the harness costs a hart
-// switch), so only the others are handed on.
+// switch), so only the others are handed on. An idle hart whose IPI_WAKE
+// is still pending is on its way already: it clears the bit before it
+// scans, so it will see this work too, and another IPI (one per round trip
+// of a pipe ping-pong on one busy hart) would only cost a device access.
 void
 ipi_flush(void)
 {
   struct cpu *c = mycpu();
-  int i, me = cpuid();
+  int i, to = -1, me = cpuid();
   int n = c->wakeidle - (c->proc == 0);
 
   c->wakeidle = 0;
@@ -79,9 +82,13 @@ ipi_flush(void)
     return;
   __sync_synchronize();
   for(i = 0; i < bootinfo.ncpu; i++){
-    if(i != me && cpus[i].started && cpus[i].idle){
-      ipi_send(i, IPI_WAKE);
-      break;
-    }
+    if(i == me || !cpus[i].started || !cpus[i].idle)
+      continue;
+    if(cpus[i].ipi & IPI_WAKE)
+      return;
+    if(to < 0)
+      to = i;
   }
+  if(to >= 0)
+    ipi_send(to, IPI_WAKE);
 }

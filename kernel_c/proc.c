@@ -546,16 +546,16 @@ sleep(void *chan, struct spinlock *lk)
   acquire(lk);
 }
 
-// Wake every process sleeping on chan. Caller must not hold any p->lock.
-void
-wakeup(void *chan)
+// Make the processes sleeping on chan RUNNABLE, only the first in the table
+// if one, and wake idle harts for them. Returns how many it woke.
+static int
+wakesleepers(void *chan, int one)
 {
   struct proc *p;
   struct proc *me = myproc();
-
   int woke = 0;
 
-  for(p = proc; p < &proc[NPROC]; p++){
+  for(p = proc; p < &proc[NPROC] && !(one && woke); p++){
     if(p == me)
       continue;
     acquire(&p->lock);
@@ -567,6 +567,14 @@ wakeup(void *chan)
   }
   if(woke)
     ipi_wake_idle(woke);
+  return woke;
+}
+
+// Wake every process sleeping on chan. Caller must not hold any p->lock.
+void
+wakeup(void *chan)
+{
+  wakesleepers(chan, 0);
 }
 
 // Wake one process sleeping on chan (the first in the table), for a queue
@@ -577,22 +585,7 @@ wakeup(void *chan)
 int
 wakeone(void *chan)
 {
-  struct proc *p;
-  struct proc *me = myproc();
-
-  for(p = proc; p < &proc[NPROC]; p++){
-    if(p == me)
-      continue;
-    acquire(&p->lock);
-    if(p->state == SLEEPING && p->chan == chan){
-      p->state = RUNNABLE;
-      release(&p->lock);
-      ipi_wake_idle(1);
-      return 1;
-    }
-    release(&p->lock);
-  }
-  return 0;
+  return wakesleepers(chan, 1);
 }
 
 // Mark p killed and end any sleep so it notices. Caller holds p->lock.

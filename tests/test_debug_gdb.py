@@ -158,9 +158,9 @@ def test_harness_run_gdb_serves_the_same_stub() -> None:
 class Client:
     """The gdb side of a socketpair, with the server's replies produced by dispatch()."""
 
-    def __init__(self, programs: Programs, cmd: str) -> None:
+    def __init__(self, programs: Programs, cmd: str, cpus: int = 1) -> None:
         self.launch = Launch(MachineConfig(kernel=KERNEL, fs=FS, cmd=cmd, clock="icount",
-                                           timeout=120))
+                                           timeout=120, cpus=cpus))
         self.machine = self.launch.machine
         self.target = Target(self.machine, programs)
         self.gdb_sock, server_sock = socket.socketpair()
@@ -275,6 +275,38 @@ def test_breakpoint_continue_step_and_remove(client: Client, programs: Programs)
     assert client("c") == b"W00"  # still over
 
 
+def test_parked_and_idle_harts_step_and_run_alone(programs: Programs) -> None:
+    """gdb steps a thread in software (a breakpoint at its next instruction, then a
+    continue): a hart idle in wfi gets there at once, vCont;c:N runs hart N alone, and a
+    hart the kernel has not started yet does not move."""
+    c = Client(programs, "sleep 1", cpus=4)
+    try:
+        m = c.machine
+        parked = m.cpus[1].hart.pc
+        assert not m.cpus[1].started
+        assert c("vCont;s:2") == b"T05thread:2;"
+        assert not m.cpus[1].started and m.cpus[1].hart.pc == parked
+        sleep = programs.kernel.symbol("sys_sleep").addr
+        assert c(f"Z0,{sleep:x},2") == b"OK"
+        assert c("vCont;c").startswith(b"T05swbreak:;thread:")
+        assert c(f"z0,{sleep:x},2") == b"OK"
+        idle = [h for h in m.cpus if h.started and h.idle]
+        assert idle, [(h.id, h.started, h.idle) for h in m.cpus]
+        for h in idle:
+            pcs = {o.id: o.hart.pc for o in m.cpus if o is not h}
+            got = h.hart.fetch(h.hart.pc)
+            assert got is not None
+            nxt = h.hart.pc + got[1]
+            assert c(f"Z0,{nxt:x},2") == b"OK"
+            assert c(f"vCont;c:{h.id + 1:x}") == f"T05swbreak:;thread:{h.id + 1:x};".encode()
+            assert h.hart.pc == nxt
+            assert {o.id: o.hart.pc for o in m.cpus if o is not h} == pcs  # alone
+            assert c(f"z0,{nxt:x},2") == b"OK"
+        assert c("vCont;c") == b"W00"
+    finally:
+        c.close()
+
+
 def test_watchpoint_packets(client: Client, programs: Programs) -> None:
     nextpid = programs.kernel.dwarf.variable("nextpid").addr
     before = client.machine.ram.u32(nextpid)
@@ -363,5 +395,26 @@ def test_gdb_multiarch_sees_harts_as_threads() -> None:
     if hit.group(1) != "2":
         assert pc2.group(1) != "sys_sleep", s["pc2"]  # hart 1's own registers
         assert re.search(r"0x[0-9a-f]+", s["si2"]), s["si2"]  # stepped hart 1 alone
+    assert s["end"] == "[Inferior 1 (Remote target) exited normally]", s["end"]
+    assert status == 0, err
+
+
+@pytest.mark.skipif(GDB is None, reason="needs gdb-multiarch")
+def test_gdb_multiarch_steps_every_hart_running_or_in_wfi() -> None:
+    steps = [("connect", "target remote :{port}"), ("brk", "break sys_sleep"),
+             ("cont", "continue"), ("threads", "info threads")]
+    for t in (1, 2, 3, 4):
+        steps += [(f"t{t}", f"thread {t}"), (f"pc{t}", "print $pc"), (f"si{t}", "stepi"),
+                  (f"after{t}", "print $pc")]
+    steps += [("del", "delete"), ("end", "continue")]
+    s, gdb, status, _, err = _gdb_session(
+        ["--clock", "icount", "--cpus", "4", "-c", "sleep 1"], steps)
+    assert re.search(r"\(hart \d \(wfi\)\)", s["threads"]), s["threads"]  # one at least
+    for t in (1, 2, 3, 4):
+        assert "exited" not in s[f"si{t}"], s[f"si{t}"]
+        before = re.search(r"0x([0-9a-f]+)", s[f"pc{t}"])
+        after = re.search(r"0x([0-9a-f]+)", s[f"after{t}"])
+        assert before and after, (s[f"pc{t}"], s[f"after{t}"])
+        assert after.group(1) != before.group(1), (t, s[f"si{t}"])
     assert s["end"] == "[Inferior 1 (Remote target) exited normally]", s["end"]
     assert status == 0, err

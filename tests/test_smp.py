@@ -17,7 +17,7 @@ from guest import run_guest, run_raw
 from machine_stubs import Run
 from made import stub
 
-from harness.machine import Exit
+from harness.machine import Exit, Machine, MachineConfig
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +107,39 @@ def test_usertests_on_more_harts(cpus: int) -> None:
     r = run_guest("usertests -q", 900.0, "--cpus", str(cpus))
     assert re.search(r"^ALL TESTS PASSED \(\d+ tests\)$", r.output, re.M), r.output[-3000:]
     assert r.status == 0
+
+
+def _pingpong(cpus: int, clock: str, n: int = 200) -> Machine:
+    from guest import FS_IMG, KERNEL
+
+    out = bytearray()
+    m = Machine(MachineConfig(kernel=KERNEL, fs=FS_IMG, cpus=cpus, clock=clock, timeout=300,
+                              cmd=f"sysbench pingpong {n}", output=out.extend))
+    try:
+        res = m.run()
+    finally:
+        m.close()
+    assert res.exit == Exit.POWEROFF and f"pingpong: n={n} " in out.decode(), out[-2000:]
+    return m
+
+
+def test_pingpong_on_one_busy_hart_does_not_ipi_every_round_trip() -> None:
+    # both processes run on one hart; the other idles in wfi. Each round trip makes one
+    # RUNNABLE, and the idle hart is told once: while its IPI_WAKE is pending it gets
+    # no more (ipi.c, ipi_flush); before, one IPI per round trip (222 for 200)
+    m = _pingpong(2, "icount")
+    assert 0 < m.stats.ipis < 100, m.stats
+
+
+def test_a_hurried_slice_ends_in_c_at_a_trap_from_user_mode() -> None:
+    # host clock: an IPI to an idle hart ends the sender's slice at its next trap from
+    # U-mode after IPI_GRACE_NS (Machine._hurry); the C trap path checks that itself,
+    # so the slice's traps stay on the C path (Traps.hurry)
+    m = _pingpong(2, "host", 2000)
+    if m.trap_path != "c":
+        pytest.skip("the C trap path is not built")
+    assert m.stats.ipi_wakes > 0, m.stats
+    assert sum(c.traps.python_traps for c in m.cpus) < 50, m.stats  # type: ignore[attr-defined]
 
 
 def test_debugger_shows_and_selects_harts() -> None:

@@ -14,7 +14,10 @@ and target.py runs the machine. Registers come from the data in gdbregs.py.
 
 gdb sees every hart as a thread (thread id = hart + 1; `info threads`, `thread N`): Hg and
 vCont;s:N select the hart whose registers are read and which steps (a step runs only that
-hart), a stop reply names the hart that stopped. Memory is read through the selected
+hart), vCont;c:N with no action for the others runs hart N alone (gdb steps a thread over
+a breakpoint so), a stop reply names the hart that stopped. gdb steps RISC-V in software
+(a breakpoint at the next instruction, then vCont;c), so a resume makes the selected hart
+leave wfi (harness/debug/target.py). Memory is read through the selected
 hart's satp (with the kernel's as a fallback), so kernel and current-process addresses
 both work; breakpoints set by gdb fire at their address in any address space. `monitor CMD` runs a
 `harness debug` command (monitor info proc, monitor bt, monitor info mem).
@@ -179,11 +182,11 @@ class GdbServer:
         return b"OK"
 
     # ---------------------------------------------------------------- running
-    def _run(self, step: bool) -> bytes:
+    def _run(self, step: bool, only: int | None = None) -> bytes:
         if not self.t.alive:
             return self._end_reply(self.t.m.result)  # type: ignore[arg-type]
         with self.conn.watch_interrupt(lambda: self.t.m.request_pause("gdb interrupt")):
-            stop = self.t.stepi() if step else self.t.resume()
+            stop = self.t.stepi() if step else self.t.resume(only)
         self.last = stop
         return self.stop_reply(stop)
 
@@ -275,14 +278,17 @@ class GdbServer:
         if pkt == b"vCont?":
             return b"vCont;c;C;s;S"
         if pkt.startswith(b"vCont;"):
-            action, _, tid = pkt[6:].split(b";")[0].partition(b":")
+            # actions ACTION[:TID] in order; a thread without one stays stopped
+            acts = [a.partition(b":")[::2] for a in pkt[6:].split(b";")]
+            action, tid = acts[0]
             if action[:1] in (b"s", b"S"):
                 h = self._hart_of(tid)
                 if h is not None:
                     self.t.select_hart(h)
                 return self._run(step=True)
             if action[:1] in (b"c", b"C"):
-                return self._run(step=False)
+                alone = all(t for _, t in acts)  # no default action: only these run
+                return self._run(step=False, only=self._hart_of(tid) if alone else None)
             return b""
         if pkt.startswith(b"vKill"):
             self.h_kill(pkt)

@@ -11,6 +11,12 @@ instruction. This module adds what a debugger needs around that:
   write already happened when a hook stops it, and would run it again on resume (an
   AMO would then apply twice). So the store is completed here: the PC moves past it,
   an AMO's rd gets the old memory value and an SC's rd gets 0 (it succeeded).
+- gdb steps a RISC-V thread in software: a breakpoint at its next instruction, then a
+  continue of every thread. A hart idle in wfi would never get there, while the other
+  harts might run the guest to its end; so a resume makes the selected hart leave wfi,
+  which the privileged spec allows at any time (the kernel's idle loop just looks for
+  work and waits again). `stepi` does the same with one instruction; a hart still
+  parked (before HART_START) does not step at all.
 - Address spaces, processes and programs are the guest's (harness/guest/spaces.py):
   a Target is a Guest read through the machine's hart.
 """
@@ -87,22 +93,32 @@ class Target(Guest):
             return False
         return h.priv == PRIV_U or bool(h.csr(R.UC_RISCV_REG_SSTATUS) & SSTATUS_SIE)
 
-    def resume(self) -> Stop:
+    def resume(self, only: int | None = None) -> Stop:
         """Continue until a breakpoint, a watchpoint, a pause request or the end (on any
-        hart: the one that stops becomes the selected one)."""
+        hart: the one that stops becomes the selected one; with `only`, hart `only` runs
+        and the others stay stopped, as gdb's vCont;c:N asks). The hart that is to run
+        (the selected one or `only`) leaves wfi (see the module docstring)."""
         self.check_alive()
+        first = self.m.cpus[self.m.cur if only is None else only]
+        if first.started and first.idle:
+            first.idle = False  # past its wfi already: it runs its next instruction
         for c in self.m.cpus:
             if c.started and not self._interrupt_first(c):
                 self.bps.arm_skip(c.hart.get(REG_PC), c.id)
+        self.m.only = only
         try:
             res = self.m.run()
         finally:
+            self.m.only = None
             self.bps.disarm()
         return self._stop(res)
 
     def stepi(self, mask_interrupts: bool = True) -> Stop:
         """Execute one instruction (interrupts masked unless it writes sie/mie)."""
         self.check_alive()
+        if not self.m.cpu.started:
+            return Stop("step", self.pc, message=f"hart {self.m.cur} is parked (not started "
+                        "by the kernel yet): nothing to step")
         got = self.hart.fetch(self.pc)
         mask = mask_interrupts and not (got is not None and _writes_ie(*got))
         saved = 0

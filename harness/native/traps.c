@@ -244,12 +244,29 @@ static int take(struct fp_hart *h, uint32_t intno)
     return -1;  // an exception this machine does not model
 }
 
+// Machine._hurry: a trap from U-mode (sstatus.SPP = 0 once delivered) after hurry_ns
+// ends the run; the hart holds no kernel lock there
+static void hurry(struct fp_hart *h)
+{
+    struct timespec ts;
+    if (rd(h, REG_SSTATUS) & SSTATUS_SPP)
+        return;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if ((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec < h->hurry_ns)
+        return;
+    h->hurry_ns = 0;
+    h->hurried = 1;
+    ((uc_emu_stop_fn)h->emu_stop)(h->uc);
+}
+
 static void on_intr(void *uc, uint32_t intno, void *user)
 {
     struct fp_hart *h = user;
     if (h->python > 0 || h->watch || take(h, intno) != 0) {
         h->python_traps++;
         fp_py_intr(uc, intno, h->handle);
+    } else if (h->hurry_ns > 0) {
+        hurry(h);
     }
 }
 

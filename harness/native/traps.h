@@ -23,6 +23,8 @@ struct fp_hart {
     int ebreak_delivered;      // emu_start will end with a spurious UC_ERR_EXCEPTION
     int python;                // > 0: hand every trap to the Python path
     int watch;                 // the machine's after_trap wants the exceptions (Traps.watch)
+    int64_t hurry_ns;          // > 0: a trap from U-mode at or after this CLOCK_MONOTONIC
+    int hurried;               // time ends the run, and sets this (Traps.hurry)
     int host_clock;            // rdtime = host monotonic time (else ask Python's clock)
     int64_t t0_ns;             // HostClock.t0 (CLOCK_MONOTONIC ns at reset)
     uint64_t hz;               // TIMEBASE_HZ
@@ -31,7 +33,7 @@ struct fp_hart {
     size_t hook_intr, hook_invalid;  // Unicorn hook handles
     // libunicorn's entry points (unicorn_api.h prototypes)
     void *reg_read, *reg_write, *reg_write2, *reg_write_batch, *vmem_read;
-    void *hook_add, *hook_del, *ctl;
+    void *hook_add, *hook_del, *ctl, *emu_stop;
 };
 
 int fp_attach(struct fp_hart *h);

@@ -20,6 +20,7 @@ typedef int (*uc_hook_add_fn)(void *uc, size_t *hh, int type, void *callback,
                               void *user_data, uint64_t begin, uint64_t end, ...);
 typedef int (*uc_hook_del_fn)(void *uc, size_t hh);
 typedef int (*uc_ctl_fn)(void *uc, int control, ...);
+typedef int (*uc_emu_stop_fn)(void *uc);
 
 #define UC_HOOK_INTR 1
 #define UC_HOOK_INSN_INVALID (1 << 14)
