@@ -95,6 +95,19 @@ class Uart16550(Device):
         self.fast = st
         self._sync()
 
+    def tap(self, fn: Callable[[int], None]) -> None:
+        """Also give every transmitted byte to fn, at once, in order with everything else
+        the machine does (the C bus then leaves THR to this model)."""
+        tx = self.tx
+
+        def tee(byte: int) -> None:
+            fn(byte)
+            tx(byte)
+
+        self.tx = tee
+        if self.fast is not None:
+            self.fast.tapped = 1
+
     def take_tx(self) -> bytes:
         """The bytes the C bus transmitted since the last call (b"" on the Python path)."""
         st = self.fast

@@ -115,7 +115,7 @@ static int uart_read(struct fp_uart *u, uint64_t offset, uint32_t size, uint64_t
 static int uart_write(struct fp_uart *u, uint64_t offset, uint32_t size, uint64_t value)
 {
     if (offset != u->thr || size != 1 || (u->lcr & u->dlab) || (u->ier & u->etbei)
-        || u->n >= FP_TXBUF)
+        || u->tapped || u->n >= FP_TXBUF)
         return 0;
     u->buf[u->n++] = (uint8_t)value;
     u->tx++;

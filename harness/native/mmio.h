@@ -44,6 +44,7 @@ struct fp_uart {                     // the transmit side of harness/devices/uar
     uint32_t n;
     uint64_t tx;                     // bytes C transmitted (ever)
     uint8_t ier, lcr, rx_ready;      // mirrored from the Python model
+    uint8_t tapped;                  // every byte must reach Python's tx (Uart16550.tap)
     uint8_t thr, lsr, dlab, etbei;   // register offsets and bits (uart.py)
     uint8_t lsr_idle, lsr_dr;
     uint64_t fast;
