@@ -25,7 +25,8 @@ from unicorn.unicorn_py3 import unicorn as _ucmod
 
 from harness import native
 from harness.devices.base import Device, MachineFault
-from harness.devices.plic import Plic
+from harness.bootinfo import MAXCPU
+from harness.devices.plic import NSOURCES, Plic
 from harness.devices.uart import Uart16550
 from harness.devices.virtio_mmio import VirtioMmio
 from harness.hart import Hart
@@ -49,8 +50,9 @@ class NativeMmio:
     def __init__(self, ucs: list[Uc], plic: Plic) -> None:
         ffi, lib = _native()
         self.ffi, self.lib = ffi, lib
-        if len(ucs) > lib.FP_MAXHARTS:
-            raise ValueError(f"the C bus takes at most {lib.FP_MAXHARTS} harts")
+        if (lib.FP_MAXHARTS, lib.FP_NSOURCES) != (MAXCPU, NSOURCES):
+            raise ValueError("harness/native/mmio.h: FP_MAXHARTS/FP_NSOURCES are not "
+                             "bootinfo.h's MAXCPU / plic.py's NSOURCES")
         p = self.plic = ffi.new("struct fp_plic *")
         for i, uc in enumerate(ucs):
             p.uc[i] = _engine(uc, ffi)

@@ -19,8 +19,8 @@
 #include <stdint.h>
 
 // cffi:begin
-#define FP_MAXHARTS 8
-#define FP_NSOURCES 32
+#define FP_MAXHARTS 8    // kernel_c/bootinfo.h MAXCPU (harness/mmio_native.py checks both)
+#define FP_NSOURCES 32   // harness/devices/plic.py NSOURCES
 #define FP_TXBUF 4096
 
 enum { FP_WIN_PYTHON, FP_WIN_UART, FP_WIN_PLIC, FP_WIN_VIRTIO };
