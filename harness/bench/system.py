@@ -157,23 +157,9 @@ def raw_mips(spin: ElfImage, loops: int) -> float:
     return loops * 8 / (time.perf_counter() - t) / 1e6
 
 
-def floor_trap_us(floor: ElfImage, traps: str = "") -> float:
-    """µs per ecall round trip on the machine without a kernel (`traps`: the trap path,
-    "" = the default)."""
-    m = Launch(MachineConfig(kernel=floor.path, traps=traps)).machine
-    try:
-        t = time.perf_counter()
-        res = m.run()
-        dt = time.perf_counter() - t
-    finally:
-        m.close()
-    if res.exit != Exit.POWEROFF:
-        raise BenchError(f"the trap floor stub failed: {res.exit.value} {res.message}")
-    return dt / FLOOR_ECALLS * 1e6
-
-
-def mmio_floor_us(stub: ElfImage, traps: str) -> float:
-    """µs per MMIO load of the stub's register on the machine without a kernel."""
+def _stub_seconds(stub: ElfImage, traps: str, what: str) -> float:
+    """Host seconds a bare-metal stub runs until it powers off (`traps`: the trap path,
+    which also picks the MMIO bus; "" = the default)."""
     m = Launch(MachineConfig(kernel=stub.path, traps=traps)).machine
     try:
         t = time.perf_counter()
@@ -182,8 +168,18 @@ def mmio_floor_us(stub: ElfImage, traps: str) -> float:
     finally:
         m.close()
     if res.exit != Exit.POWEROFF:
-        raise BenchError(f"the MMIO floor stub failed: {res.exit.value} {res.message}")
-    return dt / MMIO_LOADS * 1e6
+        raise BenchError(f"the {what} stub failed: {res.exit.value} {res.message}")
+    return dt
+
+
+def floor_trap_us(floor: ElfImage, traps: str = "") -> float:
+    """µs per ecall round trip on the machine without a kernel."""
+    return _stub_seconds(floor, traps, "trap floor") / FLOOR_ECALLS * 1e6
+
+
+def mmio_floor_us(stub: ElfImage, traps: str) -> float:
+    """µs per MMIO load of the stub's register on the machine without a kernel."""
+    return _stub_seconds(stub, traps, "MMIO floor") / MMIO_LOADS * 1e6
 
 
 def console_kib_s(kernel: Path, fs: Path, cpus: int, traps: str) -> float:
