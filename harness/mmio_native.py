@@ -4,7 +4,8 @@
 callbacks are C functions. For the devices `NativeMmio` adopts, C serves the registers
 that need no Python decision: the UART's THR write (while the THR-empty interrupt is off)
 and LSR read, the PLIC's claim/complete, a virtio device's InterruptStatus read and
-InterruptACK write (the block and the AI device: one per interrupt). Those devices then
+InterruptACK write (the block and the AI device: one per interrupt), the AI device's trace
+register (the event and its time recorded in C, `VirtioAi._drain`). Those devices then
 keep that state in the C structs (`use_native` in plic.py, uart.py, virtio_mmio.py), so the
 debugger, monitor, hang watch and reports read the same values on both paths. Every other
 access goes to the device's Python `read`/`write` through one cffi callback
@@ -24,8 +25,8 @@ from unicorn import Uc
 from unicorn.unicorn_py3 import unicorn as _ucmod
 
 from harness import native
-from harness.devices.base import Device, MachineFault
 from harness.bootinfo import MAXCPU
+from harness.devices.base import Device, MachineFault
 from harness.devices.plic import NSOURCES, Plic
 from harness.devices.uart import Uart16550
 from harness.devices.virtio_mmio import VirtioMmio
@@ -63,6 +64,7 @@ class NativeMmio:
         plic.use_native(p)
         self.uart = ffi.new("struct fp_uart *")
         self._states: dict[int, tuple[int, Any]] = {id(plic): (lib.FP_WIN_PLIC, p)}
+        self._keep: list[Any] = []  # structs only C points to
 
     def adopt(self, dev: Device, irq: int | None) -> None:
         """Serve dev's hot registers in C if it has any (call before its window is mapped)."""
@@ -72,7 +74,9 @@ class NativeMmio:
             self._states[id(dev)] = (lib.FP_WIN_UART, self.uart)
         elif isinstance(dev, VirtioMmio) and irq is not None:
             st = self.ffi.new("struct fp_virtio *")
-            st.src, st.plic = irq, self.plic
+            tr = self.ffi.new("struct fp_trace *")  # off until a device enables it
+            st.src, st.plic, st.trace = irq, self.plic, tr
+            self._keep.append(tr)
             dev.use_native(st)
             self._states[id(dev)] = (lib.FP_WIN_VIRTIO, st)
 

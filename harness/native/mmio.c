@@ -1,6 +1,7 @@
 // mmio.c: the MMIO bus in C and the hot device registers (see mmio.h). Each function
 // says which Python function it mirrors; the Python one stays the specification.
 
+#include "hostclock.h"
 #include "mmio.h"
 #include "unicorn_api.h"
 
@@ -143,9 +144,24 @@ static int virtio_read(struct fp_virtio *v, uint64_t offset, uint32_t size, uint
     return 1;
 }
 
+// VirtioAi.write, TRACE: the event and the time, for VirtioAi._drain
+static int trace_write(struct fp_trace *t, uint64_t offset, uint32_t size, uint64_t value)
+{
+    if (!t || !t->enabled || offset != t->off || size != 4 || t->n >= FP_TRACE)
+        return 0;
+    t->word[t->n] = (uint32_t)value;
+    t->mtime[t->n] = fp_host_mtime(t->t0_ns, t->hz);
+    t->n++;
+    return 1;
+}
+
 // VirtioMmio.write, INTERRUPT_ACK
 static int virtio_write(struct fp_virtio *v, uint64_t offset, uint32_t size, uint64_t value)
 {
+    if (trace_write(v->trace, offset, size, value)) {
+        v->fast++;
+        return 1;
+    }
     if (offset != v->ack_off || size != 4)
         return 0;
     v->isr &= ~(uint32_t)value;

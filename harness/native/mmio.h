@@ -3,7 +3,7 @@
 // Every device window of a hart is mapped with these callbacks (uc_mmio_map). A window
 // whose device has C state (`kind`) serves its hot registers here: the UART's THR write
 // and LSR read, the PLIC's claim/complete, a virtio device's InterruptStatus read and
-// InterruptACK write. Everything else goes to the device's Python read/write through
+// InterruptACK write, and the AI device's trace register (a time-stamped event). Everything else goes to the device's Python read/write through
 // fp_py_mmio (harness/mmio_native.py), which stays the owner of device logic and of the
 // errors (DeviceError). The C state is the device's own state, not a copy: the Python
 // device objects read and write the same structs (harness/devices/plic.py,
@@ -22,6 +22,7 @@
 #define FP_MAXHARTS 8    // kernel_c/bootinfo.h MAXCPU (harness/mmio_native.py checks both)
 #define FP_NSOURCES 32   // harness/devices/plic.py NSOURCES
 #define FP_TXBUF 4096
+#define FP_TRACE 256
 
 enum { FP_WIN_PYTHON, FP_WIN_UART, FP_WIN_PLIC, FP_WIN_VIRTIO };
 
@@ -50,12 +51,23 @@ struct fp_uart {                     // the transmit side of harness/devices/uar
     uint64_t fast;
 };
 
+struct fp_trace {                    // the AI device's trace register (virtio_ai.py)
+    int enabled;                     // host clock: stamps are host mtime, taken here
+    uint32_t off;                    // VIRTIO_AI_TRACE
+    int64_t t0_ns;                   // HostClock.t0
+    uint64_t hz;
+    uint32_t n;                      // events not yet taken by Python (VirtioAi._drain)
+    uint32_t word[FP_TRACE];         // the value written: (event << 24) | reqid
+    uint64_t mtime[FP_TRACE];        // mtime at the write
+};
+
 struct fp_virtio {                   // harness/devices/virtio_mmio.py's interrupt state
     uint32_t isr;                    // InterruptStatus
     uint8_t line;                    // the level last driven to the PLIC
     uint32_t src;                    // its PLIC source
     uint32_t isr_off, ack_off;       // INTERRUPT_STATUS, INTERRUPT_ACK offsets
     struct fp_plic *plic;
+    struct fp_trace *trace;          // the AI device's, or NULL
     uint64_t fast;
 };
 
