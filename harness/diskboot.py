@@ -55,13 +55,7 @@ def boot_disk(image: bytes | bytearray, cmd: str, *, kernel: Path = DEFAULT_KERN
     m.disk.cut_after = cut_after
     try:
         if on_tx is not None:
-            tx = m.uart.tx
-
-            def tee(byte: int) -> None:
-                on_tx(byte)
-                tx(byte)
-
-            m.uart.tx = tee
+            m.uart.tap(on_tx)
         r = m.run()
         panic = m.panic_message()
     finally:

@@ -76,6 +76,7 @@ from harness.hart import (
 )
 from harness.harts import FENCE_I, PAUSE, Cpu, complete_store, scan_atomic_writes, scan_words
 from harness.mmio import MmioBus
+from harness.mmio_native import NativeBus, NativeMmio
 from harness.physmem import PhysMem
 from harness.traps import Traps
 from harness.traps_native import make_traps, new_counts, trap_path
@@ -192,6 +193,7 @@ class Machine:
             self.cpus.append(Cpu(i, uc, hart,
                                  make_traps(self.trap_path, uc, hart, self.clock, counts),
                                  MmioBus(uc, hart)))
+        self.native_mmio: NativeMmio | None = None  # the C bus (harness/mmio_native.py)
         self._run_uc = self.cpus[0].uc
         self._others = False  # at the start of this run, another hart could run
         self.only: int | None = None  # a debugger runs only this hart (gdb's vCont;c:N)
@@ -259,21 +261,29 @@ class Machine:
     def _build_devices(self) -> None:
         n = self.config.cpus
         self.plic = Plic("plic", self._context(None), seip=self._set_seip, nharts=n)
+        if self.trap_path == "c":  # the C bus with the devices' hot registers
+            nm = self.native_mmio = NativeMmio([c.uc for c in self.cpus], self.plic)
+            for c in self.cpus:
+                c.bus = NativeBus(c.uc, c.hart, nm)
         for name, base_name, cls, irq_name in MEMORY_MAP:
+            irq = ML[irq_name] if irq_name else None
             if cls is Plic:
                 dev: Device = self.plic
             else:
-                irq = ML[irq_name] if irq_name else None
                 dev = cls(name, self._context(irq), **self._device_options(cls))
-            self.devices[name] = dev
-            self._map(ML[base_name], dev)
+            self._add_device(name, ML[base_name], dev, irq)
         for name, base_name, factory, irq_name in self.config.extra_devices:
-            dev = factory(name, self._context(ML[irq_name] if irq_name else None))
-            self.devices[name] = dev
-            self._map(ML[base_name], dev)
+            irq = ML[irq_name] if irq_name else None
+            self._add_device(name, ML[base_name], factory(name, self._context(irq)), irq)
         self.clint: Clint = self.devices["clint"]  # type: ignore[assignment]
         self.uart: Uart16550 = self.devices["uart0"]  # type: ignore[assignment]
         self.disk: VirtioBlk = self.devices["virtio0"]  # type: ignore[assignment]
+
+    def _add_device(self, name: str, base: int, dev: Device, irq: int | None) -> None:
+        if self.native_mmio is not None:
+            self.native_mmio.adopt(dev, irq)
+        self.devices[name] = dev
+        self._map(base, dev)
 
     def _map(self, base: int, dev: Device) -> None:
         for c in self.cpus:  # every hart sees every device
@@ -554,6 +564,7 @@ class Machine:
         self.uc.emu_stop()
 
     def _tx(self, byte: int) -> None:
+        self._out += self.uart.take_tx()  # the C bus's bytes came first
         self._out.append(byte)
         if len(self._out) >= 4096:
             self._flush_output()
@@ -563,6 +574,7 @@ class Machine:
         self._output_hooks.append(fn)
 
     def _flush_output(self) -> None:
+        self._out += self.uart.take_tx()
         if not self._out:
             return
         data = bytes(self._out)

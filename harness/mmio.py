@@ -33,6 +33,9 @@ restart. The instruction is then completed with the previous iteration's value (
 store of the same value is skipped; a different value is seen in the register and not
 taken for a restart). Our kernel's only single-access polling loop, uartputc_sync's
 wait on LSR, never iterates: the emulated transmitter is always ready.
+
+This is the Python path's bus (`HARNESS_TRAPS=python`); by default the callbacks are C
+(`NativeBus`, harness/mmio_native.py), which also record the accesses, in C.
 """
 
 from __future__ import annotations
@@ -119,11 +122,16 @@ class MmioBus:
     def new_run(self) -> None:
         self._last = []
 
+    def _take_last(self) -> list[Access]:
+        """The accesses of the most recent MMIO instruction, forgotten."""
+        last, self._last = self._last, []
+        return last
+
     def after_stop(self, pc: int) -> int:
         """A run that was asked to stop ended with the PC at pc. If the instruction there
         made this run's last MMIO access and would run again, complete it now (see the
         module docstring). Returns the PC to resume at."""
-        last, self._last = self._last, []
+        last = self._take_last()
         if not last:
             return pc
         got = self.hart.fetch(pc)

@@ -91,8 +91,8 @@ def _native() -> tuple[Any, Any]:
     if got is None:
         raise ValueError(native.ERROR)
     ffi, lib = got
-    for name in ("X0", "SSTATUS", "STVEC", "SCOUNTEREN", "SEPC", "SCAUSE", "STVAL", "PC",
-                 "PRIV"):
+    for name in ("X0", "SSTATUS", "STVEC", "SCOUNTEREN", "MIP", "SEPC", "SCAUSE", "STVAL",
+                 "PC", "PRIV"):
         if getattr(lib, f"REG_{name}") != getattr(R, f"UC_RISCV_REG_{name}"):
             raise ValueError(f"harness/native/unicorn_api.h: REG_{name} is not this "
                              "Unicorn's register number (another Unicorn version?)")

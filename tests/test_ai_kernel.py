@@ -160,10 +160,15 @@ def test_guest_ids_equal_the_engine(images: dict[str, Path], tiny) -> None:
     assert [int(x) for x in m.group(1).split()] == list(want)
 
 
-def test_trace_register_sees_every_step(images: dict[str, Path], tiny) -> None:
+@pytest.mark.parametrize("path", ["c", "python"])
+def test_trace_register_sees_every_step(images: dict[str, Path], tiny, path: str,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """The kernel writes submit, dispatch, complete, waited for a request, in that order,
-    and the device's accept/first/done fall between dispatch and complete."""
+    and the device's accept/first/done fall between dispatch and complete: on the C bus
+    (which stamps the kernel's writes in C) as on the Python one."""
+    monkeypatch.setenv("HARNESS_TRAPS", path)
     out, b = run(images["daemon"], "aitest --async --predict 4 3 4 5", tiny)
+    assert (b.device._ctrace is not None) == (path == "c")
     assert re.search(r"^\[aitest\] result: \d+ \d+ \d+ \d+$", out, re.M), out
     m = re.search(r"^\[aitest\] reqid: (\d+)$", out, re.M)
     assert m, out

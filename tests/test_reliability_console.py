@@ -39,7 +39,7 @@ def _text(lines: int, seed: int = 1) -> bytes:
 def image(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bytes]:
     if not KERNEL.exists() or not (UBUILD / "_cat").exists():
         pytest.skip("the kernel and user programs are not built (make build)")
-    text = _text(800)
+    text = _text(3000)  # long enough to be stopped often on the C bus too
     files: dict[str, str | Path | bytes] = {p.name[1:]: p for p in UBUILD.glob("_*")
                                             if p.is_file()}
     files["big.txt"] = text

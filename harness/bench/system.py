@@ -16,6 +16,10 @@ medians reported:
                         through a pipe to a child)
       Python traps      getpid and fork again with HARNESS_TRAPS=python (first hart
                         count only): what the C trap path gains, in the same run
+    MMIO floor          a load loop on a device register with no kernel: the UART's LSR
+                        (served by the C bus, harness/native/mmio.c) and its SCR (the
+                        Python device behind the C bus), and LSR on the Python bus
+    console output      `cat` of a 200 KB file to the console (KiB/s), C and Python bus
     context switch      `sysbench pingpong` (one byte there and back over two pipes): on
                         one hart two switches per round trip; on several, two wake-ups
                         of another hart by IPI
@@ -43,7 +47,9 @@ from typing import Any
 from unicorn import UC_ARCH_RISCV, UC_MODE_RISCV64, UC_PROT_ALL, Uc
 from unicorn import riscv_const as R
 
+from harness import cheader
 from harness.bench.errors import BenchError
+from harness.devices.uart import Reg
 from harness.elf import ElfImage
 from harness.launch import Launch, launch
 from harness.machine import Exit, Machine, MachineConfig
@@ -54,7 +60,10 @@ FORKS = 200
 PIPE_KIB = 2048
 PINGPONGS = 2_000
 FLOOR_ECALLS = 50_000
+MMIO_LOADS = 50_000
+CONSOLE_CMD = "cat usertests"  # ~200 KB through the UART
 PROMPT = b"$ "
+_ML = cheader.load("memlayout.h")
 
 # the loop of user_c/sysbench.c's spin(), and an ecall loop with a minimal S-mode handler
 SPIN_S = """
@@ -105,6 +114,20 @@ off:
   sw t1, 0(t0)
 2: j 2b
 """
+# MMIO_LOADS byte loads of a UART register (offset {reg}), then power off
+MMIO_S = f"""
+.globl _start
+_start:
+  li a0, {MMIO_LOADS}
+  li t0, {_ML["UART0"]}
+1: lbu t1, {{reg}}(t0)
+  addi a0, a0, -1
+  bnez a0, 1b
+  li t0, {_ML["POWER"]}
+  li t1, {_ML["POWER_PASS"]}
+  sw t1, 0(t0)
+2: j 2b
+"""
 LINK = "SECTIONS { . = 0x80000000; .text : { *(.text*) } }"
 
 
@@ -134,10 +157,10 @@ def raw_mips(spin: ElfImage, loops: int) -> float:
     return loops * 8 / (time.perf_counter() - t) / 1e6
 
 
-def floor_trap_us(floor: ElfImage, traps: str = "") -> float:
-    """µs per ecall round trip on the machine without a kernel (`traps`: the trap path,
-    "" = the default)."""
-    m = Launch(MachineConfig(kernel=floor.path, traps=traps)).machine
+def _stub_seconds(stub: ElfImage, traps: str, what: str) -> float:
+    """Host seconds a bare-metal stub runs until it powers off (`traps`: the trap path,
+    which also picks the MMIO bus; "" = the default)."""
+    m = Launch(MachineConfig(kernel=stub.path, traps=traps)).machine
     try:
         t = time.perf_counter()
         res = m.run()
@@ -145,8 +168,37 @@ def floor_trap_us(floor: ElfImage, traps: str = "") -> float:
     finally:
         m.close()
     if res.exit != Exit.POWEROFF:
-        raise BenchError(f"the trap floor stub failed: {res.exit.value} {res.message}")
-    return dt / FLOOR_ECALLS * 1e6
+        raise BenchError(f"the {what} stub failed: {res.exit.value} {res.message}")
+    return dt
+
+
+def floor_trap_us(floor: ElfImage, traps: str = "") -> float:
+    """µs per ecall round trip on the machine without a kernel."""
+    return _stub_seconds(floor, traps, "trap floor") / FLOOR_ECALLS * 1e6
+
+
+def mmio_floor_us(stub: ElfImage, traps: str) -> float:
+    """µs per MMIO load of the stub's register on the machine without a kernel."""
+    return _stub_seconds(stub, traps, "MMIO floor") / MMIO_LOADS * 1e6
+
+
+def console_kib_s(kernel: Path, fs: Path, cpus: int, traps: str) -> float:
+    """KiB/s of console output (CONSOLE_CMD), timed from its first 4 KiB (past the boot
+    banner) to its last byte."""
+    chunks: list[tuple[float, int]] = []
+    res = launch(MachineConfig(kernel=kernel, fs=fs, cmd=CONSOLE_CMD, timeout=300, cpus=cpus,
+                               traps=traps),
+                 echo=lambda data: chunks.append((time.perf_counter(), len(data))))
+    total, start = 0, None
+    for i, (_, n) in enumerate(chunks):
+        total += n
+        if total > 4096:
+            start = i
+            break
+    if not res.ok or start is None or start + 1 >= len(chunks):
+        raise BenchError(f"'{CONSOLE_CMD}' failed in the guest ({res.exit.value})")
+    sent = sum(n for _, n in chunks[start + 1 :])
+    return sent / 1024 / (chunks[-1][0] - chunks[start][0])
 
 
 def guest(kernel: Path, fs: Path, cmd: str, timeout: float = 300, cpus: int = 1,
@@ -222,7 +274,7 @@ def _row(label: str, value: float, fmt: str = "{:<10.2f}") -> str:
 
 
 def measure(kernel: Path, fs: Path, cpus: list[int], reps: int, idle_seconds: float,
-            spin: ElfImage, floor: ElfImage,
+            spin: ElfImage, floor: ElfImage, mmio: dict[str, ElfImage],
             progress: Callable[[Iterable[int]], Any] = nullcontext) -> dict[str, list[float]]:
     """Every figure, `reps` interleaved rounds; keys end in _<harts> where they depend
     on the hart count."""
@@ -233,6 +285,11 @@ def measure(kernel: Path, fs: Path, cpus: list[int], reps: int, idle_seconds: fl
             r["raw_mips"].append(raw_mips(spin, LOOPS))
             r["floor_us"].append(floor_trap_us(floor, "c"))
             r["floor_py_us"].append(floor_trap_us(floor, "python"))
+            for path in ("c", "python"):
+                for reg, stub in mmio.items():
+                    r.setdefault(f"mmio_{reg}_{path}_us", []).append(mmio_floor_us(stub, path))
+                r.setdefault(f"console_{path}_kib_s", []).append(
+                    console_kib_s(kernel, fs, cpus[0], path))
             r["syscall_py_us"].append(_field(guest(
                 kernel, fs, f"sysbench getpid {GETPIDS}", cpus=cpus[0], traps="python"),
                 "per_call_us"))
@@ -292,7 +349,9 @@ def run(cpus: list[int], reps: int, idle_seconds: float, kernel: Path, fs: Path,
     with tempfile.TemporaryDirectory(prefix="bench-system-") as tmp:
         spin = _assemble(SPIN_S, "spin", Path(tmp))
         floor = _assemble(FLOOR_S, "floor", Path(tmp))
-        r = measure(kernel, fs, cpus, reps, idle_seconds, spin, floor, progress)
+        mmio = {name: _assemble(MMIO_S.format(reg=reg), f"mmio_{name}", Path(tmp))
+                for name, reg in (("lsr", Reg.LSR), ("scr", Reg.SCR))}
+        r = measure(kernel, fs, cpus, reps, idle_seconds, spin, floor, mmio, progress)
     med = {k: statistics.median(v) for k, v in r.items() if v}
     return {"reps": reps, "idle_seconds": idle_seconds, "cpus": cpus, "median": med, "runs": r}
 
@@ -336,6 +395,15 @@ def format_report(data: dict[str, Any]) -> str:
              _row("Ratio Python / C: trap floor", med["floor_py_over_c"]),
              _row("Ratio Python / C: getpid", med["syscall_py_over_c"]),
              _row("Ratio Python / C: fork", med["fork_py_over_c"]),
+             bar(s=f" MMIO, {base_label} (C bus / Python bus, HARNESS_TRAPS=python) ", n=w,
+                 c="-"),
+             _row("UART LSR load, C register (us)", med["mmio_lsr_c_us"]),
+             _row("UART SCR load, Python device (us)", med["mmio_scr_c_us"]),
+             _row("UART LSR load, Python bus (us)", med["mmio_lsr_python_us"]),
+             _row("UART SCR load, Python bus (us)", med["mmio_scr_python_us"]),
+             _row("Console output, C bus (KiB/s)", med["console_c_kib_s"], "{:<10.0f}"),
+             _row("Console output, Python bus (KiB/s)", med["console_python_kib_s"],
+                  "{:<10.0f}"),
              bar(s=" Idle ", n=w, c="-"),
              row(f"Host CPU at the prompt, {idle_seconds:g} s (%)", "idle_cpu_percent"),
              _row("  target (% of one core)", 2.0),

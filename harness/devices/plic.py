@@ -24,6 +24,8 @@ threshold is pending.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from harness import cheader
 from harness.devices.base import Device, DeviceContext
@@ -41,6 +43,24 @@ NSOURCES = 32  # source 0 means "none"; 1..31 fit one 32-bit pending/enable word
 PRIORITY_MASK = 7
 
 
+@dataclass
+class PlicState:
+    """The PLIC's registers and lines (the Python path's twin of `struct fp_plic`)."""
+
+    nharts: int
+    priority: list[int] = field(default_factory=lambda: [0] * NSOURCES)
+    line: int = 0      # bit i: source i's input is high
+    claimed: int = 0   # bit i: source i is claimed and not yet completed
+    enables: list[int] = field(default_factory=list)     # per context (hart)
+    thresholds: list[int] = field(default_factory=list)
+    out: list[int] = field(default_factory=list)         # SEIP of each hart as last driven
+    claims: int = 0
+
+    def __post_init__(self) -> None:
+        n = self.nharts
+        self.enables, self.thresholds, self.out = [0] * n, [0] * n, [0] * n
+
+
 class Plic(Device):
     """Interrupt controller; `seip(hart, level)` drives that hart's mip.SEIP."""
 
@@ -50,28 +70,52 @@ class Plic(Device):
                  nharts: int = 1) -> None:
         super().__init__(name, ctx)
         self.seip = seip
-        self.priority = [0] * NSOURCES
-        self.line = 0      # bit i: source i's input is high
-        self.claimed = 0   # bit i: source i is claimed and not yet completed
-        self.enables = [0] * nharts     # per context (hart)
-        self.thresholds = [0] * nharts
-        self.claims = 0
-        self._out = [False] * nharts
+        self.s: Any = PlicState(nharts)
+
+    def use_native(self, st: Any) -> None:
+        """Keep the state in `st` (a `struct fp_plic`) from now on, as it is now."""
+        old, self.s = self.s, st
+        st.nharts = old.nharts
+        for name in ("line", "claimed", "claims"):
+            setattr(st, name, getattr(old, name))
+        for name in ("priority", "enables", "thresholds", "out"):
+            for i, v in enumerate(getattr(old, name)):
+                getattr(st, name)[i] = v
+
+    @property
+    def line(self) -> int:
+        return int(self.s.line)
+
+    @property
+    def claimed(self) -> int:
+        return int(self.s.claimed)
+
+    @property
+    def claims(self) -> int:
+        return int(self.s.claims)
+
+    @property
+    def enables(self) -> list[int]:
+        return list(self.s.enables)[: self.s.nharts]
+
+    @property
+    def thresholds(self) -> list[int]:
+        return list(self.s.thresholds)[: self.s.nharts]
 
     @property
     def enable(self) -> int:
-        return self.enables[0]
+        return int(self.s.enables[0])
 
     @property
     def threshold(self) -> int:
-        return self.thresholds[0]
+        return int(self.s.thresholds[0])
 
     def set_line(self, src: int, level: bool) -> None:
         """A device's interrupt line changed (emulation thread only)."""
         if level:
-            self.line |= 1 << src
+            self.s.line |= 1 << src
         else:
-            self.line &= ~(1 << src)
+            self.s.line &= ~(1 << src)
         self._update()
 
     def line_for(self, src: int) -> Callable[[bool], None]:
@@ -82,62 +126,67 @@ class Plic(Device):
 
     @property
     def pending(self) -> int:
-        return self.line & ~self.claimed
+        return int(self.s.line & ~self.s.claimed)
 
     def _best(self, h: int) -> int:
         """Highest-priority pending source enabled for hart h's context above its
         threshold (lowest id wins ties)."""
-        cand = self.pending & self.enables[h]
-        best, best_prio = 0, self.thresholds[h]
+        s = self.s
+        cand = s.line & ~s.claimed & s.enables[h]
+        best, best_prio = 0, s.thresholds[h]
         while cand:
             src = (cand & -cand).bit_length() - 1
             cand &= cand - 1
-            if self.priority[src] > best_prio:
-                best, best_prio = src, self.priority[src]
+            if s.priority[src] > best_prio:
+                best, best_prio = src, s.priority[src]
         return best
 
     def _update(self) -> None:
-        for h in range(len(self._out)):
-            out = self._best(h) != 0
-            if out != self._out[h]:
-                self._out[h] = out
-                self.seip(h, out)
+        s = self.s
+        for h in range(s.nharts):
+            out = int(self._best(h) != 0)
+            if out != s.out[h]:
+                s.out[h] = out
+                self.seip(h, bool(out))
 
     def _context(self, offset: int, base: int, stride: int) -> int | None:
         """Hart whose register at `base` this offset is, or None."""
         h, r = divmod(offset - base, stride)
-        return h if offset >= base and r == 0 and h < len(self._out) else None
+        return h if offset >= base and r == 0 and h < self.s.nharts else None
 
     def read(self, offset: int, size: int) -> int:
         self.need_size(offset, size, 4)
+        s = self.s
         if PRIORITY < offset < PRIORITY + 4 * NSOURCES and offset % 4 == 0:
-            return self.priority[(offset - PRIORITY) // 4]
+            return int(s.priority[(offset - PRIORITY) // 4])
         if offset == PENDING:
             return self.pending & 0xFFFF_FFFF
         if (h := self._context(offset, SENABLE, ESTRIDE)) is not None:
-            return self.enables[h]
+            return int(s.enables[h])
         if (h := self._context(offset, STHRESHOLD, CSTRIDE)) is not None:
-            return self.thresholds[h]
+            return int(s.thresholds[h])
         if (h := self._context(offset, SCLAIM, CSTRIDE)) is not None:
             src = self._best(h)
             if src:
-                self.claimed |= 1 << src
-                self.claims += 1
+                s.claimed |= 1 << src
+                s.claims += 1
                 self._update()
             return src
         raise self._unknown(offset, size)
 
     def write(self, offset: int, size: int, value: int) -> None:
         self.need_size(offset, size, 4)
+        s = self.s
+        value &= 0xFFFF_FFFF
         if PRIORITY < offset < PRIORITY + 4 * NSOURCES and offset % 4 == 0:
-            self.priority[(offset - PRIORITY) // 4] = value & PRIORITY_MASK
+            s.priority[(offset - PRIORITY) // 4] = value & PRIORITY_MASK
         elif (h := self._context(offset, SENABLE, ESTRIDE)) is not None:
-            self.enables[h] = value & ~1  # source 0 does not exist
+            s.enables[h] = value & ~1  # source 0 does not exist
         elif (h := self._context(offset, STHRESHOLD, CSTRIDE)) is not None:
-            self.thresholds[h] = value & PRIORITY_MASK
+            s.thresholds[h] = value & PRIORITY_MASK
         elif self._context(offset, SCLAIM, CSTRIDE) is not None:
             if 0 < value < NSOURCES:
-                self.claimed &= ~(1 << value)  # completing an unclaimed source is ignored
+                s.claimed &= ~(1 << value)  # completing an unclaimed source is ignored
         elif offset == PENDING:
             raise self.error(offset, size, "the pending bits are read-only")
         else:
@@ -147,7 +196,7 @@ class Plic(Device):
     def _unknown(self, offset: int, size: int) -> Exception:
         if offset == PRIORITY:
             return self.error(offset, size, "source 0 does not exist")
-        n = len(self._out)
+        n = self.s.nharts
         ctx = ((offset - 0x2000) // 0x80 if 0x2000 <= offset < 0x20_0000
                else (offset - 0x20_0000) // 0x1000 if offset >= 0x20_0000 else -1)
         if 0 <= ctx < 2 * n and ctx % 2 == 0:

@@ -12,6 +12,11 @@ Registers are the National Semiconductor PC16550D's, 8 bits wide at byte offsets
   it, and the line to the PLIC is high while IER.ERBFI is set and bytes wait.
 - Divisor latch (LCR.DLAB) registers, FCR, MCR, MSR and SCR are kept but do nothing; in
   particular a FIFO reset through FCR does not throw away input that already arrived.
+
+On the C path (`use_native`, a `struct fp_uart` of harness/native/mmio.h) the C bus serves
+the LSR read and the THR write while the THR-empty interrupt is off (such a byte changes
+nothing but the output) into a buffer that `take_tx` drains; this model serves the rest
+and mirrors IER, LCR and "a byte waits" into the struct after each change (`_sync`).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import enum
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from harness.devices.base import Device, DeviceContext
 
@@ -72,15 +78,56 @@ class Uart16550(Device):
         self.fcr = 0
         self.dll, self.dlm = 1, 0
         self.thre_pending = False  # THR-empty interrupt condition (datasheet table IV)
-        self.tx_count = 0
+        self.py_tx = 0   # bytes this model transmitted (tx_count adds the C path's)
         self.rx_count = 0
         self._line = False
+        self.fast: Any = None  # struct fp_uart on the C path
+
+    @property
+    def tx_count(self) -> int:
+        """Bytes written to THR since reset, on either path."""
+        return self.py_tx + (int(self.fast.tx) if self.fast is not None else 0)
+
+    def use_native(self, st: Any) -> None:
+        """Let the C bus serve LSR and THR through `st` (see the module docstring)."""
+        st.thr, st.lsr, st.dlab, st.etbei = Reg.RBR_THR_DLL, Reg.LSR, LCR_DLAB, IER.ETBEI
+        st.lsr_idle, st.lsr_dr = LSR.THRE | LSR.TEMT, LSR.DR
+        self.fast = st
+        self._sync()
+
+    def tap(self, fn: Callable[[int], None]) -> None:
+        """Also give every transmitted byte to fn, at once, in order with everything else
+        the machine does (the C bus then leaves THR to this model)."""
+        tx = self.tx
+
+        def tee(byte: int) -> None:
+            fn(byte)
+            tx(byte)
+
+        self.tx = tee
+        if self.fast is not None:
+            self.fast.tapped = 1
+
+    def take_tx(self) -> bytes:
+        """The bytes the C bus transmitted since the last call (b"" on the Python path)."""
+        st = self.fast
+        if st is None or not st.n:
+            return b""
+        data = bytes(st.buf[0 : st.n])
+        st.n = 0
+        return data
+
+    def _sync(self) -> None:
+        st = self.fast
+        if st is not None:
+            st.ier, st.lcr, st.rx_ready = self.ier, self.lcr, int(bool(self.rx))
 
     # ---------------------------------------------------------------- host side
     def receive(self, data: bytes) -> None:
         """Bytes typed on the host console arrive (emulation thread only)."""
         self.rx.extend(data)
         self._update()
+        self._sync()
 
     # ---------------------------------------------------------------- registers
     def read(self, offset: int, size: int) -> int:
@@ -96,6 +143,7 @@ class Uart16550(Device):
             self.rx_count += 1
             b = self.rx.popleft()
             self._update()
+            self._sync()
             return b
         if offset == Reg.IER_DLM:
             return self.dlm if dlab else self.ier
@@ -116,6 +164,10 @@ class Uart16550(Device):
         return self.scr
 
     def write(self, offset: int, size: int, value: int) -> None:
+        self._write(offset, size, value)
+        self._sync()
+
+    def _write(self, offset: int, size: int, value: int) -> None:
         if offset > Reg.SCR:
             return super().write(offset, size, value)
         self.need_size(offset, size, 1)
@@ -125,7 +177,7 @@ class Uart16550(Device):
             if dlab:
                 self.dll = value
                 return
-            self.tx_count += 1
+            self.py_tx += 1
             self.tx(value)
             self.thre_pending = True  # the byte left at once: THR is empty again
             self._update()

@@ -58,7 +58,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness import cheader
 from harness.clock import HostClock
@@ -191,7 +191,8 @@ class VirtioAi(VirtioMmio):
         self.loaded: AiBackend | None = None
         self.load_error = ""
         self.config_generation = 0
-        self.trace: deque[TraceEvent] = deque(maxlen=TRACE_CAP)
+        self._trace: deque[TraceEvent] = deque(maxlen=TRACE_CAP)
+        self._ctrace: Any = None  # the C bus's struct fp_trace (use_native)
         self.requests = 0           # GENERATE requests accepted
         self.errors = 0             # chains completed with an error status
         self.progress_posts = 0     # closures posted by the engine thread
@@ -236,7 +237,39 @@ class VirtioAi(VirtioMmio):
 
     def _event(self, t_us: int, event: str, reqid: int, source: str = "device",
                arg: int = 0) -> None:
-        self.trace.append(TraceEvent(t_us, event, reqid, source, arg))
+        self._drain()
+        self._trace.append(TraceEvent(t_us, event, reqid, source, arg))
+
+    def _kernel_event(self, t_us: int, value: int) -> None:
+        """A write of (event << 24) | reqid to the trace register, at guest µs t_us."""
+        ev = (value >> 24) & 0xFF
+        self._event(t_us, TRACE_EVENTS.get(ev, f"event{ev}"), value & 0xFF_FFFF, "kernel")
+
+    @property
+    def trace(self) -> deque[TraceEvent]:
+        """Every event so far, in order (emulation thread, or after the run)."""
+        self._drain()
+        return self._trace
+
+    def use_native(self, st: Any) -> None:
+        """The C bus also takes the trace register's writes, stamped with host mtime in C,
+        while the guest's clock is the host's (under icount Python's clock stamps them)."""
+        super().use_native(st)
+        clk = self.ctx.clock
+        if isinstance(clk, HostClock) and st.trace:
+            self._ctrace = st.trace
+            st.trace.off, st.trace.t0_ns, st.trace.hz = TRACE, clk.t0, clk.hz
+            st.trace.enabled = 1
+
+    def _drain(self) -> None:
+        """Move the events the C bus recorded into the trace (before any later event)."""
+        tr = self._ctrace
+        if tr is None or not tr.n:
+            return
+        events = [(int(tr.word[i]), int(tr.mtime[i])) for i in range(tr.n)]
+        tr.n = 0
+        for value, mtime in events:
+            self._kernel_event(self._mtime_to_us(mtime), value)
 
     # ---------------------------------------------------------------- model / config
     def start_load(self, spec: str, job: _Job | None = None) -> None:
@@ -341,9 +374,7 @@ class VirtioAi(VirtioMmio):
     def write(self, offset: int, size: int, value: int) -> None:
         if offset == TRACE:
             self.need_size(offset, size, 4)
-            ev = (value >> 24) & 0xFF
-            self._event(self.now_us(), TRACE_EVENTS.get(ev, f"event{ev}"), value & 0xFF_FFFF,
-                        "kernel")
+            self._kernel_event(self.now_us(), value)
             return
         super().write(offset, size, value)
 

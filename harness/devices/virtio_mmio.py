@@ -24,6 +24,7 @@ VirtioMmio and provides `device_id`, `device_features()`, `config_space()` and
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from harness import cheader
 from harness.devices.base import Device, DeviceContext
@@ -84,6 +85,15 @@ class Chain:
         return sum(n for _, n in self.writable)
 
 
+@dataclass
+class IrqState:
+    """InterruptStatus and the level driven to the PLIC (the Python path's twin of
+    `struct fp_virtio`)."""
+
+    isr: int = 0
+    line: int = 0
+
+
 class VirtioMmio(Device):
     """The transport; subclasses implement one device type."""
 
@@ -99,10 +109,24 @@ class VirtioMmio(Device):
         self.driver_features_sel = 0
         self.driver_features = 0
         self.queue_sel = 0
-        self.interrupt_status = 0
+        self.irqs: Any = IrqState()  # or the C bus's struct fp_virtio (use_native)
         self.notifies = 0
         self.completed = 0
-        self._line = False
+
+    @property
+    def interrupt_status(self) -> int:
+        return int(self.irqs.isr)
+
+    @interrupt_status.setter
+    def interrupt_status(self, value: int) -> None:
+        self.irqs.isr = value & 0xFFFF_FFFF
+
+    def use_native(self, st: Any) -> None:
+        """Keep the interrupt state in `st` (a `struct fp_virtio`, harness/native/mmio.h),
+        whose InterruptStatus read and InterruptACK write the C bus serves."""
+        st.isr, st.line = self.irqs.isr, self.irqs.line
+        st.isr_off, st.ack_off = REG["INTERRUPT_STATUS"], REG["INTERRUPT_ACK"]
+        self.irqs = st
 
     # ---------------------------------------------------------------- device type hooks
     def device_features(self) -> int:
@@ -313,10 +337,10 @@ class VirtioMmio(Device):
         self._update_irq()
 
     def _update_irq(self) -> None:
-        line = self.interrupt_status != 0
-        if line != self._line:
-            self._line = line
-            self.ctx.irq(line)
+        line = int(self.irqs.isr != 0)
+        if line != self.irqs.line:
+            self.irqs.line = line
+            self.ctx.irq(bool(line))
 
     # ---------------------------------------------------------------- buffers
     def gather(self, bufs: list[tuple[int, int]]) -> bytes:

@@ -1,4 +1,4 @@
-"""The machine's hot paths in C (cffi, `_fastpath`): see build.py, traps.h.
+"""The machine's hot paths in C (cffi, `_fastpath`): see build.py, traps.h, mmio.h.
 
 `load()` gives (ffi, lib), or None with `ERROR` saying why (not built, or built from other
 sources than these: a stale build would silently run old code, so it is not used).

@@ -8,8 +8,8 @@
 // so the hook can hand the same event to Python (fp_py_intr) to decide.
 
 #include <stdbool.h>
-#include <time.h>
 
+#include "hostclock.h"
 #include "traps.h"
 #include "unicorn_api.h"
 
@@ -189,10 +189,7 @@ static void forget_user_code(struct fp_hart *h, uint64_t priv)
 // HostClock.mtime
 static uint64_t host_mtime(struct fp_hart *h)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - h->t0_ns;
-    return (uint64_t)((unsigned __int128)ns * h->hz / 1000000000u);
+    return fp_host_mtime(h->t0_ns, h->hz);
 }
 
 // Traps._illegal: `csrr rd, time` is emulated, anything else is delivered (cause 2)

@@ -21,6 +21,8 @@ typedef int (*uc_hook_add_fn)(void *uc, size_t *hh, int type, void *callback,
 typedef int (*uc_hook_del_fn)(void *uc, size_t hh);
 typedef int (*uc_ctl_fn)(void *uc, int control, ...);
 typedef int (*uc_emu_stop_fn)(void *uc);
+typedef int (*uc_mmio_map_fn)(void *uc, uint64_t address, size_t size, void *read_cb,
+                              void *user_read, void *write_cb, void *user_write);
 
 #define UC_HOOK_INTR 1
 #define UC_HOOK_INSN_INVALID (1 << 14)
@@ -36,6 +38,7 @@ typedef int (*uc_emu_stop_fn)(void *uc);
 #define REG_SSTATUS 133
 #define REG_STVEC 137
 #define REG_SCOUNTEREN 138
+#define REG_MIP 131
 #define REG_SEPC 140
 #define REG_SCAUSE 141
 #define REG_STVAL 142

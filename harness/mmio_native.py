@@ -1,0 +1,164 @@
+"""The MMIO bus with C callbacks and the devices' hot registers in C (harness/native/mmio.c).
+
+`NativeBus` is an `MmioBus` (harness/mmio.py: restart completion, faults) whose Unicorn MMIO
+callbacks are C functions. For the devices `NativeMmio` adopts, C serves the registers
+that need no Python decision: the UART's THR write (while the THR-empty interrupt is off)
+and LSR read, the PLIC's claim/complete, a virtio device's InterruptStatus read and
+InterruptACK write (the block and the AI device: one per interrupt), the AI device's trace
+register (the event and its time recorded in C, `VirtioAi._drain`). Those devices then
+keep that state in the C structs (`use_native` in plic.py, uart.py, virtio_mmio.py), so the
+debugger, monitor, hang watch and reports read the same values on both paths. Every other
+access goes to the device's Python `read`/`write` through one cffi callback
+(`fp_py_mmio`), which is also the path of every DeviceError. C records each hart's last
+MMIO instruction for `after_stop`.
+
+The switch is the trap path's (`HARNESS_TRAPS=python`, harness/traps_native.py): the
+Python path maps the windows with `MmioBus`, and the devices keep Python state.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+from unicorn import Uc
+from unicorn.unicorn_py3 import unicorn as _ucmod
+
+from harness import native
+from harness.bootinfo import MAXCPU
+from harness.devices.base import Device, MachineFault
+from harness.devices.plic import NSOURCES, Plic
+from harness.devices.uart import Uart16550
+from harness.devices.virtio_mmio import VirtioMmio
+from harness.hart import Hart
+from harness.mmio import Access, MmioBus
+from harness.traps_native import _native
+
+_SEIP = 1 << 9
+
+
+def _fn(name: str, ffi: Any) -> Any:
+    return ffi.cast("void *", ctypes.cast(getattr(_ucmod.uclib, name), ctypes.c_void_p).value)
+
+
+def _engine(uc: Uc, ffi: Any) -> Any:
+    return ffi.cast("void *", uc._uch.value)
+
+
+class NativeMmio:
+    """The machine's C device state: one PLIC, one UART, the virtio devices' interrupts."""
+
+    def __init__(self, ucs: list[Uc], plic: Plic) -> None:
+        ffi, lib = _native()
+        self.ffi, self.lib = ffi, lib
+        if (lib.FP_MAXHARTS, lib.FP_NSOURCES) != (MAXCPU, NSOURCES):
+            raise ValueError("harness/native/mmio.h: FP_MAXHARTS/FP_NSOURCES are not "
+                             "bootinfo.h's MAXCPU / plic.py's NSOURCES")
+        p = self.plic = ffi.new("struct fp_plic *")
+        for i, uc in enumerate(ucs):
+            p.uc[i] = _engine(uc, ffi)
+        p.reg_read, p.reg_write = _fn("uc_reg_read", ffi), _fn("uc_reg_write", ffi)
+        from harness.devices.plic import CSTRIDE, SCLAIM
+
+        p.sclaim, p.cstride, p.seip = SCLAIM, CSTRIDE, _SEIP
+        plic.use_native(p)
+        self.uart = ffi.new("struct fp_uart *")
+        self._states: dict[int, tuple[int, Any]] = {id(plic): (lib.FP_WIN_PLIC, p)}
+        self._keep: list[Any] = []  # structs only C points to
+
+    def adopt(self, dev: Device, irq: int | None) -> None:
+        """Serve dev's hot registers in C if it has any (call before its window is mapped)."""
+        lib = self.lib
+        if isinstance(dev, Uart16550) and not self._has(lib.FP_WIN_UART):
+            dev.use_native(self.uart)
+            self._states[id(dev)] = (lib.FP_WIN_UART, self.uart)
+        elif isinstance(dev, VirtioMmio) and irq is not None:
+            st = self.ffi.new("struct fp_virtio *")
+            tr = self.ffi.new("struct fp_trace *")  # off until a device enables it
+            st.src, st.plic, st.trace = irq, self.plic, tr
+            self._keep.append(tr)
+            dev.use_native(st)
+            self._states[id(dev)] = (lib.FP_WIN_VIRTIO, st)
+
+    def _has(self, kind: int) -> bool:
+        return any(k == kind for k, _ in self._states.values())
+
+    def window(self, dev: Device) -> tuple[int, Any]:
+        """(window kind, its C state) for dev's window (FP_WIN_PYTHON, NULL if none)."""
+        return self._states.get(id(dev), (self.lib.FP_WIN_PYTHON, self.ffi.NULL))
+
+    def fast(self) -> int:
+        """Accesses the C bus served without Python, all devices."""
+        n = int(self.plic.fast) + int(self.uart.fast)
+        return n + sum(int(st.fast) for k, st in self._states.values()
+                       if k == self.lib.FP_WIN_VIRTIO)
+
+
+class NativeBus(MmioBus):
+    """One hart's bus with C callbacks (see the module docstring)."""
+
+    def __init__(self, uc: Uc, hart: Hart, native: NativeMmio) -> None:
+        ffi, lib = native.ffi, native.lib
+        self._ffi, self._lib, self._native = ffi, lib, native
+        c = self._c = ffi.new("struct fp_bus *")
+        self._handle = ffi.new_handle(self)  # kept: C holds only the pointer
+        c.uc, c.handle, c.mmio_map = _engine(uc, ffi), self._handle, _fn("uc_mmio_map", ffi)
+        self._wins: list[Any] = []  # the struct fp_window of each mapping, kept alive
+        super().__init__(uc, hart)
+        uc._harness_bus = self  # type: ignore[attr-defined]  # C points into self._c
+
+    @property  # type: ignore[override]
+    def accesses(self) -> int:
+        return int(self._c.accesses)
+
+    @accesses.setter
+    def accesses(self, value: int) -> None:
+        self._c.accesses = value
+
+    def map(self, base: int, device: Device) -> None:
+        self.windows.append((base, device))
+        w = self._ffi.new("struct fp_window *")
+        w.bus, w.index = self._c, len(self.windows) - 1
+        w.kind, w.dev = self._native.window(device)
+        self._wins.append(w)
+        err = self._lib.fp_bus_map(w, base, device.size)
+        if err:
+            raise RuntimeError(f"uc_mmio_map failed for {device.name} (uc_err {err})")
+
+    def new_run(self) -> None:
+        self._c.nlast = 0
+
+    def _take_last(self) -> list[Access]:
+        c, out = self._c, []
+        for i in range(c.nlast):
+            a = c.last[i]
+            base, dev = self.windows[a.win]
+            out.append(Access(dev, base, a.offset, a.size, bool(a.write), int(a.value)))
+        c.nlast = 0
+        return out
+
+
+def _py_mmio(handle: Any, win: int, offset: int, size: int, write: int, value: int,
+             out: Any) -> int:
+    bus: NativeBus = _ffi.from_handle(handle)
+    try:
+        base, dev = bus.windows[win]
+        if write:
+            dev.write(offset, size, value)
+        else:
+            out[0] = dev.read(offset, size)
+        return 0
+    except MachineFault as e:
+        bus._stop(e)
+        return 1
+    except BaseException as e:  # a harness bug: emu_start re-raises it (as the binding does)
+        if bus.uc._hook_exception is None:
+            bus.uc._hook_exception = e
+        bus.uc.emu_stop()
+        return 1
+
+
+_ffi: Any = None
+if native.load() is not None:
+    _ffi = native.load()[0]  # type: ignore[index]
+    _ffi.def_extern(name="fp_py_mmio")(_py_mmio)
