@@ -105,8 +105,12 @@ void            start_init(void);
 void            mainhart(uint64 hartid);
 
 // icache.c
-void            icache_code_freed(void);
+void            icache_code_freed(uint64 pa);
 void            icache_sync(void);
+
+// tlb.c
+void            tlb_unmapped(void);
+void            tlb_enter(uint64 satp);
 
 // ipi.c
 void            ipi_send(int hart, uint why);

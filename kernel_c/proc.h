@@ -28,6 +28,8 @@ struct cpu {
   volatile uint ipi;          // IPI_* requests for this hart (ipi.c)
   int wakeidle;               // processes made RUNNABLE, to hand to idle harts (ipi.c)
   uint codegen;               // icache.c's codegen at this hart's last fence.i
+  uint64 usatp;               // tlb.c: the user satp this hart last entered
+  uint64 tlbgen;              // tlb.c's tlbgen at this hart's last sfence.vma
   int started;                // running its scheduler
 };
 

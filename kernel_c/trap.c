@@ -142,6 +142,7 @@ usertrapret(void)
   w_sepc(p->trapframe->epc);
 
   satp = MAKE_SATP(p->pagetable);
+  tlb_enter(satp);   // sfence.vma only if a translation may be stale
   trampoline_userret = TRAMPOLINE + (userret - trampoline);
   ((void (*)(uint64))trampoline_userret)(satp);
 }

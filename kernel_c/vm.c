@@ -178,9 +178,9 @@ mappages(pagetable_t pagetable, uint64 va, uint64 size, uint64 pa, int perm)
 void
 uvmunmap(pagetable_t pagetable, uint64 va, uint64 npages, int do_free)
 {
-  uint64 a;
+  uint64 a, pa;
   pte_t *pte;
-  int code = 0;
+  int removed = 0;
 
   if((va % PGSIZE) != 0)
     panic("uvmunmap: unaligned 0x%lx", va);
@@ -189,14 +189,16 @@ uvmunmap(pagetable_t pagetable, uint64 va, uint64 npages, int do_free)
       continue;
     if(!PTE_LEAF(*pte))
       panic("uvmunmap: not a leaf at 0x%lx", a);
-    if(do_free){
-      code |= (*pte & PTE_X) != 0;
-      kfree((void*)PTE2PA(*pte));
-    }
+    pa = PTE2PA(*pte);
+    if(do_free && (*pte & PTE_X))
+      icache_code_freed(pa);   // before kfree: nobody can refill it yet
     *pte = 0;
+    removed = 1;
+    if(do_free)
+      kfree((void*)pa);
   }
-  if(code)
-    icache_code_freed();   // harts may still hold translations of it
+  if(removed)
+    tlb_unmapped();   // harts may still hold the translations (tlb.c)
 }
 
 // An empty user page table, or 0 when out of memory.
@@ -279,6 +281,7 @@ uvmfree(pagetable_t pagetable, uint64 sz)
   if(sz > 0)
     uvmunmap(pagetable, 0, PGROUNDUP(sz)/PGSIZE, 1);
   freewalk(pagetable);
+  tlb_unmapped();   // a new table may get this one's address (tlb.c)
 }
 
 // Copy a parent's user memory (sz bytes, page table and contents) into a
@@ -319,6 +322,7 @@ uvmclear(pagetable_t pagetable, uint64 va)
   if((pte = walk(pagetable, va, 0)) == 0)
     panic("uvmclear: 0x%lx not mapped", va);
   *pte &= ~PTE_U;
+  tlb_unmapped();   // a permission lost (tlb.c)
 }
 
 // Add perm to the PTE of mapped user page va (exec: a page shared by two
