@@ -153,7 +153,6 @@ int             kill(int);
 void            killintr(void);
 int             killed(struct proc*);
 void            setkilled(struct proc*);
-struct cpu*     mycpu(void);
 struct proc*    myproc(void);
 void            procinit(void);
 void            scheduler(void) __attribute__((noreturn));

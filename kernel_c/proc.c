@@ -88,13 +88,6 @@ cpuid(void)
   return r_tp();
 }
 
-// This hart's struct cpu; interrupts must be off.
-struct cpu*
-mycpu(void)
-{
-  return &cpus[cpuid()];
-}
-
 // The running process, or 0 in the scheduler.
 struct proc*
 myproc(void)
@@ -440,6 +433,11 @@ scheduler(void)
 
     found = 0;
     for(p = proc; p < &proc[NPROC]; p++){
+      // a look without the lock first, to skip most slots cheaply: one
+      // made RUNNABLE just after is found by the next pass, as it would be
+      // had it turned RUNNABLE after we locked its slot
+      if(p->state != RUNNABLE)
+        continue;
       acquire(&p->lock);
       if(p->state == RUNNABLE){
         // the process releases p->lock and re-acquires it before

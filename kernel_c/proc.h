@@ -35,6 +35,15 @@ struct cpu {
 
 extern struct cpu cpus[NCPU];
 
+// This hart's struct cpu; interrupts must be off so we cannot move. Inline,
+// because every acquire/release uses it several times and a call costs the
+// emulator a translated-block lookup each way.
+static inline struct cpu*
+mycpu(void)
+{
+  return &cpus[r_tp()];
+}
+
 // cpu.ipi bits: what an inter-processor interrupt asks for (ipi.c)
 #define IPI_WAKE    1
 
