@@ -266,6 +266,8 @@ int             uvmcopy(pagetable_t, pagetable_t, uint64);
 void            uvmfree(pagetable_t, uint64);
 void            uvmunmap(pagetable_t, uint64, uint64, int);
 void            uvmclear(pagetable_t, uint64);
+int             uvmlazy(pagetable_t, uint64, uint64, int);
+int             uvmfault(pagetable_t, uint64);
 void            uvmaddperm(pagetable_t, uint64, int);
 int             uvmcheck(pagetable_t, uint64, uint64, int);
 pte_t *         walk(pagetable_t, uint64, int);

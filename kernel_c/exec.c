@@ -134,7 +134,7 @@ kexec(char *path, char **argv)
 {
   char *s, *last;
   int i, argc;
-  uint64 sz = 0, sp, stackbase, uargv, oldsz;
+  uint64 sz = 0, sp, stackbase, guard, uargv, oldsz;
   struct elfhdr elf;
   struct inode *ip;
   struct proghdr ph;
@@ -173,16 +173,24 @@ kexec(char *path, char **argv)
   end_op();
   ip = 0;
 
-  // a guard page, then the stack
+  // a guard page, then the stack: its top USERSTACKNOW pages now, the
+  // others when first touched (uvmlazy: fork then copies only what the
+  // program used)
   sz = PGROUNDUP(sz);
   if(sz + (USERSTACK + 1) * PGSIZE > TRAPFRAME)
     goto bad;
-  if(uvmalloc(pagetable, sz, sz + (USERSTACK + 1) * PGSIZE, PTE_W) == 0)
+  guard = sz;
+  stackbase = guard + PGSIZE;
+  sz = stackbase + USERSTACK * PGSIZE;   // what bad: frees, if it comes to that
+  if(uvmalloc(pagetable, guard, stackbase, PTE_W) == 0)
     goto bad;
-  sz += (USERSTACK + 1) * PGSIZE;
-  uvmclear(pagetable, sz - (USERSTACK + 1) * PGSIZE);
+  uvmclear(pagetable, guard);
+  if(uvmlazy(pagetable, stackbase, (USERSTACK - USERSTACKNOW) * PGSIZE,
+             PTE_R | PTE_W | PTE_U) < 0)
+    goto bad;
+  if(uvmalloc(pagetable, sz - USERSTACKNOW * PGSIZE, sz, PTE_W) == 0)
+    goto bad;
   sp = sz;
-  stackbase = sp - USERSTACK * PGSIZE;
 
   if((argc = pushargs(pagetable, argv, &sp, stackbase, &uargv)) < 0)
     goto bad;

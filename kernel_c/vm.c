@@ -185,8 +185,12 @@ uvmunmap(pagetable_t pagetable, uint64 va, uint64 npages, int do_free)
   if((va % PGSIZE) != 0)
     panic("uvmunmap: unaligned 0x%lx", va);
   for(a = va; a < va + npages*PGSIZE; a += PGSIZE){
-    if((pte = walk(pagetable, a, 0)) == 0 || (*pte & PTE_V) == 0)
+    if((pte = walk(pagetable, a, 0)) == 0)
       continue;
+    if((*pte & PTE_V) == 0){
+      *pte = 0;   // a page reserved by uvmlazy, never touched: no translation
+      continue;
+    }
     if(!PTE_LEAF(*pte))
       panic("uvmunmap: not a leaf at 0x%lx", a);
     pa = PTE2PA(*pte);
@@ -303,8 +307,15 @@ uvmcopy(pagetable_t old, pagetable_t new, uint64 sz)
   char *mem;
 
   for(i = 0; i < sz; i += PGSIZE){
-    if((pte = walk(old, i, 0)) == 0 || (*pte & PTE_V) == 0)
+    if((pte = walk(old, i, 0)) == 0)
       continue;
+    if((*pte & PTE_V) == 0){
+      // still reserved in the parent: reserved in the child, not copied
+      if((*pte & PTE_LAZY) &&
+         uvmlazy(new, i, PGSIZE, PTE_FLAGS(*pte) & ~PTE_LAZY) < 0)
+        goto err;
+      continue;
+    }
     pa = PTE2PA(*pte);
     if((mem = kalloc()) == 0)
       goto err;
@@ -319,6 +330,56 @@ uvmcopy(pagetable_t old, pagetable_t new, uint64 sz)
 err:
   uvmunmap(new, 0, i / PGSIZE, 1);
   return -1;
+}
+
+// Reserve [va, va+size) (page-aligned) for user pages with permissions
+// perm that are allocated, zeroed, when first touched (uvmfault, useraddr).
+// For the user stack: most programs use a page or two of it, and fork
+// would copy (and exit free) every page mapped. Returns 0, or -1 if a
+// page-table page cannot be allocated.
+int
+uvmlazy(pagetable_t pagetable, uint64 va, uint64 size, int perm)
+{
+  uint64 a;
+  pte_t *pte;
+
+  for(a = va; a < va + size; a += PGSIZE){
+    if((pte = walk(pagetable, a, 1)) == 0)
+      return -1;
+    if(*pte & PTE_V)
+      panic("uvmlazy: 0x%lx is mapped", a);
+    *pte = PTE_LAZY | perm;
+  }
+  return 0;
+}
+
+// Give the reserved page behind pte its zeroed page. 0, or -1 when out of
+// memory. (Invalid -> valid: no TLB flush needed, see tlb.c.)
+static int
+lazyfill(pte_t *pte)
+{
+  char *mem;
+
+  if((mem = kalloc()) == 0)
+    return -1;
+  memset(mem, 0, PGSIZE);
+  *pte = PA2PTE(mem) | (PTE_FLAGS(*pte) & ~PTE_LAZY) | PTE_V | PTE_A | PTE_D;
+  return 0;
+}
+
+// A page fault at user address va: if va is in a reserved page, allocate
+// it and return 0 (the instruction runs again); else -1.
+int
+uvmfault(pagetable_t pagetable, uint64 va)
+{
+  pte_t *pte;
+
+  if(va >= MAXVA)
+    return -1;
+  pte = walk(pagetable, PGROUNDDOWN(va), 0);
+  if(pte == 0 || (*pte & (PTE_V | PTE_LAZY)) != PTE_LAZY)
+    return -1;
+  return lazyfill(pte);
 }
 
 // Make user page va inaccessible from user mode (the stack guard page).
@@ -355,6 +416,8 @@ useraddr(pagetable_t pagetable, uint64 va, int write)
   if(va >= MAXVA)
     return 0;
   pte = walk(pagetable, PGROUNDDOWN(va), 0);
+  if(pte && (*pte & (PTE_V | PTE_LAZY)) == PTE_LAZY && lazyfill(pte) < 0)
+    return 0;   // reserved, and no memory to fill it
   if(pte == 0 || (*pte & (PTE_V | PTE_U)) != (PTE_V | PTE_U))
     return 0;
   if(write && (*pte & PTE_W) == 0)
