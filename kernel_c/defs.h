@@ -94,6 +94,8 @@ char*           skipelem(char*, char*);
 // kalloc.c
 void*           kalloc(void);
 void            kfree(void *);
+void            kshare(void *);
+int             kunshare(void *);
 void            kinit(void);
 uint64          kfreepages(void);
 uint64          ktotalpages(void);

@@ -194,12 +194,13 @@ uvmunmap(pagetable_t pagetable, uint64 va, uint64 npages, int do_free)
     if(!PTE_LEAF(*pte))
       panic("uvmunmap: not a leaf at 0x%lx", a);
     pa = PTE2PA(*pte);
-    if(do_free && (*pte & PTE_X))
-      icache_code_freed(pa);   // before kfree: nobody can refill it yet
+    if(do_free && !kunshare((void*)pa)){   // its last mapping (kalloc.c)
+      if(*pte & PTE_X)
+        icache_code_freed(pa);   // before kfree: nobody can refill it yet
+      kfree((void*)pa);
+    }
     *pte = 0;
     removed = 1;
-    if(do_free)
-      kfree((void*)pa);
   }
   if(removed)
     tlb_unmapped();   // harts may still hold the translations (tlb.c)
@@ -317,6 +318,14 @@ uvmcopy(pagetable_t old, pagetable_t new, uint64 sz)
       continue;
     }
     pa = PTE2PA(*pte);
+    if((*pte & (PTE_U | PTE_W)) == PTE_U){
+      // read-only user memory (text): nobody ever writes it (copyout
+      // needs PTE_W), so the child shares the page (kalloc.c)
+      if(mappages(new, i, PGSIZE, pa, PTE_FLAGS(*pte)) != 0)
+        goto err;
+      kshare((void*)pa);
+      continue;
+    }
     if((mem = kalloc()) == 0)
       goto err;
     memmove(mem, (char*)pa, PGSIZE);
