@@ -336,6 +336,73 @@ tlbpingpong(char *s)
     fail(s, "the child saw another page");
 }
 
+// Deep recursion: every frame holds a page-sized array, so the stack
+// reaches pages exec only reserved (kernel_c/vm.c, uvmlazy).
+static int
+deep(int n)
+{
+  volatile char frame[PGSIZE];
+
+  frame[0] = n;
+  frame[PGSIZE - 1] = n;
+  if(n > 0 && deep(n - 1) != n - 1)
+    return -1;
+  return frame[0] == (char)n && frame[PGSIZE - 1] == (char)n ? n : -1;
+}
+
+// The kernel writes into stack pages never touched yet (read() into a big
+// local buffer), and a child forked then sees the parent's pages.
+static int
+lazyread(char *s, int fds[2])
+{
+  char buf[8 * PGSIZE];
+  int pid, st;
+
+  for(int i = 0; i < 8; i++){
+    char c = 'a' + i;
+    if(write(fds[1], &c, 1) != 1 ||
+       read(fds[0], buf + i * PGSIZE + 100, 1) != 1)
+      fail(s, "pipe failed");
+  }
+  if((pid = fork()) < 0)
+    fail(s, "fork failed");
+  for(int i = 0; i < 8; i++)
+    if(buf[i * PGSIZE + 100] != 'a' + i){
+      if(pid == 0)
+        exit(2);
+      fail(s, "the kernel's store into stack page %d is lost", i);
+    }
+  if(pid == 0)
+    exit(0);
+  if((st = waitfor(s, pid)) != 0)
+    fail(s, "the child does not see the parent's stack (exit %d)", st);
+  return buf[100];
+}
+
+static void
+lazystack(char *s)
+{
+  int fds[2], pid;
+
+  if(pipe(fds) < 0)
+    fail(s, "pipe failed");
+  for(int round = 0; round < 2; round++){   // the second time, all mapped
+    if(lazyread(s, fds) != 'a')
+      fail(s, "lazyread");
+    if(deep(USERSTACK - 4) != USERSTACK - 4)
+      fail(s, "deep recursion lost its frames");
+  }
+  // a fork after the stack grew: the child recurses through copied pages
+  if((pid = fork()) < 0)
+    fail(s, "fork failed");
+  if(pid == 0)
+    exit(deep(USERSTACK - 4) == USERSTACK - 4 ? 0 : 1);
+  if(waitfor(s, pid) != 0)
+    fail(s, "the child's deep recursion failed");
+  close(fds[0]);
+  close(fds[1]);
+}
+
 struct test mem_quick[] = {
   { sbrkbasic, "sbrkbasic" },
   { sbrkpages, "sbrkpages" },
@@ -347,6 +414,7 @@ struct test mem_quick[] = {
   { tlbshrink, "tlbshrink" },
   { tlbregrow, "tlbregrow" },
   { tlbpingpong, "tlbpingpong" },
+  { lazystack, "lazystack" },
   { 0, 0 },
 };
 
