@@ -25,6 +25,8 @@
 
 extern char end[];      // first address after the kernel; kernel.ld
 
+_Static_assert(NPROC < 256, "page reference counts are bytes");
+
 struct run {
   struct run *next;
 };
@@ -36,7 +38,8 @@ static struct {
   uint64 nfree;         // free pages: the list plus the fresh region
   uint64 base;          // first page managed (the counts live there)
   uint64 first;         // first page handed out
-  ushort *refs;         // references per page from base (kalloc sets 1)
+  uchar *refs;          // references per page from base (kalloc sets 1;
+                        // at most one per process: NPROC < 256)
   uint64 ntotal;        // pages managed
 } kmem;
 
@@ -49,14 +52,14 @@ kinit(void)
   kmem.base = PGROUNDUP((uint64)end);
   npages = (phystop - kmem.base) / PGSIZE;
   // the counts take the first pages (never initialised: kalloc sets one)
-  kmem.refs = (ushort*)kmem.base;
-  kmem.first = kmem.base + PGROUNDUP(npages * sizeof(ushort));
+  kmem.refs = (uchar*)kmem.base;
+  kmem.first = kmem.base + PGROUNDUP(npages);
   kmem.fresh = kmem.first;
   kmem.ntotal = (phystop - kmem.fresh) / PGSIZE;
   kmem.nfree = kmem.ntotal;
 }
 
-static ushort*
+static uchar*
 refs(void *pa)
 {
   if(((uint64)pa % PGSIZE) != 0 || (uint64)pa < kmem.first ||
@@ -79,7 +82,7 @@ kshare(void *pa)
 int
 kunshare(void *pa)
 {
-  ushort *r;
+  uchar *r;
   int shared;
 
   acquire(&kmem.lock);
