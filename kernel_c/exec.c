@@ -3,7 +3,8 @@
 // Each PT_LOAD segment is loaded at its p_vaddr, which need not be page
 // aligned; pages below the first segment stay unmapped (so a program
 // linked above 0 gets null-pointer faults). Above the last segment come a
-// guard page and USERSTACK stack pages holding argv. Every check on the
+// guard page and USERSTACK stack pages holding argv (the lower ones only
+// reserved until touched: vm.c, uvmlazy). Every check on the
 // file is a user error (-1), never a panic: the old image is kept until
 // the new one is complete.
 
