@@ -29,7 +29,8 @@
 //     table was freed, since this hart's last fence (c->tlbgen == tlbgen).
 //     A freed table matters because a new one may get its address: the
 //     same satp would then name other mappings.
-// New mappings (invalid -> valid, or more permissions) need no fence: a
+// New mappings (invalid -> valid, as sbrk growth or a reserved stack
+// page's first touch, vm.c uvmlazy; or more permissions) need no fence: a
 // failed walk is never cached, and a missing permission misses the entry.
 // The generation is global because entries outlive migration: a hart that
 // ran a process long ago may run it again after another hart shrank it.
