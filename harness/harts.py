@@ -27,11 +27,15 @@ that does not say so gets its AMOs hooked, Machine._on_atomic_edge); a user prog
 AMO can still repeat, rarely (docs/ARCHITECTURE.md, "Harts", the limit); with
 `--clock icount` no run is stopped from outside, so nothing is ever repeated.
 
-Instruction fetch: each instance keeps its own translated code, and Unicorn notices only
-its own instance's stores into code. `fence.i` in kernel text is hooked and drops this
-hart's translations of user memory, which gives the harts exactly the coherence RISC-V
-defines: code written by one hart runs on another after a fence.i on the one that runs
-it (the kernel does that on migration and by IPI after exec, SBI remote_fence_i style).
+Instruction fetch: each instance keeps its own translated code and does not notice the
+kernel's stores into a page it translated as user code (nor another instance's stores).
+`fence.i` in kernel text is hooked and drops this hart's translations of the user pages
+that may have changed since its last fence.i, which gives the harts exactly the coherence
+RISC-V defines: code written by one hart runs on another after a fence.i on the one that
+runs it (our kernel does that after exec and before running a process when code pages
+were freed: kernel_c/icache.c). Which pages: those in the kernel's log of freed code
+pages (`CodeLog`, kernel_c/icache.h); a kernel without one (the bare-metal stubs), or a
+hart that missed more entries than the log holds, drops all of user memory.
 """
 
 from __future__ import annotations
@@ -40,12 +44,16 @@ from dataclasses import dataclass
 
 from unicorn import UC_PROT_WRITE, Uc
 
+from harness import cheader
 from harness.hart import REG_PC, Hart
 from harness.mmio import MmioBus, mmio_form
 from harness.physmem import PhysMem
 from harness.traps import Traps, mem_operand
 
 FENCE_I = 0x0000_100F
+_ICACHE = cheader.load("icache.h")
+CODELOG_SIZE = _ICACHE["CODELOG_SIZE"]
+_CODELOG = _ICACHE.struct("codelog")
 PAUSE = 0x0100_000F  # fence w, 0 (Zihintpause)
 
 
@@ -65,6 +73,7 @@ class Cpu:
     start_pc: int = -1      # where its current run began (the pause hook skips it once)
     paused_once: bool = False
     fence_i: int = 0        # fence.i executed (translations of user memory dropped)
+    codeseq: int = 0        # CodeLog.seq at its last fence.i
     yields: int = 0         # slices given up in a spin loop (pause)
     stores_completed: int = 0  # stores cut by a stop, completed (complete_store)
     ipi_at: float = 0.0     # perf_counter of an IPI that found it idle, until it runs
@@ -72,6 +81,24 @@ class Cpu:
     def can_run(self) -> bool:
         """Started and not waiting in wfi for an interrupt that has not come."""
         return self.started and (not self.idle or bool(self.hart.pending_enabled()))
+
+
+@dataclass(frozen=True)
+class CodeLog:
+    """The kernel's log of freed user-code pages (struct codelog, kernel_c/icache.h)."""
+
+    ram: PhysMem
+    addr: int  # the kernel's `codelog` symbol
+
+    def since(self, seq: int) -> tuple[int, list[int] | None]:
+        """(the log's seq now, the pages logged since `seq`), or None for the pages when
+        the log has wrapped past some of them (or the kernel restarted it: a reset)."""
+        now = self.ram.u64(self.addr + _CODELOG.offset("seq"))
+        # < SIZE, not <=: an append may be rewriting slot now % SIZE
+        if not 0 <= now - seq < CODELOG_SIZE:
+            return now, None
+        pa = self.addr + _CODELOG.offset("pa")
+        return now, [self.ram.u64(pa + 8 * (i % CODELOG_SIZE)) for i in range(seq, now)]
 
 
 def complete_store(c: Cpu, ram: PhysMem) -> int:

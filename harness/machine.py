@@ -74,7 +74,15 @@ from harness.hart import (
     Hart,
     emu_stop_holding_gil,
 )
-from harness.harts import FENCE_I, PAUSE, Cpu, complete_store, scan_atomic_writes, scan_words
+from harness.harts import (
+    FENCE_I,
+    PAUSE,
+    CodeLog,
+    Cpu,
+    complete_store,
+    scan_atomic_writes,
+    scan_words,
+)
 from harness.mmio import MmioBus
 from harness.mmio_native import NativeBus, NativeMmio
 from harness.physmem import PhysMem
@@ -326,8 +334,8 @@ class Machine:
         info = bootinfo.pack(ram_base=self.ram.base, ram_size=self.ram.size,
                              timebase_hz=self.clock.hz, boot_mtime=self.boot_mtime,
                              flags=flags, cmd=self.config.cmd, ncpu=self.config.cpus)
-        # user pages all lie above the kernel image: fork/exec and a hart's fence.i
-        # drop only their translations (harness/traps.py, _NEW_TEXT; harness/harts.py)
+        # user pages all lie above the kernel image: a hart's fence.i drops their
+        # translations, or only the logged ones (harness/harts.py, CodeLog)
         kend = -(-max(s.paddr + s.memsz for s in self.kernel.segments) // 0x1000) * 0x1000
         ram_end = self.ram.base + self.ram.size
         fences = [s.vaddr + off for s in self.kernel.segments if "X" in s.flags
@@ -341,8 +349,6 @@ class Machine:
         for c in self.cpus:
             c.uc.mem_map(ML["BOOTINFO"], 0x1000, UC_PROT_READ)
             c.uc.mem_write(ML["BOOTINFO"], info)
-            c.traps.set_user_code(kend, ram_end, lambda h=c.id: self.ram.forget_code(
-                kend, ram_end - kend, hart=h))
             for a in fences:
                 c.uc.hook_add(UC_HOOK_CODE, self._on_fence_i, c, a, a)
             c.traps.after_trap = self._after_trap
@@ -352,6 +358,10 @@ class Machine:
                 for a in pauses:
                     c.uc.hook_add(UC_HOOK_CODE, self._on_pause, c, a, a)
         self._user_code = (kend, ram_end - kend)
+        try:
+            self._codelog: CodeLog | None = CodeLog(self.ram, self.kernel.symbol("codelog"))
+        except KeyError:
+            self._codelog = None
 
     def _reset_cpu(self, c: Cpu) -> None:
         h = c.hart  # the hart resets in M-mode, so CSRs can be written directly
@@ -372,9 +382,16 @@ class Machine:
             self._kick()
 
     def _on_fence_i(self, uc: Uc, addr: int, size: int, c: Cpu) -> None:
-        """A hart executes the kernel's fence.i: drop its translations of user memory."""
+        """A hart executes the kernel's fence.i: drop its translations of the user pages
+        that may hold other code since its last one (harness/harts.py)."""
         c.fence_i += 1
-        self.ram.forget_code(*self._user_code, hart=c.id)
+        pages = None
+        if self._codelog is not None:
+            c.codeseq, pages = self._codelog.since(c.codeseq)
+        if pages is None:
+            self.ram.forget_code(*self._user_code, hart=c.id)
+        elif pages:
+            self.ram.forget_pages([(pa, 0x1000) for pa in pages], hart=c.id)
 
     def _declares(self, name: str) -> bool:
         try:

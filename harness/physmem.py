@@ -79,14 +79,19 @@ class PhysMem:
 
     def forget_code(self, pa: int, n: int, hart: int | None = None) -> None:
         """Invalidate Unicorn's translations of [pa, pa+n) in every hart's instance, or
-        only in hart `hart`'s. Unicorn resolves the range through the current MMU
-        context, so do it in M-mode, where addresses are physical."""
+        only in hart `hart`'s."""
+        self.forget_pages([(pa, n)], hart)
+
+    def forget_pages(self, ranges: list[tuple[int, int]], hart: int | None = None) -> None:
+        """`forget_code` for each (pa, n). Unicorn resolves a range through the current
+        MMU context, so do it in M-mode, where addresses are physical."""
         for uc, h in self._cpus if hart is None else self._cpus[hart : hart + 1]:
             p = h.priv
             if p != PRIV_M:
                 h.set(REG_PRIV, PRIV_M)
             try:
-                uc.ctl_remove_cache(pa, pa + n)
+                for pa, n in ranges:
+                    uc.ctl_remove_cache(pa, pa + n)
             finally:
                 if p != PRIV_M:
                     h.set(REG_PRIV, p)

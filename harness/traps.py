@@ -34,7 +34,6 @@ from collections.abc import Callable, MutableMapping
 from unicorn import UC_HOOK_INSN_INVALID, UC_HOOK_INTR, Uc
 from unicorn import riscv_const as R
 
-from harness import cheader
 from harness.devices.base import MachineFault
 from harness.hart import (
     PRIV_NAMES,
@@ -71,15 +70,6 @@ RDTIME_MASK, RDTIME = 0xFFFF_F07F, 0xC010_2073  # csrrs rd, time, x0
 SCOUNTEREN_TM = 1 << 1
 
 _PC_PRIV = (REG_PC, REG_PRIV)
-# System calls that put new program text into physical pages (exec loads it,
-# fork copies it). Unicorn does not notice the kernel writing a page through
-# its own mapping when that page's old contents were once translated as code
-# at a user address, and would go on running the old translation (a forked
-# or exec'd program then runs another program's code). Flushing the
-# translations of user memory as such a call enters the kernel, before the
-# writes, keeps every later fetch fresh (Traps.forget_user_code).
-_SYSCALLS = cheader.load("syscall.h")
-_NEW_TEXT = frozenset((_SYSCALLS["SYS_fork"], _SYSCALLS["SYS_exec"]))
 _STATUS_VEC = (R.UC_RISCV_REG_SSTATUS, R.UC_RISCV_REG_STVEC)
 _DELIVER = (R.UC_RISCV_REG_SSTATUS, R.UC_RISCV_REG_SCAUSE, R.UC_RISCV_REG_SEPC,
             R.UC_RISCV_REG_STVAL, REG_PC)
@@ -143,9 +133,6 @@ class Traps:
         self.counts: MutableMapping[int, int] = Counter() if counts is None else counts
         self.rdtime = 0
         self.ebreak_delivered = False  # emu_start will end with a spurious UC_ERR_EXCEPTION
-        # drops translated user code before fork/exec (see _NEW_TEXT); the machine
-        # narrows it to RAM above the kernel image, which keeps the kernel's translations
-        self.forget_user_code: Callable[[], None] = uc.ctl_flush_tb
         # called after each trap this hook delivered, with the privilege it came from (the
         # machine may end the run there: harness/machine.py, _after_trap)
         self.after_trap: Callable[[Uc, int], None] | None = None
@@ -154,10 +141,6 @@ class Traps:
     def _attach(self, uc: Uc) -> None:
         uc.hook_add(UC_HOOK_INTR, self._on_intr)
         uc.hook_add(UC_HOOK_INSN_INVALID, self._on_invalid)
-
-    def set_user_code(self, lo: int, hi: int, forget: Callable[[], None]) -> None:
-        """User pages lie in physical [lo, hi); `forget` drops their translations."""
-        self.forget_user_code = forget
 
     def watch(self, on: bool) -> None:
         """While on, `after_trap` must see every trap. This path always calls it; the C
@@ -183,8 +166,6 @@ class Traps:
                     f"ecall from {PRIV_NAMES.get(priv, priv)}-mode at {epc:#x}: this machine "
                     "has no SBI (the harness is the firmware; use the MMIO devices of "
                     "kernel_c/memlayout.h)", pc=epc)
-            if h.x(17) in _NEW_TEXT:  # a7: the system call number
-                self.forget_user_code()
             self.deliver(ECALL, epc, 0, priv)
         elif intno == ILLEGAL:
             self._illegal(epc)

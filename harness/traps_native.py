@@ -19,7 +19,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -30,7 +30,7 @@ from unicorn.unicorn_py3 import unicorn as _ucmod
 from harness import native
 from harness.clock import Clock, HostClock
 from harness.hart import Hart
-from harness.traps import _NEW_TEXT, _SYSCALLS, Traps
+from harness.traps import Traps
 
 ENV = "HARNESS_TRAPS"
 PATHS = ("c", "python")
@@ -115,8 +115,6 @@ class NativeTraps(Traps):
             setattr(c, name, ffi.cast("void *", ctypes.cast(fn, ctypes.c_void_p).value))
         if isinstance(clock, HostClock):
             c.host_clock, c.t0_ns, c.hz = 1, clock.t0, clock.hz
-        c.sys_fork, c.sys_exec = _SYSCALLS["SYS_fork"], _SYSCALLS["SYS_exec"]
-        assert _NEW_TEXT == {c.sys_fork, c.sys_exec}
         self.uc = uc
         # the hooks point into self._c: it must live as long as the engine does
         uc._harness_traps = self  # type: ignore[attr-defined]
@@ -126,10 +124,6 @@ class NativeTraps(Traps):
         err = self._lib.fp_attach(self._c)
         if err:
             raise RuntimeError(f"uc_hook_add failed for the C trap hooks (uc_err {err})")
-
-    def set_user_code(self, lo: int, hi: int, forget: Callable[[], None]) -> None:
-        super().set_user_code(lo, hi, forget)
-        self._c.user_lo, self._c.user_hi = lo, hi
 
     def watch(self, on: bool) -> None:
         """While on, every trap takes the Python path, which calls `after_trap`."""

@@ -706,9 +706,10 @@ ai_exit(struct proc *p)
 {
   struct aislot *s;
   uint failed, orphans;
-  int i;
+  int i, nfree;
 
   acquire(&ai_lock);
+  nfree = ai.sv.nfree;
 
   // as a worker: a request the device has already returned is finished
   // as usual; the others fail, and their chains are abandoned (cancelled
@@ -743,6 +744,9 @@ ai_exit(struct proc *p)
     if((orphans & (1u << i)) && ai.sv.slot[i].chain >= 0)
       virtio_ai_cancel(ai.sv.slot[i].chain);
 
-  wakeup(&ai.sv.nfree);
+  // only if a slot was freed: most exits never touched the AI service, and
+  // a wakeup() scans the whole process table
+  if(ai.sv.nfree > nfree)
+    wakeup(&ai.sv.nfree);
   release(&ai_lock);
 }

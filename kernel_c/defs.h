@@ -94,6 +94,8 @@ char*           skipelem(char*, char*);
 // kalloc.c
 void*           kalloc(void);
 void            kfree(void *);
+void            kshare(void *);
+int             kunshare(void *);
 void            kinit(void);
 uint64          kfreepages(void);
 uint64          ktotalpages(void);
@@ -105,8 +107,12 @@ void            start_init(void);
 void            mainhart(uint64 hartid);
 
 // icache.c
-void            icache_code_freed(void);
+void            icache_code_freed(uint64 pa);
 void            icache_sync(void);
+
+// tlb.c
+void            tlb_unmapped(void);
+void            tlb_enter(uint64 satp);
 
 // ipi.c
 void            ipi_send(int hart, uint why);
@@ -149,7 +155,6 @@ int             kill(int);
 void            killintr(void);
 int             killed(struct proc*);
 void            setkilled(struct proc*);
-struct cpu*     mycpu(void);
 struct proc*    myproc(void);
 void            procinit(void);
 void            scheduler(void) __attribute__((noreturn));
@@ -263,6 +268,8 @@ int             uvmcopy(pagetable_t, pagetable_t, uint64);
 void            uvmfree(pagetable_t, uint64);
 void            uvmunmap(pagetable_t, uint64, uint64, int);
 void            uvmclear(pagetable_t, uint64);
+int             uvmlazy(pagetable_t, uint64, uint64, int);
+int             uvmfault(pagetable_t, uint64);
 void            uvmaddperm(pagetable_t, uint64, int);
 int             uvmcheck(pagetable_t, uint64, uint64, int);
 pte_t *         walk(pagetable_t, uint64, int);

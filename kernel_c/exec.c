@@ -3,7 +3,8 @@
 // Each PT_LOAD segment is loaded at its p_vaddr, which need not be page
 // aligned; pages below the first segment stay unmapped (so a program
 // linked above 0 gets null-pointer faults). Above the last segment come a
-// guard page and USERSTACK stack pages holding argv. Every check on the
+// guard page and USERSTACK stack pages holding argv (the lower ones only
+// reserved until touched: vm.c, uvmlazy). Every check on the
 // file is a user error (-1), never a panic: the old image is kept until
 // the new one is complete.
 
@@ -134,7 +135,7 @@ kexec(char *path, char **argv)
 {
   char *s, *last;
   int i, argc;
-  uint64 sz = 0, sp, stackbase, uargv, oldsz;
+  uint64 sz = 0, sp, stackbase, guard, uargv, oldsz;
   struct elfhdr elf;
   struct inode *ip;
   struct proghdr ph;
@@ -173,16 +174,24 @@ kexec(char *path, char **argv)
   end_op();
   ip = 0;
 
-  // a guard page, then the stack
+  // a guard page, then the stack: its top USERSTACKNOW pages now, the
+  // others when first touched (uvmlazy: fork then copies only what the
+  // program used)
   sz = PGROUNDUP(sz);
   if(sz + (USERSTACK + 1) * PGSIZE > TRAPFRAME)
     goto bad;
-  if(uvmalloc(pagetable, sz, sz + (USERSTACK + 1) * PGSIZE, PTE_W) == 0)
+  guard = sz;
+  stackbase = guard + PGSIZE;
+  sz = stackbase + USERSTACK * PGSIZE;   // what bad: frees, if it comes to that
+  if(uvmalloc(pagetable, guard, stackbase, PTE_W) == 0)
     goto bad;
-  sz += (USERSTACK + 1) * PGSIZE;
-  uvmclear(pagetable, sz - (USERSTACK + 1) * PGSIZE);
+  uvmclear(pagetable, guard);
+  if(uvmlazy(pagetable, stackbase, (USERSTACK - USERSTACKNOW) * PGSIZE,
+             PTE_R | PTE_W | PTE_U) < 0)
+    goto bad;
+  if(uvmalloc(pagetable, sz - USERSTACKNOW * PGSIZE, sz, PTE_W) == 0)
+    goto bad;
   sp = sz;
-  stackbase = sp - USERSTACK * PGSIZE;
 
   if((argc = pushargs(pagetable, argv, &sp, stackbase, &uargv)) < 0)
     goto bad;

@@ -14,9 +14,8 @@
 // fence, and a hart that only switches between processes whose code is
 // unchanged (pipes, the AI service's workers) never executes one.
 //
-// The harness makes fence.i cost ~0.1 ms (it drops that hart's
-// translations of all user memory), which the old fence on every migration
-// paid several times per request on 4 harts.
+// The harness implements fence.i by dropping this hart's translations of
+// the pages logged in codelog since its last fence.i (icache.h).
 
 #include "types.h"
 #include "param.h"
@@ -25,15 +24,24 @@
 #include "procinfo.h"
 #include "proc.h"
 #include "defs.h"
+#include "icache.h"
 
 static volatile uint codegen;   // bumped when a page of user code is freed
                                 // (a bump repeated by the harness only adds a fence)
+struct codelog codelog;         // read by the harness (icache.h)
+static struct spinlock codelock = { .name = "codelog" };
 
-// A page that was mapped executable in user space is being freed.
+// The page at pa, mapped executable in user space, is about to be freed.
+// Logged and counted before kfree, so it cannot be refilled with new code
+// before a hart that fences can know about it.
 void
-icache_code_freed(void)
+icache_code_freed(uint64 pa)
 {
-  __sync_fetch_and_add(&codegen, 1);
+  acquire(&codelock);
+  codelog.pa[codelog.seq % CODELOG_SIZE] = pa;
+  codelog.seq++;
+  codegen++;
+  release(&codelock);
 }
 
 // Before this hart runs a process: fence.i if user code may have changed

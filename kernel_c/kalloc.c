@@ -9,6 +9,12 @@
 //
 // nfree counts free pages (list and fresh) for freemem() and the usertests
 // leak check.
+//
+// Each page has a reference count: 1 from kalloc, more while fork shares a
+// read-only user page (program text) between parent and child instead of
+// copying it (vm.c, uvmcopy). A copy would cost the emulator the copy and a
+// fresh translation of the child's code, and exit would free it as code,
+// which makes every hart drop its translations of it (icache.c).
 
 #include "types.h"
 #include "param.h"
@@ -19,6 +25,8 @@
 
 extern char end[];      // first address after the kernel; kernel.ld
 
+_Static_assert(NPROC < 256, "page reference counts are bytes");
+
 struct run {
   struct run *next;
 };
@@ -28,16 +36,61 @@ static struct {
   struct run *freelist; // pages freed since boot
   uint64 fresh;         // [fresh, phystop) has never been allocated
   uint64 nfree;         // free pages: the list plus the fresh region
+  uint64 base;          // first page managed (the counts live there)
+  uint64 first;         // first page handed out
+  uchar *refs;          // references per page from base (kalloc sets 1;
+                        // at most one per process: NPROC < 256)
   uint64 ntotal;        // pages managed
 } kmem;
 
 void
 kinit(void)
 {
+  uint64 npages;
+
   initlock(&kmem.lock, "kmem");
-  kmem.fresh = PGROUNDUP((uint64)end);
+  kmem.base = PGROUNDUP((uint64)end);
+  npages = (phystop - kmem.base) / PGSIZE;
+  // the counts take the first pages (never initialised: kalloc sets one)
+  kmem.refs = (uchar*)kmem.base;
+  kmem.first = kmem.base + PGROUNDUP(npages);
+  kmem.fresh = kmem.first;
   kmem.ntotal = (phystop - kmem.fresh) / PGSIZE;
   kmem.nfree = kmem.ntotal;
+}
+
+static uchar*
+refs(void *pa)
+{
+  if(((uint64)pa % PGSIZE) != 0 || (uint64)pa < kmem.first ||
+     (uint64)pa >= phystop)
+    panic("kalloc: bad page 0x%lx", (uint64)pa);
+  return &kmem.refs[((uint64)pa - kmem.base) / PGSIZE];
+}
+
+// One more user of page pa (fork sharing it).
+void
+kshare(void *pa)
+{
+  acquire(&kmem.lock);
+  (*refs(pa))++;
+  release(&kmem.lock);
+}
+
+// Drop a reference to pa unless it is the last: returns 1 if others still
+// use the page, 0 if the caller holds the only one (and must kfree it).
+int
+kunshare(void *pa)
+{
+  uchar *r;
+  int shared;
+
+  acquire(&kmem.lock);
+  r = refs(pa);
+  if((shared = *r > 1) != 0)
+    (*r)--;
+  release(&kmem.lock);
+  return shared;
 }
 
 // Free the page at physical address pa, which kalloc() returned.
@@ -47,9 +100,13 @@ kfree(void *pa)
 {
   struct run *r = (struct run*)pa;
 
-  if(((uint64)pa % PGSIZE) != 0 || (char*)pa < end ||
+  if(((uint64)pa % PGSIZE) != 0 || (uint64)pa < kmem.first ||
      (uint64)pa >= kmem.fresh)
     panic("kfree: bad page 0x%lx", (uint64)pa);
+  // no lock needed: the caller holds the only reference
+  if(*refs(pa) != 1)
+    panic("kfree: page 0x%lx has %d references", (uint64)pa, *refs(pa));
+  *refs(pa) = 0;
   memset(pa, 1, PGSIZE);
   acquire(&kmem.lock);
   r->next = kmem.freelist;
@@ -75,6 +132,8 @@ kalloc(void)
     kmem.fresh += PGSIZE;
     kmem.nfree--;
   }
+  if(r)
+    *refs(r) = 1;
   release(&kmem.lock);
   return (void*)r;
 }

@@ -20,6 +20,7 @@ KERNEL_OBJS := $(addprefix $(KBUILD)/, \
   kalloc.o \
   vm.o \
   icache.o \
+  tlb.o \
   proc.o \
   swtch.o \
   trampoline.o \

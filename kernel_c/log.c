@@ -43,6 +43,8 @@ static struct {
   int size;             // blocks in the log, header included
   int outstanding;      // system calls between begin_op and end_op
   int committing;       // commit() is running: begin_op must wait
+  int waiting;          // begin_op()s asleep: end_op wakes only if any
+                        // (a wakeup() scans the whole process table)
   int dev;
   int enabled;          // 0: log_write writes through (the --no-log bench build)
   struct logheader lh;  // the transaction being built
@@ -150,11 +152,13 @@ begin_op(void)
 {
   acquire(&log.lock);
   while(1){
-    if(log.committing){
+    if(log.committing ||
+       log.lh.n + (log.outstanding+1)*MAXOPBLOCKS > LOGBLOCKS){
+      // a commit is running, or this operation might exhaust the log:
+      // wait for the commit
+      log.waiting++;
       sleep(&log, &log.lock);
-    } else if(log.lh.n + (log.outstanding+1)*MAXOPBLOCKS > LOGBLOCKS){
-      // this operation might exhaust the log; wait for a commit
-      sleep(&log, &log.lock);
+      log.waiting--;
     } else {
       log.outstanding += 1;
       release(&log.lock);
@@ -180,7 +184,8 @@ end_op(void)
   } else {
     // begin_op() may be waiting for log space, and decrementing
     // log.outstanding has decreased the amount of reserved space
-    wakeup(&log);
+    if(log.waiting)
+      wakeup(&log);
   }
   release(&log.lock);
 
@@ -189,7 +194,8 @@ end_op(void)
     commit();
     acquire(&log.lock);
     log.committing = 0;
-    wakeup(&log);
+    if(log.waiting)
+      wakeup(&log);
     release(&log.lock);
   }
 }

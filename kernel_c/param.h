@@ -16,6 +16,7 @@
 #define MAXPATH     128   // longest path name, including the NUL
 #define NBUF         64   // disk block cache entries
 #define USERSTACK    16   // user stack pages (a guard page sits below them)
+#define USERSTACKNOW  4   // of which exec maps at once; the rest on first touch
 #define KSTACKPAGES   2   // kernel stack pages per process (plus a guard)
 #define PIPESIZE   2048   // bytes buffered in a pipe
 #define TICK_HZ     100   // timer interrupts per second while anything runs

@@ -88,22 +88,19 @@ cpuid(void)
   return r_tp();
 }
 
-// This hart's struct cpu; interrupts must be off.
-struct cpu*
-mycpu(void)
-{
-  return &cpus[cpuid()];
-}
-
 // The running process, or 0 in the scheduler.
 struct proc*
 myproc(void)
 {
   struct proc *p;
+  int on = intr_get();
 
-  push_off();
+  // push_off()/pop_off() without their bookkeeping (several calls per
+  // system call): nothing between can nest or take a lock
+  intr_off();
   p = mycpu()->proc;
-  pop_off();
+  if(on)
+    intr_on();
   return p;
 }
 
@@ -440,6 +437,11 @@ scheduler(void)
 
     found = 0;
     for(p = proc; p < &proc[NPROC]; p++){
+      // a look without the lock first, to skip most slots cheaply: one
+      // made RUNNABLE just after is found by the next pass, as it would be
+      // had it turned RUNNABLE after we locked its slot
+      if(p->state != RUNNABLE)
+        continue;
       acquire(&p->lock);
       if(p->state == RUNNABLE){
         // the process releases p->lock and re-acquires it before
@@ -533,12 +535,14 @@ sleep(void *chan, struct spinlock *lk)
   struct proc *p = myproc();
 
   // with p->lock held no wakeup() can slip in between releasing lk and
-  // sleeping, since wakeup() takes p->lock
+  // sleeping, since wakeup() takes p->lock. SLEEPING is set before lk is
+  // released, so a waker holding lk sees it even without p->lock (wakeup()
+  // looks at each slot unlocked first)
   acquire(&p->lock);
-  release(lk);
-
   p->chan = chan;
   p->state = SLEEPING;
+  release(lk);
+
   sched();
   p->chan = 0;
 
@@ -556,7 +560,10 @@ wakesleepers(void *chan, int one)
   int woke = 0;
 
   for(p = proc; p < &proc[NPROC] && !(one && woke); p++){
-    if(p == me)
+    // skip slots not sleeping on chan without taking their lock (a scan
+    // of the table costs ~60 acquires): a sleeper on chan set SLEEPING
+    // before releasing the lock our caller holds (sleep())
+    if(p == me || p->state != SLEEPING || p->chan != chan)
       continue;
     acquire(&p->lock);
     if(p->state == SLEEPING && p->chan == chan){
@@ -645,15 +652,13 @@ setkilled(struct proc *p)
   release(&p->lock);
 }
 
+// Has p been killed? A plain load: while p lives the flag only goes 0 -> 1
+// (setkilled), and the lock would not make a racing kill arrive sooner.
+// Twice per system call, so worth the lock it saves.
 int
 killed(struct proc *p)
 {
-  int k;
-
-  acquire(&p->lock);
-  k = p->killed;
-  release(&p->lock);
-  return k;
+  return __atomic_load_n(&p->killed, __ATOMIC_ACQUIRE);
 }
 
 // Copy to a user address (user_dst) or a kernel address.

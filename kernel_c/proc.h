@@ -28,10 +28,21 @@ struct cpu {
   volatile uint ipi;          // IPI_* requests for this hart (ipi.c)
   int wakeidle;               // processes made RUNNABLE, to hand to idle harts (ipi.c)
   uint codegen;               // icache.c's codegen at this hart's last fence.i
+  uint64 usatp;               // tlb.c: the user satp this hart last entered
+  uint64 tlbgen;              // tlb.c's tlbgen at this hart's last sfence.vma
   int started;                // running its scheduler
 };
 
 extern struct cpu cpus[NCPU];
+
+// This hart's struct cpu; interrupts must be off so we cannot move. Inline,
+// because every acquire/release uses it several times and a call costs the
+// emulator a translated-block lookup each way.
+static inline struct cpu*
+mycpu(void)
+{
+  return &cpus[r_tp()];
+}
 
 // cpu.ipi bits: what an inter-processor interrupt asks for (ipi.c)
 #define IPI_WAKE    1

@@ -68,6 +68,8 @@ static inline uint64 r_sip(void) { return CSR_READ(sip); }
 #define SCAUSE_S_TIMER      (SCAUSE_INTR | 5)
 #define SCAUSE_S_EXTERNAL   (SCAUSE_INTR | 9)
 #define SCAUSE_ECALL_U      8
+#define SCAUSE_LOAD_PAGE    13
+#define SCAUSE_STORE_PAGE   15
 
 static inline uint64 r_scause(void) { return CSR_READ(scause); }
 static inline uint64 r_sepc(void) { return CSR_READ(sepc); }
@@ -151,6 +153,9 @@ typedef uint64 *pagetable_t;   // 512 PTEs
 #define PTE_U (1L << 4)
 #define PTE_A (1L << 6)
 #define PTE_D (1L << 7)
+// software (the MMU ignores every other bit of a PTE without PTE_V): a
+// user page reserved, to be allocated on first touch (vm.c, uvmlazy)
+#define PTE_LAZY (1L << 8)
 
 #define PA2PTE(pa)      ((((uint64)(pa)) >> 12) << 10)
 #define PTE2PA(pte)     (((pte) >> 10) << 12)

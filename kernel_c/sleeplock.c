@@ -18,6 +18,7 @@ initsleeplock(struct sleeplock *lk, char *name)
   lk->name = name;
   lk->locked = 0;
   lk->pid = 0;
+  lk->waiting = 0;
 }
 
 // Wait for the lock. Not interruptible by kill(): holders always release
@@ -26,8 +27,11 @@ void
 acquiresleep(struct sleeplock *lk)
 {
   acquire(&lk->lk);
-  while(lk->locked)
+  while(lk->locked){
+    lk->waiting++;
     sleep(lk, &lk->lk);
+    lk->waiting--;
+  }
   lk->locked = 1;
   lk->pid = myproc()->pid;
   release(&lk->lk);
@@ -39,7 +43,8 @@ releasesleep(struct sleeplock *lk)
   acquire(&lk->lk);
   lk->locked = 0;
   lk->pid = 0;
-  wakeup(lk);
+  if(lk->waiting)
+    wakeup(lk);
   release(&lk->lk);
 }
 

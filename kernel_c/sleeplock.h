@@ -6,4 +6,6 @@ struct sleeplock {
   struct spinlock lk;   // protects this struct
   char *name;           // for debugging
   int pid;              // the holder
+  int waiting;          // acquiresleep()s asleep: release wakes only then
+                        // (a wakeup() scans the whole process table)
 };

@@ -64,7 +64,7 @@ acquire(struct spinlock *lk)
   push_off();
   if(holding(lk))
     panic("acquire: %s already held", lk->name);
-  token = cpuid() + 1;
+  token = r_tp() + 1;   // cpuid() + 1, without the call
   while(!trylock(&lk->locked, token))
     cpu_pause();   // another hart holds it: let the harness run that hart
 
@@ -100,11 +100,13 @@ void
 push_off(void)
 {
   int old = intr_get();
+  struct cpu *c;
 
   intr_off();
-  if(mycpu()->noff == 0)
-    mycpu()->intena = old;
-  mycpu()->noff += 1;
+  c = mycpu();   // only now: with interrupts off we cannot move
+  if(c->noff == 0)
+    c->intena = old;
+  c->noff += 1;
 }
 
 void

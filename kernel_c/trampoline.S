@@ -67,14 +67,10 @@ uservec:
         ld t0, TF_KTRAP(a0)
         ld t1, TF_KSATP(a0)
 
-        // no user-space translations may survive into the kernel. One fence,
-        // after the switch, is enough (as in Linux's switch_mm): it also orders
-        // every earlier page-table store before the walks that follow, and the
-        // only instruction between the two is the fence itself, on this page,
-        // mapped alike in both tables. Each fence is a full TLB flush in the
-        // emulator (a few us), so a system call pays two, not four.
+        // no sfence.vma: the kernel table has nothing a user-table entry
+        // could stand in for, and usertrapret() fences when an entry of a
+        // user table may be stale by the time we return (tlb.c)
         csrw satp, t1
-        sfence.vma zero, zero
 
         // end the frame-pointer chain: a backtrace stops at usertrap()
         li s0, 0
@@ -85,8 +81,7 @@ uservec:
 // address with sepc and sstatus already set for the return.
 .globl userret
 userret:
-        csrw satp, a0           // one fence, after: see uservec
-        sfence.vma zero, zero
+        csrw satp, a0           // tlb_enter() fenced if needed (tlb.c)
 
         li a0, TRAPFRAME
         ld ra, 40(a0)

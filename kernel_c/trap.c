@@ -95,6 +95,10 @@ usertrap(void)
     // sepc, scause and sstatus are saved: interrupts may come in now
     intr_on();
     syscall();
+  } else if((scause == SCAUSE_LOAD_PAGE || scause == SCAUSE_STORE_PAGE) &&
+            uvmfault(p->pagetable, r_stval()) == 0){
+    // the first touch of a reserved stack page (vm.c, uvmlazy): run the
+    // instruction again
   } else if((which_dev = devintr(scause)) != 0){
     // handled
   } else {
@@ -142,6 +146,7 @@ usertrapret(void)
   w_sepc(p->trapframe->epc);
 
   satp = MAKE_SATP(p->pagetable);
+  tlb_enter(satp);   // sfence.vma only if a translation may be stale
   trampoline_userret = TRAMPOLINE + (userret - trampoline);
   ((void (*)(uint64))trampoline_userret)(satp);
 }

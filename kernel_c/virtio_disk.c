@@ -43,6 +43,8 @@ static struct disk {
 
   uint64 capacity;              // disk size in sectors
   struct spinlock vdisk_lock;
+  int descwait;         // processes asleep for free descriptors: freeing
+                        // wakes only then (wakeup() scans every process)
 } disk;
 
 static void virtio_disk_intr(void);
@@ -167,7 +169,8 @@ free_desc(int i)
   disk.desc[i].flags = 0;
   disk.desc[i].next = 0;
   disk.free[i] = 1;
-  wakeup(&disk.free[0]);
+  if(disk.descwait)
+    wakeup(&disk.free[0]);
 }
 
 // Free a chain starting at descriptor i.
@@ -228,8 +231,11 @@ virtio_disk_rw(struct buf *b, int write)
     panic("virtio_disk_rw: block %d beyond the disk", b->blockno);
 
   acquire(&disk.vdisk_lock);
-  while(allocn_desc(idx, 3) != 0)
+  while(allocn_desc(idx, 3) != 0){
+    disk.descwait++;
     sleep(&disk.free[0], &disk.vdisk_lock);
+    disk.descwait--;
+  }
 
   req = &disk.ops[idx[0]];
   req->type = write ? VIRTIO_BLK_T_OUT : VIRTIO_BLK_T_IN;
@@ -272,8 +278,11 @@ virtio_disk_flush(void)
   int idx[2];
 
   acquire(&disk.vdisk_lock);
-  while(allocn_desc(idx, 2) != 0)
+  while(allocn_desc(idx, 2) != 0){
+    disk.descwait++;
     sleep(&disk.free[0], &disk.vdisk_lock);
+    disk.descwait--;
+  }
 
   req = &disk.ops[idx[0]];
   req->type = VIRTIO_BLK_T_FLUSH;

@@ -178,25 +178,32 @@ mappages(pagetable_t pagetable, uint64 va, uint64 size, uint64 pa, int perm)
 void
 uvmunmap(pagetable_t pagetable, uint64 va, uint64 npages, int do_free)
 {
-  uint64 a;
+  uint64 a, pa;
   pte_t *pte;
-  int code = 0;
+  int removed = 0;
 
   if((va % PGSIZE) != 0)
     panic("uvmunmap: unaligned 0x%lx", va);
   for(a = va; a < va + npages*PGSIZE; a += PGSIZE){
-    if((pte = walk(pagetable, a, 0)) == 0 || (*pte & PTE_V) == 0)
+    if((pte = walk(pagetable, a, 0)) == 0)
       continue;
+    if((*pte & PTE_V) == 0){
+      *pte = 0;   // a page reserved by uvmlazy, never touched: no translation
+      continue;
+    }
     if(!PTE_LEAF(*pte))
       panic("uvmunmap: not a leaf at 0x%lx", a);
-    if(do_free){
-      code |= (*pte & PTE_X) != 0;
-      kfree((void*)PTE2PA(*pte));
+    pa = PTE2PA(*pte);
+    if(do_free && !kunshare((void*)pa)){   // its last mapping (kalloc.c)
+      if(*pte & PTE_X)
+        icache_code_freed(pa);   // before kfree: nobody can refill it yet
+      kfree((void*)pa);
     }
     *pte = 0;
+    removed = 1;
   }
-  if(code)
-    icache_code_freed();   // harts may still hold translations of it
+  if(removed)
+    tlb_unmapped();   // harts may still hold the translations (tlb.c)
 }
 
 // An empty user page table, or 0 when out of memory.
@@ -261,6 +268,14 @@ freewalk(pagetable_t pagetable)
   pte_t pte;
 
   for(i = 0; i < 512; i++){
+    // most entries are empty: skip eight at a time (each loop turn costs
+    // the emulator more than the loads in it)
+    if(i % 8 == 0 && (pagetable[i] | pagetable[i+1] | pagetable[i+2] |
+                      pagetable[i+3] | pagetable[i+4] | pagetable[i+5] |
+                      pagetable[i+6] | pagetable[i+7]) == 0){
+      i += 7;
+      continue;
+    }
     pte = pagetable[i];
     if((pte & PTE_V) && !PTE_LEAF(pte)){
       freewalk((pagetable_t)PTE2PA(pte));
@@ -279,6 +294,7 @@ uvmfree(pagetable_t pagetable, uint64 sz)
   if(sz > 0)
     uvmunmap(pagetable, 0, PGROUNDUP(sz)/PGSIZE, 1);
   freewalk(pagetable);
+  tlb_unmapped();   // a new table may get this one's address (tlb.c)
 }
 
 // Copy a parent's user memory (sz bytes, page table and contents) into a
@@ -292,9 +308,24 @@ uvmcopy(pagetable_t old, pagetable_t new, uint64 sz)
   char *mem;
 
   for(i = 0; i < sz; i += PGSIZE){
-    if((pte = walk(old, i, 0)) == 0 || (*pte & PTE_V) == 0)
+    if((pte = walk(old, i, 0)) == 0)
       continue;
+    if((*pte & PTE_V) == 0){
+      // still reserved in the parent: reserved in the child, not copied
+      if((*pte & PTE_LAZY) &&
+         uvmlazy(new, i, PGSIZE, PTE_FLAGS(*pte) & ~PTE_LAZY) < 0)
+        goto err;
+      continue;
+    }
     pa = PTE2PA(*pte);
+    if((*pte & (PTE_U | PTE_W)) == PTE_U){
+      // read-only user memory (text): nobody ever writes it (copyout
+      // needs PTE_W), so the child shares the page (kalloc.c)
+      if(mappages(new, i, PGSIZE, pa, PTE_FLAGS(*pte)) != 0)
+        goto err;
+      kshare((void*)pa);
+      continue;
+    }
     if((mem = kalloc()) == 0)
       goto err;
     memmove(mem, (char*)pa, PGSIZE);
@@ -310,6 +341,56 @@ err:
   return -1;
 }
 
+// Reserve [va, va+size) (page-aligned) for user pages with permissions
+// perm that are allocated, zeroed, when first touched (uvmfault, useraddr).
+// For the user stack: most programs use a page or two of it, and fork
+// would copy (and exit free) every page mapped. Returns 0, or -1 if a
+// page-table page cannot be allocated.
+int
+uvmlazy(pagetable_t pagetable, uint64 va, uint64 size, int perm)
+{
+  uint64 a;
+  pte_t *pte;
+
+  for(a = va; a < va + size; a += PGSIZE){
+    if((pte = walk(pagetable, a, 1)) == 0)
+      return -1;
+    if(*pte & PTE_V)
+      panic("uvmlazy: 0x%lx is mapped", a);
+    *pte = PTE_LAZY | perm;
+  }
+  return 0;
+}
+
+// Give the reserved page behind pte its zeroed page. 0, or -1 when out of
+// memory. (Invalid -> valid: no TLB flush needed, see tlb.c.)
+static int
+lazyfill(pte_t *pte)
+{
+  char *mem;
+
+  if((mem = kalloc()) == 0)
+    return -1;
+  memset(mem, 0, PGSIZE);
+  *pte = PA2PTE(mem) | (PTE_FLAGS(*pte) & ~PTE_LAZY) | PTE_V | PTE_A | PTE_D;
+  return 0;
+}
+
+// A page fault at user address va: if va is in a reserved page, allocate
+// it and return 0 (the instruction runs again); else -1.
+int
+uvmfault(pagetable_t pagetable, uint64 va)
+{
+  pte_t *pte;
+
+  if(va >= MAXVA)
+    return -1;
+  pte = walk(pagetable, PGROUNDDOWN(va), 0);
+  if(pte == 0 || (*pte & (PTE_V | PTE_LAZY)) != PTE_LAZY)
+    return -1;
+  return lazyfill(pte);
+}
+
 // Make user page va inaccessible from user mode (the stack guard page).
 void
 uvmclear(pagetable_t pagetable, uint64 va)
@@ -319,6 +400,7 @@ uvmclear(pagetable_t pagetable, uint64 va)
   if((pte = walk(pagetable, va, 0)) == 0)
     panic("uvmclear: 0x%lx not mapped", va);
   *pte &= ~PTE_U;
+  tlb_unmapped();   // a permission lost (tlb.c)
 }
 
 // Add perm to the PTE of mapped user page va (exec: a page shared by two
@@ -343,6 +425,8 @@ useraddr(pagetable_t pagetable, uint64 va, int write)
   if(va >= MAXVA)
     return 0;
   pte = walk(pagetable, PGROUNDDOWN(va), 0);
+  if(pte && (*pte & (PTE_V | PTE_LAZY)) == PTE_LAZY && lazyfill(pte) < 0)
+    return 0;   // reserved, and no memory to fill it
   if(pte == 0 || (*pte & (PTE_V | PTE_U)) != (PTE_V | PTE_U))
     return 0;
   if(write && (*pte & PTE_W) == 0)

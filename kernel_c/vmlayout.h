@@ -16,7 +16,8 @@
 // User page table:
 //   0            text, data, bss (from the ELF)
 //                guard page (mapped without PTE_U)
-//                stack, USERSTACK pages; sp starts at its top
+//                stack, USERSTACK pages; sp starts at its top (all but
+//                the top USERSTACKNOW are allocated when first touched)
 //                heap, grown by sbrk
 //   ...
 //   TRAPFRAME    struct trapframe, RW- (no PTE_U)

@@ -1,5 +1,7 @@
 // ut_mem.c: usertests for memory: sbrk growth and shrinking, running out
-// of memory (sbrk, malloc), fork copying, bss, faults after shrinking.
+// of memory (sbrk, malloc), fork copying, bss, faults after shrinking, and
+// no stale translation surviving an unmap or a switch of page tables (the
+// kernel flushes the TLB only when one may be stale: kernel_c/tlb.c).
 
 #include "types.h"
 #include "fcntl.h"
@@ -222,6 +224,185 @@ memfork(char *s)
   close(fds[1]);
 }
 
+// A page this process just used, then gave back, must fault at once, for a
+// load and for a store: no translation of it may outlive the unmap.
+static void
+tlbshrink(char *s)
+{
+  for(int store = 0; store < 2; store++){
+    int pid = fork();
+    if(pid < 0)
+      fail(s, "fork failed");
+    if(pid == 0){
+      volatile char *a = sbrk(PGSIZE);
+      a[7] = 7;                      // the translation is in the TLB now
+      if(a[7] != 7)
+        exit(2);
+      sbrk(-PGSIZE);
+      if(store)
+        a[7] = 1;
+      else if(a[7] == 7)
+        exit(3);                     // read the freed page
+      exit(4);
+    }
+    int st = waitfor(s, pid);
+    if(st != -1)
+      fail(s, "a %s of a page given back was not killed (exit %d)",
+           store ? "store" : "load", st);
+  }
+}
+
+// What the process stores at an address, the kernel reads there (a
+// stale translation would send the store to the page mapped before).
+static void
+sameview(char *s, int fds[2], volatile char *a, char want)
+{
+  char got = 0;
+
+  *a = want;
+  if(write(fds[1], (char *)a, 1) != 1 || read(fds[0], &got, 1) != 1)
+    fail(s, "pipe failed");
+  if(got != want)
+    fail(s, "the kernel reads %d where the process stored %d", got, want);
+}
+
+// Shrink two pages and grow them back: the allocator hands the pages back
+// crosswise, so a translation kept from before points at the wrong one.
+static void
+tlbregrow(char *s)
+{
+  int fds[2];
+  volatile char *a = sbrk(0);
+
+  if(pipe(fds) < 0)
+    fail(s, "pipe failed");
+  sbrk(2 * PGSIZE);
+  for(int round = 1; round <= 20; round++){
+    sameview(s, fds, a, round);
+    sameview(s, fds, a + PGSIZE, -round);
+    sbrk(-2 * PGSIZE);
+    if(sbrk(2 * PGSIZE) != (char *)a)
+      fail(s, "sbrk moved");
+    if(a[0] != 0 || a[PGSIZE] != 0)
+      fail(s, "re-grown memory is not zero");
+  }
+  close(fds[0]);
+  close(fds[1]);
+}
+
+// A parent and a child, ping-ponging through pipes (on one hart or on
+// several), each see their own page at the same address, and their own
+// page again after shrinking and re-growing it.
+static void
+tlbpingpong(char *s)
+{
+  int to[2], from[2], me, pid;
+  volatile char *a = sbrk(0);
+  char c = 0;
+
+  if(pipe(to) < 0 || pipe(from) < 0)
+    fail(s, "pipe failed");
+  sbrk(PGSIZE);
+  if((pid = fork()) < 0)
+    fail(s, "fork failed");
+  me = pid == 0 ? 'c' : 'p';
+  *a = me;
+  for(int i = 0; i < 200; i++){
+    if(pid == 0){
+      if(read(to[0], &c, 1) != 1 || write(from[1], &c, 1) != 1)
+        exit(2);
+    } else if(write(to[1], &c, 1) != 1 || read(from[0], &c, 1) != 1){
+      fail(s, "pipe failed");
+    }
+    if(*a != me){
+      if(pid == 0)
+        exit(3);
+      fail(s, "the parent sees %d, not its own page", *a);
+    }
+    if(i % 10 == 0){            // a new page at the same address
+      sbrk(-PGSIZE);
+      sbrk(PGSIZE);
+      if(*a != 0){
+        if(pid == 0)
+          exit(4);
+        fail(s, "re-grown memory is not zero");
+      }
+      *a = me;
+    }
+  }
+  if(pid == 0)
+    exit(0);
+  if(waitfor(s, pid) != 0)
+    fail(s, "the child saw another page");
+}
+
+// Deep recursion: every frame holds a page-sized array, so the stack
+// reaches pages exec only reserved (kernel_c/vm.c, uvmlazy).
+static int
+deep(int n)
+{
+  volatile char frame[PGSIZE];
+
+  frame[0] = n;
+  frame[PGSIZE - 1] = n;
+  if(n > 0 && deep(n - 1) != n - 1)
+    return -1;
+  return frame[0] == (char)n && frame[PGSIZE - 1] == (char)n ? n : -1;
+}
+
+// The kernel writes into stack pages never touched yet (read() into a big
+// local buffer), and a child forked then sees the parent's pages.
+static int
+lazyread(char *s, int fds[2])
+{
+  char buf[8 * PGSIZE];
+  int pid, st;
+
+  for(int i = 0; i < 8; i++){
+    char c = 'a' + i;
+    if(write(fds[1], &c, 1) != 1 ||
+       read(fds[0], buf + i * PGSIZE + 100, 1) != 1)
+      fail(s, "pipe failed");
+  }
+  if((pid = fork()) < 0)
+    fail(s, "fork failed");
+  for(int i = 0; i < 8; i++)
+    if(buf[i * PGSIZE + 100] != 'a' + i){
+      if(pid == 0)
+        exit(2);
+      fail(s, "the kernel's store into stack page %d is lost", i);
+    }
+  if(pid == 0)
+    exit(0);
+  if((st = waitfor(s, pid)) != 0)
+    fail(s, "the child does not see the parent's stack (exit %d)", st);
+  return buf[100];
+}
+
+static void
+lazystack(char *s)
+{
+  int fds[2], pid;
+
+  if(pipe(fds) < 0)
+    fail(s, "pipe failed");
+  for(int round = 0; round < 2; round++){   // the second time, all mapped
+    if(lazyread(s, fds) != 'a')
+      fail(s, "lazyread");
+    if(deep(USERSTACK - 4) != USERSTACK - 4)
+      fail(s, "deep recursion lost its frames");
+  }
+  // a fork after the stack grew: the child recurses through copied pages
+  if((pid = fork()) < 0)
+    fail(s, "fork failed");
+  if(pid == 0)
+    exit(deep(USERSTACK - 4) == USERSTACK - 4 ? 0 : 1);
+  if(waitfor(s, pid) != 0)
+    fail(s, "the child's deep recursion failed");
+  close(fds[0]);
+  close(fds[1]);
+}
+
 struct test mem_quick[] = {
   { sbrkbasic, "sbrkbasic" },
   { sbrkpages, "sbrkpages" },
@@ -230,6 +411,10 @@ struct test mem_quick[] = {
   { mallocall, "mallocall" },
   { forkcopy, "forkcopy" },
   { bsstest, "bss" },
+  { tlbshrink, "tlbshrink" },
+  { tlbregrow, "tlbregrow" },
+  { tlbpingpong, "tlbpingpong" },
+  { lazystack, "lazystack" },
   { 0, 0 },
 };
 

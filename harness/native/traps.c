@@ -176,16 +176,6 @@ static int deliver(struct fp_hart *h, uint64_t cause, uint64_t epc, uint64_t tva
     return 0;
 }
 
-// PhysMem.forget_code over the user pages, in M-mode where addresses are physical
-static void forget_user_code(struct fp_hart *h, uint64_t priv)
-{
-    if (priv != PRIV_M)
-        wr(h, REG_PRIV, PRIV_M);
-    ((uc_ctl_fn)h->ctl)(h->uc, UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE, 2), h->user_lo, h->user_hi);
-    if (priv != PRIV_M)
-        wr(h, REG_PRIV, priv);
-}
-
 // HostClock.mtime
 static uint64_t host_mtime(struct fp_hart *h)
 {
@@ -224,12 +214,6 @@ static int take(struct fp_hart *h, uint32_t intno)
     if (intno == ECALL) {
         if (priv != PRIV_U)
             return -1;  // ecall from S or M: a MachineFault (no SBI here)
-        uint64_t a7 = rd(h, REG_X0 + 17);
-        if (a7 == h->sys_fork || a7 == h->sys_exec) {
-            if (h->user_hi == 0)
-                return -1;  // the machine did not say where user pages are
-            forget_user_code(h, priv);
-        }
         return deliver(h, ECALL, epc, 0, priv);
     }
     if (intno == ILLEGAL)

@@ -28,8 +28,6 @@ struct fp_hart {
     int host_clock;            // rdtime = host monotonic time (else ask Python's clock)
     int64_t t0_ns;             // HostClock.t0 (CLOCK_MONOTONIC ns at reset)
     uint64_t hz;               // TIMEBASE_HZ
-    uint64_t sys_fork, sys_exec;     // the system calls that put new text into pages
-    uint64_t user_lo, user_hi;       // physical RAM holding user pages (0, 0: unknown)
     size_t hook_intr, hook_invalid;  // Unicorn hook handles
     // libunicorn's entry points (unicorn_api.h prototypes)
     void *reg_read, *reg_write, *reg_write2, *reg_write_batch, *vmem_read;

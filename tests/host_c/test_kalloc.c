@@ -2,8 +2,9 @@
 // for RAM after the kernel image (`end` is renamed k_end on the command
 // line), the spinlock is a checked stub. Every page is handed out once,
 // fresh pages are zero, freed pages are junk-filled and reused first,
-// exhaustion returns 0, nfree always matches, and kfree of anything
-// kalloc() did not return panics.
+// exhaustion returns 0, nfree always matches, kfree of anything kalloc()
+// did not return panics, and a shared page (kshare) is freed only by its
+// last owner.
 
 #include "hostk.h"
 #include "param.h"
@@ -13,6 +14,8 @@
 #include "defs.h"
 
 #define NPAGES 257
+#define NREF 1                   // the reference counts: a byte a page, first
+#define NMANAGED (NPAGES - NREF) // pages kalloc hands out
 
 // the "RAM" after the kernel image: k_end must be an array (kalloc.c
 // declares `extern char end[]`)
@@ -69,17 +72,18 @@ main(void)
 
   phystop = (uint64)k_end + NPAGES * PGSIZE;
   kinit();
-  CHECK(kfreepages() == NPAGES, "%lu free pages at start", kfreepages());
-  CHECK(ktotalpages() == NPAGES, "%lu pages managed", ktotalpages());
+  CHECK(kfreepages() == NMANAGED, "%lu free pages at start", kfreepages());
+  CHECK(ktotalpages() == NMANAGED, "%lu pages managed", ktotalpages());
 
   // everything, then nothing
-  for(int i = 0; i < NPAGES; i++){
+  for(int i = 0; i < NMANAGED; i++){
     p = kalloc();
     CHECK(p != 0, "kalloc %d returned 0", i);
     if(!p)
       break;
     CHECK((uint64)p % PGSIZE == 0, "page %p not aligned", p);
-    CHECK(p >= k_end && p < (char *)phystop, "page %p outside the arena", p);
+    CHECK(p >= k_end + NREF * PGSIZE && p < (char *)phystop,
+          "page %p outside the arena (or on the counts)", p);
     CHECK(out[index_of(p)] == 0, "page %p handed out twice", p);
     CHECK(all_bytes(p, 0, 0), "fresh page %p is not zero", p);
     out[index_of(p)] = p;
@@ -97,7 +101,12 @@ main(void)
     int j = hk_rand() % (i + 1);
     char *t = out[i]; out[i] = out[j]; out[j] = t;
   }
-  for(int i = 0; i < NPAGES; i++){
+  // (out[] is by arena index: compact the NMANAGED pages to the front)
+  for(int i = 0, n = 0; i < NPAGES; i++)
+    if(out[i]){
+      char *t = out[i]; out[i] = 0; out[n++] = t;
+    }
+  for(int i = 0; i < NMANAGED; i++){
     kfree(out[i]);
     // (the first word links the free list)
     CHECK(all_bytes(out[i], 1, sizeof(void *)), "freed page %p is not junk-filled", out[i]);
@@ -117,15 +126,32 @@ main(void)
   uint64 before = kfreepages();
   EXPECT_PANIC(kfree(k_end + 1));                    // not page-aligned
   EXPECT_PANIC(kfree(k_end - PGSIZE));               // below the managed RAM
+  EXPECT_PANIC(kfree(k_end));                        // the counts' page
   EXPECT_PANIC(kfree((char *)phystop));              // past the end
   EXPECT_PANIC(kfree((char *)phystop + PGSIZE));
   CHECK(kfreepages() == before, "a refused kfree changed nfree");
   CHECK(held == 0, "a lock stayed held after a panic: %d", held);
   held = 0;
 
+  // a shared page: freed by its last owner only; kfree while shared panics
+  p = kalloc();
+  before = kfreepages();
+  kshare(p);
+  kshare(p);
+  EXPECT_PANIC(kfree(p));
+  CHECK(kunshare(p) == 1, "kunshare with three owners");
+  CHECK(kunshare(p) == 1, "kunshare with two owners");
+  CHECK(kunshare(p) == 0, "kunshare of the last owner");
+  CHECK(kfreepages() == before, "sharing changed nfree");
+  kfree(p);
+  CHECK(kfreepages() == before + 1, "the last owner's kfree");
+  EXPECT_PANIC(kfree(p));                            // twice
+  CHECK(held == 0, "a lock stayed held: %d", held);
+  held = 0;
+
   // random traffic against a model
   for(int step = 0; step < 200000; step++){
-    if(hk_rand() % 2 && nout < NPAGES){
+    if(hk_rand() % 2 && nout < NMANAGED){
       p = kalloc();
       CHECK(p != 0 || kfreepages() == 0, "kalloc 0 with %lu free", kfreepages());
       if(p){
@@ -143,8 +169,8 @@ main(void)
       out[i] = 0;
       nout--;
     }
-    if(kfreepages() != NPAGES - nout){
-      CHECK(0, "nfree %lu, want %d", kfreepages(), NPAGES - nout);
+    if(kfreepages() != NMANAGED - nout){
+      CHECK(0, "nfree %lu, want %d", kfreepages(), NMANAGED - nout);
       break;
     }
   }
