@@ -74,7 +74,7 @@ causename(uint64 scause)
 void
 usertrap(void)
 {
-  int which_dev = 0;
+  int which_dev = 0, fault = -1;
   uint64 scause = r_scause();
   struct proc *p;
 
@@ -96,9 +96,16 @@ usertrap(void)
     intr_on();
     syscall();
   } else if((scause == SCAUSE_LOAD_PAGE || scause == SCAUSE_STORE_PAGE) &&
-            uvmfault(p->pagetable, r_stval()) == 0){
+            (fault = uvmfault(p->pagetable, r_stval())) == 0){
     // the first touch of a reserved stack page (vm.c, uvmlazy): run the
     // instruction again
+  } else if(fault == -2){
+    // a reserved stack page, but no memory to give it: say so, not just
+    // "unexpected scause", and kill the process
+    printf("usertrap(): out of memory for a stack page pid=%d %s\n"
+           "            sepc=0x%lx stval=0x%lx\n",
+           p->pid, p->name, r_sepc(), r_stval());
+    setkilled(p);
   } else if((which_dev = devintr(scause)) != 0){
     // handled
   } else {

@@ -377,7 +377,8 @@ lazyfill(pte_t *pte)
 }
 
 // A page fault at user address va: if va is in a reserved page, allocate
-// it and return 0 (the instruction runs again); else -1.
+// it and return 0 (the instruction runs again); -2 if there is no memory
+// for it; -1 if va is not a reserved page.
 int
 uvmfault(pagetable_t pagetable, uint64 va)
 {
@@ -388,7 +389,7 @@ uvmfault(pagetable_t pagetable, uint64 va)
   pte = walk(pagetable, PGROUNDDOWN(va), 0);
   if(pte == 0 || (*pte & (PTE_V | PTE_LAZY)) != PTE_LAZY)
     return -1;
-  return lazyfill(pte);
+  return lazyfill(pte) < 0 ? -2 : 0;
 }
 
 // Make user page va inaccessible from user mode (the stack guard page).

@@ -46,6 +46,15 @@ def test_usertests_one_by_name_and_unknown_name() -> None:
     )
 
 
+def test_stack_growth_out_of_memory_kills_with_a_clear_message() -> None:
+    # the child uses up memory, then its stack reaches a page exec only reserved
+    r = run_guest("usertests lazystackoom")
+    assert_all_passed(r.output)
+    assert re.search(r"usertrap\(\): out of memory for a stack page pid=\d+ usertests\n"
+                     r" +sepc=0x[0-9a-f]+ stval=0x[0-9a-f]+\n", r.output), r.output
+    assert "unexpected scause" not in r.output
+
+
 def test_ls_root_lists_programs_and_files() -> None:
     r = run_guest("ls /")
     entries = {}

@@ -403,6 +403,32 @@ lazystack(char *s)
   close(fds[1]);
 }
 
+// A child that used up all memory and then grows its stack is killed (the
+// kernel says it is out of memory for a stack page), and its memory comes
+// back.
+static void
+lazystackoom(char *s)
+{
+  int pid, fds[2];
+
+  if((pid = fork()) < 0)
+    fail(s, "fork failed");
+  if(pid == 0){
+    while(sbrk(1024 * 1024) != (char *)-1)
+      ;
+    while(sbrk(PGSIZE) != (char *)-1)
+      ;
+    deep(USERSTACK - 4);   // needs 12 more pages: there are none
+    exit(3);
+  }
+  if(waitfor(s, pid) != -1)
+    fail(s, "the child was not killed when its stack could not grow");
+  if(pipe(fds) != 0)
+    fail(s, "pipe fails after the child's memory came back");
+  close(fds[0]);
+  close(fds[1]);
+}
+
 struct test mem_quick[] = {
   { sbrkbasic, "sbrkbasic" },
   { sbrkpages, "sbrkpages" },
@@ -415,6 +441,7 @@ struct test mem_quick[] = {
   { tlbregrow, "tlbregrow" },
   { tlbpingpong, "tlbpingpong" },
   { lazystack, "lazystack" },
+  { lazystackoom, "lazystackoom" },
   { 0, 0 },
 };
 
