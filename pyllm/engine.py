@@ -138,7 +138,12 @@ class Request:
         self.error: BaseException | None = None
         self.on_token, self.on_done = on_token, on_done
         self._events: queue.SimpleQueue[TokenEvent | None] = queue.SimpleQueue()
-        self._done = threading.Event()
+        # finished: the flag, and a latch held until then (the scheduler releases it once,
+        # each waiter takes and passes it on): cheaper to make than a threading.Event on the
+        # submit path, whose caches are cold
+        self._finished = False
+        self._done = threading.Lock()
+        self._done.acquire()
         self._cancel = False
         # scheduler-side
         self.state: ModelState | None = None
@@ -148,7 +153,7 @@ class Request:
 
     @property
     def done(self) -> bool:
-        return self._done.is_set()
+        return self._finished
 
     def cancel(self) -> None:
         """Stop generating at the next step (tokens so far are kept)."""
@@ -165,8 +170,9 @@ class Request:
 
     def wait(self, timeout: float | None = None) -> list[int]:
         """Block until finished; return the generated ids (raises the request's error)."""
-        if not self._done.wait(timeout):
+        if not self._done.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
             raise TimeoutError(f"request {self.id} still running after {timeout} s")
+        self._done.release()  # open for the next waiter
         if self.error is not None:
             raise self.error
         return list(self.tokens)
@@ -415,7 +421,8 @@ class Engine:
         if r in self._active:
             self._active.remove(r)
         r._events.put(None)
-        r._done.set()
+        r._finished = True
+        r._done.release()
         if r.on_done is not None:
             try:
                 r.on_done(r)

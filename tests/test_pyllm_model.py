@@ -162,6 +162,28 @@ def test_bad_prompts_are_refused_without_side_effects() -> None:
         m.check_prompt(list(range(8000)), reserve=500)
 
 
+def test_short_list_and_numpy_checks_agree() -> None:
+    """check_prompt's plain-Python path (short lists of ints) and its numpy path give the same
+    array and the same error for every kind of bad prompt."""
+    from pyllm.models.base import SHORT_PROMPT
+
+    m = smol("c" if _have_c() else "numpy-q8")
+    cases = [[1, 2, 3], [0, 49151], [5, 49152], [7, -3], [1, 2**31, 3], [1, 2**32 - 1],
+             [], [1.0, 2.0], [True], list(range(8000, 8190)), [[1, 2]]]
+    for ids in cases:
+        outcomes = []
+        for prompt in (ids, np.array(ids)):  # the list may take the fast path; the array never
+            try:
+                outcomes.append(m.check_prompt(prompt, reserve=3).tolist())
+            except (TokenError, ContextOverflowError) as exc:
+                outcomes.append(f"{type(exc).__name__}: {exc}")
+        assert outcomes[0] == outcomes[1], ids
+    with pytest.raises(TokenError, match="4294967295 at position 1"):
+        m.check_prompt([1, 2**32 - 1])  # a guest's u32 id is named as the guest wrote it
+    long = list(range(1, SHORT_PROMPT + 2))
+    assert m.check_prompt(long).tolist() == long  # past SHORT_PROMPT: numpy, same array
+
+
 def test_model_info() -> None:
     m = smol("c" if _have_c() else "numpy-q8")
     i = m.info

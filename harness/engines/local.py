@@ -130,14 +130,13 @@ class LoadedModel:
     # ------------------------------------------------------------ requests
     def submit(self, prompt: Sequence[int], params: Sampling, on_token: OnToken,
                on_done: OnDone) -> LocalHandle:
-        import numpy as np
-
         from pyllm.engine import GenParams
         from pyllm.errors import ContextOverflowError, PyllmError, TokenError
 
-        # the guest's u32 ids as int32: ids >= 2**31 turn negative, and check_prompt refuses
-        # them like ids >= vocab
-        arr = np.asarray(prompt, dtype=np.uint32).view("<i4")
+        # the guest's u32 ids as a list of ints: check_prompt checks a short one in plain
+        # Python (numpy is 10-30x slower on the hand-off's cold caches) and names a bad id
+        # as the guest wrote it
+        ids = prompt if type(prompt) is list else list(prompt)
         sampling: dict[str, float | int] = {"seed": params.seed}
         if params.temperature:
             sampling.update(temperature=params.temperature, top_k=params.top_k,
@@ -171,7 +170,7 @@ class LoadedModel:
                 finish(Outcome("OK"))
 
         try:
-            return LocalHandle(self.engine.submit(arr, gp, on_token=tok, on_done=done))
+            return LocalHandle(self.engine.submit(ids, gp, on_token=tok, on_done=done))
         except TokenError as exc:
             raise SubmitError("ERANGE", str(exc)) from None
         except ContextOverflowError as exc:
