@@ -401,6 +401,7 @@ def test_progress_is_visible_while_generating(rig: Rig, tiny: ai.LoadedModel) ->
 def test_progress_interrupt_is_rate_limited_and_coalesced(rig: Rig) -> None:
     """VIRTIO_AI_INT_PROGRESS: raised with new ids while running, never again while the driver
     has not acknowledged it, and at most once per VIRTIO_AI_PROGRESS_US of guest time."""
+    rig.dev.write(ai.PROGRESS_WANT, 4, 1)  # a reader waits (kernel: ai_read)
     g = Gen(rig, [11, 12, 13], 400).submit()
     raised: list[int] = []  # guest µs of each progress interrupt seen (then acknowledged)
     unacked = {"n": 0}
@@ -426,9 +427,29 @@ def test_progress_interrupt_is_rate_limited_and_coalesced(rig: Rig) -> None:
     assert rig.dev.progress_irqs <= elapsed // ai.PROGRESS_US + 1
 
 
+def test_progress_interrupts_only_while_wanted(rig: Rig) -> None:
+    """VIRTIO_AI_PROGRESS_WANT: none while it is 0 (at reset too), the next progress update
+    interrupts once it is set, none again once cleared; ngenerated and out[] still grow."""
+    g = Gen(rig, [11, 12, 13], 2000).submit()
+    rig.pump(lambda: rig.dev.progress_posts >= 2, 60)
+    assert rig.dev.progress_irqs == 0 and not rig.r("INTERRUPT_STATUS") & ai.INT_PROGRESS
+    assert 0 < g.resp_fields["ngenerated"]
+    rig.dev.write(ai.PROGRESS_WANT, 4, 1)
+    rig.pump(lambda: bool(rig.r("INTERRUPT_STATUS") & ai.INT_PROGRESS), 60)
+    assert rig.dev.progress_irqs == 1
+    rig.dev.write(ai.PROGRESS_WANT, 4, 0)
+    rig.w("INTERRUPT_ACK", ai.INT_PROGRESS)
+    rig.pump(lambda: g.head in dict(rig.used()), 60)
+    assert rig.dev.progress_irqs == 1 and not rig.r("INTERRUPT_STATUS") & ai.INT_PROGRESS
+    assert g.resp_fields["ngenerated"] == 2000
+    with pytest.raises(DeviceError):
+        rig.dev.read(ai.PROGRESS_WANT, 4)  # write-only
+
+
 def test_no_progress_interrupt_without_the_feature(tiny: ai.LoadedModel) -> None:
     r = Rig(tiny)
     r.handshake(features=ai.F_PROGRESS)
+    r.dev.write(ai.PROGRESS_WANT, 4, 1)
     g = Gen(r, [11, 12, 13], 100).submit()
     r.pump(lambda: g.head in dict(r.used()), 60)
     assert r.dev.progress_irqs == 0 and not r.r("INTERRUPT_STATUS") & ai.INT_PROGRESS

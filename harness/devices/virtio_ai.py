@@ -20,8 +20,10 @@ queues them, and a closure is posted to the emulation thread (`ctx.post`) at mos
 engine step and, for progress alone, once per PROGRESS_INTERVAL_S; it copies the new ids into
 out[] and updates resp.ngenerated / t_first (feature PROGRESS; without it out[] and resp are
 written once at the end). With feature PROGRESS_IRQ such an update also raises
-VIRTIO_AI_INT_PROGRESS, at most once per VIRTIO_AI_PROGRESS_US of guest time and never while
-the previous one is unacknowledged (the kernel's ai_read sleeps on it). At the end the
+VIRTIO_AI_INT_PROGRESS, at most once per VIRTIO_AI_PROGRESS_US of guest time, never while
+the previous one is unacknowledged and only while the driver has VIRTIO_AI_PROGRESS_WANT
+non-zero (the kernel sets it while an ai_read sleeps on progress; a request nobody streams
+decodes without interrupts). At the end the
 same closure writes resp (status, ngenerated, t_done), puts the head on the used ring
 (used.len = bytes written) and raises VIRTIO_INT_USED_RING through the PLIC.
 
@@ -95,6 +97,7 @@ RESP_FMT = RESP.scalar_struct("status", "ngenerated", "t_accept", "t_first", "t_
                               "ncached", "reserved")
 NGEN_OFF, TFIRST_OFF = RESP.offset("ngenerated"), RESP.offset("t_first")
 TRACE = A["VIRTIO_AI_TRACE"]
+PROGRESS_WANT = A["VIRTIO_AI_PROGRESS_WANT"]  # write-only: progress interrupts wanted
 CACHE_REG = A["VIRTIO_AI_CACHE"]  # read-only: struct ai_cache, one register per field
 CACHE = AI_H.struct("ai_cache")
 __all__ = ["LoadedModel", "TraceEvent", "VirtioAi", "device_entry", "guest_name"]
@@ -198,6 +201,7 @@ class VirtioAi(VirtioMmio):
         self.progress_posts = 0     # closures posted by the engine thread
         self.progress_irqs = 0      # VIRTIO_AI_INT_PROGRESS raised
         self.last_irq_us = -PROGRESS_US  # guest µs of the last progress interrupt
+        self.progress_want = 0      # VIRTIO_AI_PROGRESS_WANT: non-zero = raise them
         self.jobs: dict[int, _Job] = {}  # head -> job (emulation thread only)
         self._owned: list[AiBackend] = []  # backends this device loaded (closed with it)
         self._epoch = 0
@@ -363,8 +367,8 @@ class VirtioAi(VirtioMmio):
         if offset == CONFIG_GENERATION_REG:
             self.need_size(offset, size, 4)
             return self.config_generation
-        if offset == TRACE:
-            raise self.error(offset, size, "the trace register is write-only")
+        if offset in (TRACE, PROGRESS_WANT):
+            raise self.error(offset, size, "the register is write-only")
         if offset in CACHE_FIELDS:
             self.need_size(offset, size, 4)
             lm = self.loaded
@@ -375,6 +379,10 @@ class VirtioAi(VirtioMmio):
         if offset == TRACE:
             self.need_size(offset, size, 4)
             self._kernel_event(self.now_us(), value)
+            return
+        if offset == PROGRESS_WANT:
+            self.need_size(offset, size, 4)
+            self.progress_want = value
             return
         super().write(offset, size, value)
 
@@ -392,6 +400,7 @@ class VirtioAi(VirtioMmio):
     def reset_device(self) -> None:
         """Status 0: forget every request in flight (their buffers belong to the driver again)."""
         self._epoch += 1
+        self.progress_want = 0
         for job in self.jobs.values():
             if job.handle is not None:
                 job.handle.cancel()
@@ -618,8 +627,8 @@ class VirtioAi(VirtioMmio):
         """Raise VIRTIO_AI_INT_PROGRESS if negotiated, rate-limited (see the module docstring).
         A skipped one is not lost for long: the next update or the completion comes."""
         now = self.now_us()
-        if (not self.driver_features & F_PROGRESS_IRQ or self.interrupt_status & INT_PROGRESS
-                or now - self.last_irq_us < PROGRESS_US):
+        if (not self.driver_features & F_PROGRESS_IRQ or not self.progress_want
+                or self.interrupt_status & INT_PROGRESS or now - self.last_irq_us < PROGRESS_US):
             return
         self.last_irq_us = now
         self.progress_irqs += 1
