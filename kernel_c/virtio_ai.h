@@ -88,8 +88,12 @@ struct virtio_ai_config {
 // (VIRTQ_AVAIL_F_NO_INTERRUPT) for progress: a request nobody streams costs
 // the guest its one completion interrupt, not one per 10 ms of decode. The
 // driver sets it before its last look at resp.ngenerated, so an update that
-// lands between that look and its sleep still interrupts.
+// lands between that look and its sleep still interrupts. While it is 0 the
+// device also updates out[] and resp.ngenerated less often, at most once per
+// VIRTIO_AI_PROGRESS_IDLE_US (what ai_query shows may be that old); setting
+// it brings both up to date at once.
 #define VIRTIO_AI_PROGRESS_WANT 0x204
+#define VIRTIO_AI_PROGRESS_IDLE_US 100000
 
 // read-only prefix-cache counters (device-specific, after the trace
 // register): struct ai_cache (ai.h), one 32-bit register per field, in order

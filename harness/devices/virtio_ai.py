@@ -17,7 +17,9 @@ hands the prompt to the backend (harness/engines/: the in-process pyllm engine, 
 requests in flight decoded in one batch, or a remote OpenAI-compatible server) and returns
 at once. The backend's threads never touch the machine: for new token ids the device
 queues them, and a closure is posted to the emulation thread (`ctx.post`) at most once per
-engine step and, for progress alone, once per PROGRESS_INTERVAL_S; it copies the new ids into
+engine step and, for progress alone, once per PROGRESS_INTERVAL_S (IDLE_INTERVAL_S while
+no reader waits: VIRTIO_AI_PROGRESS_WANT is 0; each post costs the emulation thread ~0.1 ms);
+it copies the new ids into
 out[] and updates resp.ngenerated / t_first (feature PROGRESS; without it out[] and resp are
 written once at the end). With feature PROGRESS_IRQ such an update also raises
 VIRTIO_AI_INT_PROGRESS, at most once per VIRTIO_AI_PROGRESS_US of guest time, never while
@@ -117,6 +119,7 @@ STATE_NAMES = {v: k.lower() for k, v in DEV_STATE.items()}
 REQ_TYPE = A.prefixed("AI_REQ_")     # "GENERATE", "CANCEL", "LOAD"
 TRACE_EVENTS = {v: k.lower() for k, v in A.prefixed("AI_TR_").items()}  # 1 -> "submit", ...
 PROGRESS_INTERVAL_S = PROGRESS_US / 1e6  # progress updates at most this often (one guest tick)
+IDLE_INTERVAL_S = A["VIRTIO_AI_PROGRESS_IDLE_US"] / 1e6  # ... while no reader waits for them
 TRACE_CAP = 200_000                  # the latest events kept (a long session must not grow)
 _U64 = struct.Struct("<Q")
 
@@ -382,7 +385,11 @@ class VirtioAi(VirtioMmio):
             return
         if offset == PROGRESS_WANT:
             self.need_size(offset, size, 4)
-            self.progress_want = value
+            self.progress_want = value  # first: a token from now on posts at the fast rate
+            with self._lock:
+                stale = bool(value) and bool(self._dirty)
+            if stale:  # progress held back while nobody waited: the reader looks next
+                self._flush()
             return
         super().write(offset, size, value)
 
@@ -569,14 +576,16 @@ class VirtioAi(VirtioMmio):
     def _mark(self, job: _Job) -> bool:
         """Queue job for the next flush; True if the caller must post that flush (after
         releasing _lock, which it holds now). One flush serves every job marked before it
-        runs. Progress alone is posted at most every PROGRESS_INTERVAL_S: each post wakes
-        the emulation thread (~0.1 ms of CPU), and nobody needs ngenerated fresher than a
-        guest tick; a completion is posted at once and carries the pending progress too."""
+        runs. Progress alone is posted at most every PROGRESS_INTERVAL_S (IDLE_INTERVAL_S
+        while no reader waits): each post wakes the emulation thread (~0.1 ms of CPU), and
+        nobody needs ngenerated fresher than a guest tick; a completion is posted at once
+        and carries the pending progress too."""
         self._dirty.append(job)
         if self._flush_posted:
             return False
         now = time.perf_counter()
-        if job.status is None and now - self._last_post < PROGRESS_INTERVAL_S:
+        interval = PROGRESS_INTERVAL_S if self.progress_want else IDLE_INTERVAL_S
+        if job.status is None and now - self._last_post < interval:
             return False  # the next post (a later token's, or the completion) flushes it
         self._flush_posted = True
         self._last_post = now
