@@ -18,7 +18,7 @@
 //   client      submit                a slot is free         &ai.sv.nfree   any slot freed
 //   client      submit                the model has loaded   &ai.loading    config interrupt
 //   client      ai_wait               its request finished   the slot       worker_run, worker_complete, worker exit
-//   client      ai_read               new ids, or the end    &slot->ngenerated  progress interrupt, the end (as ai_wait), timeout tick
+//   client      ai_read               new ids, or the end    &slot->ngenerated  progress interrupt (asked for while it sleeps), the end (as ai_wait), timeout tick
 //   worker      ai_worker_run         a device chain free    &ai.chainpool  a chain freed
 //   worker      ai_worker_run         the device finished    &slot->chain   the device interrupt
 //
@@ -350,7 +350,7 @@ ai_service_read(int id, uint64 uids, int from, int cap, int timeout_ms)
   struct aislot *s;
   uint64 ta, tf;
   uint at = 0;
-  int n = 0, ngen, err = AI_OK, wake = -1;
+  int n = 0, ngen, err = AI_OK, wake = -1, want = 0;
 
   if(timeout_ms > 0)
     at = uptime() + (timeout_ms * (uint64)TICK_HZ + 999) / 1000;
@@ -389,10 +389,18 @@ ai_service_read(int id, uint64 uids, int from, int cap, int timeout_ms)
       err = AI_EKILLED;
       break;
     }
+    if(!want){
+      // ask for progress interrupts, then look once more before sleeping
+      virtio_ai_want_progress(1);
+      want = 1;
+      continue;
+    }
     if(timeout_ms > 0 && wake < 0)
       wake = timer_wake_at(at, &s->ngenerated);
     sleep(&s->ngenerated, &ai_lock);
   }
+  if(want)
+    virtio_ai_want_progress(-1);
   if(err == AI_OK && n > 0 && from + n > s->nread){
     if(s->nread == 0)
       virtio_ai_trace(AI_TR_READ, id);

@@ -247,6 +247,7 @@ int             virtio_ai_sampling(void);
 struct virtio_ai_config* virtio_ai_model(int refresh);
 void            virtio_ai_cache(struct ai_cache*);
 void            virtio_ai_trace(int event, int id);
+void            virtio_ai_want_progress(int delta);
 int             virtio_ai_start(struct aislot*, int slot);
 void            virtio_ai_cancel(int);
 int             virtio_ai_busy(int);

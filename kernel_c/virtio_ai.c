@@ -72,6 +72,7 @@ static struct {
   uint16 used_idx;              // how far we have read used->ring
   struct virtio_ai_config cfg;  // the model, as last read from the device
   uint32 cfggen;                // CONFIG_GENERATION when cfg was read
+  int readers;                  // ai_read callers waiting for progress
 } dev;
 
 static void virtio_ai_intr(void);
@@ -234,6 +235,21 @@ virtio_ai_trace(int event, int id)
 {
   if(dev.present)
     *R(VIRTIO_AI_TRACE) = ((uint32)event << 24) | ((uint32)id & 0xffffff);
+}
+
+// One more (delta 1) or one fewer (-1) ai_read waits for progress. The
+// device raises progress interrupts only while there is one: a request
+// nobody streams decodes without interrupting anyone. The caller holds
+// ai_lock and, after adding itself, looks at resp.ngenerated once more
+// before it sleeps (an update before this write raised no interrupt).
+void
+virtio_ai_want_progress(int delta)
+{
+  int before = dev.readers;
+
+  dev.readers += delta;
+  if(dev.present && (before == 0) != (dev.readers == 0))
+    *R(VIRTIO_AI_PROGRESS_WANT) = dev.readers != 0;
 }
 
 // Describe chain c's four buffers and offer it to the device.

@@ -13,8 +13,8 @@
 // The device answers the notify write at once and computes on a host
 // thread; the guest keeps running. While it runs, the device writes the
 // ids into [2] and resp.ngenerated as they come (VIRTIO_AI_F_PROGRESS) and
-// says so with a rate-limited progress interrupt (VIRTIO_AI_F_PROGRESS_IRQ),
-// which wakes ai_read. When a request finishes the device puts
+// says so with a rate-limited progress interrupt (VIRTIO_AI_F_PROGRESS_IRQ)
+// while the driver asks for one (VIRTIO_AI_PROGRESS_WANT), which wakes ai_read. When a request finishes the device puts
 // the chain's head on the used ring and raises VIRTIO1_IRQ. All times are
 // guest microseconds since boot ((mtime - bootinfo.boot_mtime) / 10), the
 // clock of time_us().
@@ -34,7 +34,8 @@
 // resp.ngenerated. Rate-limited: at most one per VIRTIO_AI_PROGRESS_US of
 // guest time, and none while the last one is unacknowledged, so a fast model
 // costs the guest at most 100 interrupts a second, however many requests
-// run. The completion itself always comes at once (VIRTIO_INT_USED_RING).
+// run; and only while VIRTIO_AI_PROGRESS_WANT is non-zero. The completion
+// itself always comes at once (VIRTIO_INT_USED_RING).
 #define VIRTIO_AI_INT_PROGRESS  0x4
 #define VIRTIO_AI_PROGRESS_US   10000
 
@@ -80,6 +81,19 @@ struct virtio_ai_config {
 #define AI_TR_FAILED            5   // failed (any reason)
 #define AI_TR_FREED             6   // slot reclaimed without a wait (exit)
 #define AI_TR_READ              7   // the owner's ai_read got its first ids
+
+// write-only progress-interrupt request register (device-specific, after
+// the trace register): non-zero while someone sleeps in ai_read waiting for
+// ids, 0 (at reset too) when nobody does. It is virtio's event suppression
+// (VIRTQ_AVAIL_F_NO_INTERRUPT) for progress: a request nobody streams costs
+// the guest its one completion interrupt, not one per 10 ms of decode. The
+// driver sets it before its last look at resp.ngenerated, so an update that
+// lands between that look and its sleep still interrupts. While it is 0 the
+// device also updates out[] and resp.ngenerated less often, at most once per
+// VIRTIO_AI_PROGRESS_IDLE_US (what ai_query shows may be that old); setting
+// it brings both up to date at once.
+#define VIRTIO_AI_PROGRESS_WANT 0x204
+#define VIRTIO_AI_PROGRESS_IDLE_US 100000
 
 // read-only prefix-cache counters (device-specific, after the trace
 // register): struct ai_cache (ai.h), one 32-bit register per field, in order

@@ -378,6 +378,7 @@ def test_sampling_is_reproducible_by_seed(rig: Rig) -> None:
 
 
 def test_progress_is_visible_while_generating(rig: Rig, tiny: ai.LoadedModel) -> None:
+    rig.dev.write(ai.PROGRESS_WANT, 4, 1)  # updates at the reader's rate
     g = Gen(rig, [11, 12, 13], 400).submit()
     seen: list[int] = []
     done: dict[int, int] = {}
@@ -401,6 +402,7 @@ def test_progress_is_visible_while_generating(rig: Rig, tiny: ai.LoadedModel) ->
 def test_progress_interrupt_is_rate_limited_and_coalesced(rig: Rig) -> None:
     """VIRTIO_AI_INT_PROGRESS: raised with new ids while running, never again while the driver
     has not acknowledged it, and at most once per VIRTIO_AI_PROGRESS_US of guest time."""
+    rig.dev.write(ai.PROGRESS_WANT, 4, 1)  # a reader waits (kernel: ai_read)
     g = Gen(rig, [11, 12, 13], 400).submit()
     raised: list[int] = []  # guest µs of each progress interrupt seen (then acknowledged)
     unacked = {"n": 0}
@@ -426,9 +428,31 @@ def test_progress_interrupt_is_rate_limited_and_coalesced(rig: Rig) -> None:
     assert rig.dev.progress_irqs <= elapsed // ai.PROGRESS_US + 1
 
 
+def test_progress_interrupts_only_while_wanted(rig: Rig) -> None:
+    """VIRTIO_AI_PROGRESS_WANT: none while it is 0 (at reset too), the next progress update
+    interrupts once it is set (setting it brings ngenerated up to date at once), none again
+    once cleared; ngenerated and out[] still grow."""
+    g = Gen(rig, [11, 12, 13], 2000).submit()
+    rig.pump(lambda: g.resp_fields["ngenerated"] > 0, 60)
+    assert rig.dev.progress_irqs == 0 and not rig.r("INTERRUPT_STATUS") & ai.INT_PROGRESS
+    time.sleep(0.05)  # more ids arrive; nobody waits, so they may stay in the device a while
+    rig.dev.write(ai.PROGRESS_WANT, 4, 1)
+    with rig.dev._lock:
+        assert not rig.dev._dirty  # all of them are in RAM now
+    assert rig.dev.progress_irqs == 1 and rig.r("INTERRUPT_STATUS") & ai.INT_PROGRESS
+    rig.dev.write(ai.PROGRESS_WANT, 4, 0)
+    rig.w("INTERRUPT_ACK", ai.INT_PROGRESS)
+    rig.pump(lambda: g.head in dict(rig.used()), 60)
+    assert rig.dev.progress_irqs == 1 and not rig.r("INTERRUPT_STATUS") & ai.INT_PROGRESS
+    assert g.resp_fields["ngenerated"] == 2000
+    with pytest.raises(DeviceError):
+        rig.dev.read(ai.PROGRESS_WANT, 4)  # write-only
+
+
 def test_no_progress_interrupt_without_the_feature(tiny: ai.LoadedModel) -> None:
     r = Rig(tiny)
     r.handshake(features=ai.F_PROGRESS)
+    r.dev.write(ai.PROGRESS_WANT, 4, 1)
     g = Gen(r, [11, 12, 13], 100).submit()
     r.pump(lambda: g.head in dict(r.used()), 60)
     assert r.dev.progress_irqs == 0 and not r.r("INTERRUPT_STATUS") & ai.INT_PROGRESS

@@ -17,11 +17,15 @@ hands the prompt to the backend (harness/engines/: the in-process pyllm engine, 
 requests in flight decoded in one batch, or a remote OpenAI-compatible server) and returns
 at once. The backend's threads never touch the machine: for new token ids the device
 queues them, and a closure is posted to the emulation thread (`ctx.post`) at most once per
-engine step and, for progress alone, once per PROGRESS_INTERVAL_S; it copies the new ids into
+engine step and, for progress alone, once per PROGRESS_INTERVAL_S (IDLE_INTERVAL_S while
+no reader waits: VIRTIO_AI_PROGRESS_WANT is 0; each post costs the emulation thread ~0.1 ms);
+it copies the new ids into
 out[] and updates resp.ngenerated / t_first (feature PROGRESS; without it out[] and resp are
 written once at the end). With feature PROGRESS_IRQ such an update also raises
-VIRTIO_AI_INT_PROGRESS, at most once per VIRTIO_AI_PROGRESS_US of guest time and never while
-the previous one is unacknowledged (the kernel's ai_read sleeps on it). At the end the
+VIRTIO_AI_INT_PROGRESS, at most once per VIRTIO_AI_PROGRESS_US of guest time, never while
+the previous one is unacknowledged and only while the driver has VIRTIO_AI_PROGRESS_WANT
+non-zero (the kernel sets it while an ai_read sleeps on progress; a request nobody streams
+decodes without interrupts). At the end the
 same closure writes resp (status, ngenerated, t_done), puts the head on the used ring
 (used.len = bytes written) and raises VIRTIO_INT_USED_RING through the PLIC.
 
@@ -95,6 +99,7 @@ RESP_FMT = RESP.scalar_struct("status", "ngenerated", "t_accept", "t_first", "t_
                               "ncached", "reserved")
 NGEN_OFF, TFIRST_OFF = RESP.offset("ngenerated"), RESP.offset("t_first")
 TRACE = A["VIRTIO_AI_TRACE"]
+PROGRESS_WANT = A["VIRTIO_AI_PROGRESS_WANT"]  # write-only: progress interrupts wanted
 CACHE_REG = A["VIRTIO_AI_CACHE"]  # read-only: struct ai_cache, one register per field
 CACHE = AI_H.struct("ai_cache")
 __all__ = ["LoadedModel", "TraceEvent", "VirtioAi", "device_entry", "guest_name"]
@@ -114,6 +119,7 @@ STATE_NAMES = {v: k.lower() for k, v in DEV_STATE.items()}
 REQ_TYPE = A.prefixed("AI_REQ_")     # "GENERATE", "CANCEL", "LOAD"
 TRACE_EVENTS = {v: k.lower() for k, v in A.prefixed("AI_TR_").items()}  # 1 -> "submit", ...
 PROGRESS_INTERVAL_S = PROGRESS_US / 1e6  # progress updates at most this often (one guest tick)
+IDLE_INTERVAL_S = A["VIRTIO_AI_PROGRESS_IDLE_US"] / 1e6  # ... while no reader waits for them
 TRACE_CAP = 200_000                  # the latest events kept (a long session must not grow)
 _U64 = struct.Struct("<Q")
 
@@ -198,6 +204,7 @@ class VirtioAi(VirtioMmio):
         self.progress_posts = 0     # closures posted by the engine thread
         self.progress_irqs = 0      # VIRTIO_AI_INT_PROGRESS raised
         self.last_irq_us = -PROGRESS_US  # guest µs of the last progress interrupt
+        self.progress_want = 0      # VIRTIO_AI_PROGRESS_WANT: non-zero = raise them
         self.jobs: dict[int, _Job] = {}  # head -> job (emulation thread only)
         self._owned: list[AiBackend] = []  # backends this device loaded (closed with it)
         self._epoch = 0
@@ -363,8 +370,8 @@ class VirtioAi(VirtioMmio):
         if offset == CONFIG_GENERATION_REG:
             self.need_size(offset, size, 4)
             return self.config_generation
-        if offset == TRACE:
-            raise self.error(offset, size, "the trace register is write-only")
+        if offset in (TRACE, PROGRESS_WANT):
+            raise self.error(offset, size, "the register is write-only")
         if offset in CACHE_FIELDS:
             self.need_size(offset, size, 4)
             lm = self.loaded
@@ -375,6 +382,14 @@ class VirtioAi(VirtioMmio):
         if offset == TRACE:
             self.need_size(offset, size, 4)
             self._kernel_event(self.now_us(), value)
+            return
+        if offset == PROGRESS_WANT:
+            self.need_size(offset, size, 4)
+            self.progress_want = value  # first: a token from now on posts at the fast rate
+            with self._lock:
+                stale = bool(value) and bool(self._dirty)
+            if stale:  # progress held back while nobody waited: the reader looks next
+                self._flush()
             return
         super().write(offset, size, value)
 
@@ -392,6 +407,7 @@ class VirtioAi(VirtioMmio):
     def reset_device(self) -> None:
         """Status 0: forget every request in flight (their buffers belong to the driver again)."""
         self._epoch += 1
+        self.progress_want = 0
         for job in self.jobs.values():
             if job.handle is not None:
                 job.handle.cancel()
@@ -560,14 +576,16 @@ class VirtioAi(VirtioMmio):
     def _mark(self, job: _Job) -> bool:
         """Queue job for the next flush; True if the caller must post that flush (after
         releasing _lock, which it holds now). One flush serves every job marked before it
-        runs. Progress alone is posted at most every PROGRESS_INTERVAL_S: each post wakes
-        the emulation thread (~0.1 ms of CPU), and nobody needs ngenerated fresher than a
-        guest tick; a completion is posted at once and carries the pending progress too."""
+        runs. Progress alone is posted at most every PROGRESS_INTERVAL_S (IDLE_INTERVAL_S
+        while no reader waits): each post wakes the emulation thread (~0.1 ms of CPU), and
+        nobody needs ngenerated fresher than a guest tick; a completion is posted at once
+        and carries the pending progress too."""
         self._dirty.append(job)
         if self._flush_posted:
             return False
         now = time.perf_counter()
-        if job.status is None and now - self._last_post < PROGRESS_INTERVAL_S:
+        interval = PROGRESS_INTERVAL_S if self.progress_want else IDLE_INTERVAL_S
+        if job.status is None and now - self._last_post < interval:
             return False  # the next post (a later token's, or the completion) flushes it
         self._flush_posted = True
         self._last_post = now
@@ -618,8 +636,8 @@ class VirtioAi(VirtioMmio):
         """Raise VIRTIO_AI_INT_PROGRESS if negotiated, rate-limited (see the module docstring).
         A skipped one is not lost for long: the next update or the completion comes."""
         now = self.now_us()
-        if (not self.driver_features & F_PROGRESS_IRQ or self.interrupt_status & INT_PROGRESS
-                or now - self.last_irq_us < PROGRESS_US):
+        if (not self.driver_features & F_PROGRESS_IRQ or not self.progress_want
+                or self.interrupt_status & INT_PROGRESS or now - self.last_irq_us < PROGRESS_US):
             return
         self.last_irq_us = now
         self.progress_irqs += 1
