@@ -284,6 +284,8 @@ class Machine:
             irq = ML[irq_name] if irq_name else None
             self._add_device(name, ML[base_name], factory(name, self._context(irq)), irq)
         self.clint: Clint = self.devices["clint"]  # type: ignore[assignment]
+        if self.native_mmio is not None and self.native_mmio.clint is not None:
+            self.waker.on_armed = self.native_mmio.arm  # the C CLINT's mtimecmp stores
         self.uart: Uart16550 = self.devices["uart0"]  # type: ignore[assignment]
         self.disk: VirtioBlk = self.devices["virtio0"]  # type: ignore[assignment]
 

@@ -5,7 +5,9 @@ callbacks are C functions. For the devices `NativeMmio` adopts, C serves the reg
 that need no Python decision: the UART's THR write (while the THR-empty interrupt is off)
 and LSR read, the PLIC's claim/complete, a virtio device's InterruptStatus read and
 InterruptACK write (the block and the AI device: one per interrupt), the AI device's trace
-register (the event and its time recorded in C, `VirtioAi._drain`). Those devices then
+register (the event and its time recorded in C, `VirtioAi._drain`), and with the host clock
+the CLINT's mtime and mtimecmp (STIP re-evaluated in C; `NativeMmio.arm` keeps C told of
+the waker's deadline, so only a store of an earlier deadline calls Python). Those devices then
 keep that state in the C structs (`use_native` in plic.py, uart.py, virtio_mmio.py), so the
 debugger, monitor, hang watch and reports read the same values on both paths. Every other
 access goes to the device's Python `read`/`write` through one cffi callback
@@ -19,6 +21,7 @@ Python path maps the windows with `MmioBus`, and the devices keep Python state.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from typing import Any
 
 from unicorn import Uc
@@ -26,7 +29,9 @@ from unicorn.unicorn_py3 import unicorn as _ucmod
 
 from harness import native
 from harness.bootinfo import MAXCPU
+from harness.clock import HostClock
 from harness.devices.base import Device, MachineFault
+from harness.devices.clint import Clint
 from harness.devices.plic import NSOURCES, Plic
 from harness.devices.uart import Uart16550
 from harness.devices.virtio_mmio import VirtioMmio
@@ -35,6 +40,8 @@ from harness.mmio import Access, MmioBus
 from harness.traps_native import _native
 
 _SEIP = 1 << 9
+_STIP = 1 << 5
+_NO_DEADLINE = 2**63 - 1  # struct fp_clint's armed_ns for "none" (INT64_MAX)
 
 
 def _fn(name: str, ffi: Any) -> Any:
@@ -65,6 +72,7 @@ class NativeMmio:
         self.uart = ffi.new("struct fp_uart *")
         self._states: dict[int, tuple[int, Any]] = {id(plic): (lib.FP_WIN_PLIC, p)}
         self._keep: list[Any] = []  # structs only C points to
+        self.clint: Any = None  # the struct fp_clint, if the CLINT is served in C
 
     def adopt(self, dev: Device, irq: int | None) -> None:
         """Serve dev's hot registers in C if it has any (call before its window is mapped)."""
@@ -79,6 +87,19 @@ class NativeMmio:
             self._keep.append(tr)
             dev.use_native(st)
             self._states[id(dev)] = (lib.FP_WIN_VIRTIO, st)
+        elif isinstance(dev, Clint) and isinstance(dev.clock, HostClock) and self.clint is None:
+            c = self.clint = self.ffi.new("struct fp_clint *")
+            for i in range(len(dev.cmp)):
+                c.uc[i] = self.plic.uc[i]
+            c.reg_read, c.reg_write = self.plic.reg_read, self.plic.reg_write
+            c.t0_ns, c.hz, c.stip, c.armed_ns = dev.clock.t0, dev.clock.hz, _STIP, _NO_DEADLINE
+            dev.use_native(c)
+            self._states[id(dev)] = (lib.FP_WIN_CLINT, c)
+
+    def arm(self, deadline: int | None) -> None:
+        """The running slice's deadline changed (Waker.on_armed): tell the C CLINT."""
+        if self.clint is not None:
+            self.clint.armed_ns = _NO_DEADLINE if deadline is None else deadline
 
     def _has(self, kind: int) -> bool:
         return any(k == kind for k, _ in self._states.values())
@@ -91,7 +112,7 @@ class NativeMmio:
         """Accesses the C bus served without Python, all devices."""
         n = int(self.plic.fast) + int(self.uart.fast)
         return n + sum(int(st.fast) for k, st in self._states.values()
-                       if k == self.lib.FP_WIN_VIRTIO)
+                       if k in (self.lib.FP_WIN_VIRTIO, self.lib.FP_WIN_CLINT))
 
 
 class NativeBus(MmioBus):
@@ -140,13 +161,23 @@ class NativeBus(MmioBus):
 
 def _py_mmio(handle: Any, win: int, offset: int, size: int, write: int, value: int,
              out: Any) -> int:
-    bus: NativeBus = _ffi.from_handle(handle)
-    try:
-        base, dev = bus.windows[win]
+    def access(dev: Device) -> None:
         if write:
             dev.write(offset, size, value)
         else:
             out[0] = dev.read(offset, size)
+    return _py_call(handle, win, access)
+
+
+def _py_clint(handle: Any, win: int) -> None:
+    _py_call(handle, win, lambda dev: dev.on_deadline())  # type: ignore[attr-defined]
+
+
+def _py_call(handle: Any, win: int, fn: Callable[[Device], None]) -> int:
+    """fn(the window's device) for C: 0, or 1 after a fault or error (the run then stops)."""
+    bus: NativeBus = _ffi.from_handle(handle)
+    try:
+        fn(bus.windows[win][1])
         return 0
     except MachineFault as e:
         bus._stop(e)
@@ -162,3 +193,4 @@ _ffi: Any = None
 if native.load() is not None:
     _ffi = native.load()[0]  # type: ignore[index]
     _ffi.def_extern(name="fp_py_mmio")(_py_mmio)
+    _ffi.def_extern(name="fp_py_clint")(_py_clint)

@@ -55,6 +55,10 @@ class Waker:
         self._deadline: int | None = None  # host monotonic ns; None = no deadline
         self._wake_at: int | None = None   # when the waker thread wakes next; None = when told
         self._closed = False
+        # told the running slice's deadline whenever it changes (emulation thread): the C
+        # CLINT's armed_ns (harness/native/clint.c), which then calls set_deadline only
+        # for a deadline earlier than this one
+        self.on_armed: Callable[[int | None], None] | None = None
         self.stops = 0
         self.notifies = 0  # times the waker thread was woken early (a cost, see above)
         self._thread = threading.Thread(target=self._loop, name="harness-waker", daemon=True)
@@ -89,6 +93,8 @@ class Waker:
             self._gen += 1
             self._running = True
             self._deadline = deadline
+            if self.on_armed is not None:
+                self.on_armed(deadline)
             if deadline is not None and (self._wake_at is None or deadline < self._wake_at):
                 self._wake_waker()
             return True
@@ -103,6 +109,8 @@ class Waker:
         """Move the running slice's deadline (the guest reprogrammed the timer)."""
         with self._run_cv:
             self._deadline = deadline
+            if self.on_armed is not None:
+                self.on_armed(deadline)
             if (self._running and deadline is not None
                     and (self._wake_at is None or deadline < self._wake_at)):
                 self._wake_waker()

@@ -27,12 +27,14 @@ def test_bench_system_reports_every_figure(tmp_path: Path) -> None:
                   "IPI wake-up, store to run (us)", "Host CPU at the prompt",
                   "fork + exit + wait (us)", "pipe to a child (KiB/s)",
                   "Trap floor, no kernel, C (us)", "Ratio Python / C: getpid",
-                  "UART LSR load, C register (us)", "Console output, C bus (KiB/s)"):
+                  "UART LSR load, C register (us)", "Console output, C bus (KiB/s)",
+                  "CLINT mtimecmp store, C register (us)"):
         assert label in r.stdout
     med = json.loads(out.read_text())["median"]
     for key in ("raw_mips", "floor_us", "guest_over_bare", "syscall_over_floor", "floor_py_us",
                 "syscall_py_us", "fork_py_us", "floor_py_over_c", "syscall_py_over_c",
                 "mmio_lsr_c_us", "mmio_scr_c_us", "mmio_lsr_python_us", "console_c_kib_s",
+                "mmio_mtimecmp_c_us", "mmio_mtimecmp_python_us",
                 "console_python_kib_s"):
         assert med[key] >= 0
     for n in (1, 2):

@@ -141,5 +141,26 @@ def test_devices_same_on_both_paths(cpus: int) -> None:
     assert mc.disk.completed == mp.disk.completed > 0
     assert mc.disk.interrupt_status == mp.disk.interrupt_status
     assert ([c.bus.accesses for c in mc.cpus] == [c.bus.accesses for c in mp.cpus])
+    # the timer: every hart's last deadline and STIP (icount keeps the CLINT in Python)
+    assert list(mc.clint.cmp) == list(mp.clint.cmp) and mc.native_mmio.clint is None
+    assert [bool(v) for v in mc.clint.levels] == [bool(v) for v in mp.clint.levels]
     # the hot registers were served in C: the console bytes and two accesses per claim
     assert mc.native_mmio.fast() >= mc.uart.tx_count + 2 * mc.plic.claims
+
+
+@pytest.mark.parametrize("cmd", ["wfi", "busy"])
+def test_clint_in_c(cmd: str) -> None:
+    """With the host clock the C bus serves mtime and mtimecmp (harness/native/clint.c):
+    the timer stub's ticks arrive as on the Python path, a store tells Python only when
+    the waker must wake earlier (here: each re-arm after a tick, the slice having no other
+    deadline), and the Clint object reads the C state."""
+    mc, out_c = _run(stub_elf("timer"), "c", cmd=cmd)
+    mp, out_p = _run(stub_elf("timer"), "python", cmd=cmd)
+    assert out_c == out_p and b"ticks 5 ok" in out_c
+    st = mc.native_mmio.clint if mc.native_mmio is not None else None
+    assert st is not None and mp.native_mmio is None
+    # 6 stores of two halves and one 8-byte mtime read, all in C
+    assert st.fast == 6 * 2 + 2
+    assert 1 <= st.calls <= 6 * 2
+    assert list(mc.clint.cmp) == list(mp.clint.cmp) == [2**64 - 1]  # disarmed at the end
+    assert not mc.clint.level and int(st.level[0]) == 0

@@ -18,7 +18,9 @@ medians reported:
                         count only): what the C trap path gains, in the same run
     MMIO floor          a load loop on a device register with no kernel: the UART's LSR
                         (served by the C bus, harness/native/mmio.c) and its SCR (the
-                        Python device behind the C bus), and LSR on the Python bus
+                        Python device behind the C bus), and LSR on the Python bus; a
+                        store loop on mtimecmp (a deadline past the slice's end, as a
+                        kernel's next tick: harness/native/clint.c) on both buses
     console output      `cat` of a 200 KB file to the console (KiB/s), C and Python bus
     context switch      `sysbench pingpong` (one byte there and back over two pipes): on
                         one hart two switches per round trip; on several, two wake-ups
@@ -114,13 +116,17 @@ off:
   sw t1, 0(t0)
 2: j 2b
 """
-# MMIO_LOADS byte loads of a UART register (offset {reg}), then power off
+# MMIO_LOADS accesses (`{insn}` on t0 = `{base}`; t2 = mtime + 1 hour), then power off
 MMIO_S = f"""
 .globl _start
 _start:
   li a0, {MMIO_LOADS}
-  li t0, {_ML["UART0"]}
-1: lbu t1, {{reg}}(t0)
+  li t0, {_ML["CLINT_MTIME"]}
+  ld t2, 0(t0)
+  li t1, {3600 * _ML["TIMEBASE_HZ"]}
+  add t2, t2, t1
+  li t0, {{base}}
+1: {{insn}}
   addi a0, a0, -1
   bnez a0, 1b
   li t0, {_ML["POWER"]}
@@ -157,10 +163,10 @@ def raw_mips(spin: ElfImage, loops: int) -> float:
     return loops * 8 / (time.perf_counter() - t) / 1e6
 
 
-def _stub_seconds(stub: ElfImage, traps: str, what: str) -> float:
+def _stub_seconds(stub: ElfImage, traps: str, what: str, timeout: float = 0.0) -> float:
     """Host seconds a bare-metal stub runs until it powers off (`traps`: the trap path,
-    which also picks the MMIO bus; "" = the default)."""
-    m = Launch(MachineConfig(kernel=stub.path, traps=traps)).machine
+    which also picks the MMIO bus; "" = the default; a `timeout` is the slice's deadline)."""
+    m = Launch(MachineConfig(kernel=stub.path, traps=traps, timeout=timeout)).machine
     try:
         t = time.perf_counter()
         res = m.run()
@@ -178,8 +184,9 @@ def floor_trap_us(floor: ElfImage, traps: str = "") -> float:
 
 
 def mmio_floor_us(stub: ElfImage, traps: str) -> float:
-    """µs per MMIO load of the stub's register on the machine without a kernel."""
-    return _stub_seconds(stub, traps, "MMIO floor") / MMIO_LOADS * 1e6
+    """µs per MMIO access of the stub's register on the machine without a kernel (with a
+    timeout, so a slice has a deadline for the mtimecmp stores to fall after)."""
+    return _stub_seconds(stub, traps, "MMIO floor", timeout=600.0) / MMIO_LOADS * 1e6
 
 
 def console_kib_s(kernel: Path, fs: Path, cpus: int, traps: str) -> float:
@@ -349,8 +356,11 @@ def run(cpus: list[int], reps: int, idle_seconds: float, kernel: Path, fs: Path,
     with tempfile.TemporaryDirectory(prefix="bench-system-") as tmp:
         spin = _assemble(SPIN_S, "spin", Path(tmp))
         floor = _assemble(FLOOR_S, "floor", Path(tmp))
-        mmio = {name: _assemble(MMIO_S.format(reg=reg), f"mmio_{name}", Path(tmp))
-                for name, reg in (("lsr", Reg.LSR), ("scr", Reg.SCR))}
+        uart, cmp = _ML["UART0"], _ML["CLINT_MTIMECMP"]
+        mmio = {name: _assemble(MMIO_S.format(base=base, insn=insn), f"mmio_{name}", Path(tmp))
+                for name, base, insn in (("lsr", uart, f"lbu t1, {Reg.LSR}(t0)"),
+                                         ("scr", uart, f"lbu t1, {Reg.SCR}(t0)"),
+                                         ("mtimecmp", cmp, "sd t2, 0(t0)"))}
         r = measure(kernel, fs, cpus, reps, idle_seconds, spin, floor, mmio, progress)
     med = {k: statistics.median(v) for k, v in r.items() if v}
     return {"reps": reps, "idle_seconds": idle_seconds, "cpus": cpus, "median": med, "runs": r}
@@ -401,6 +411,8 @@ def format_report(data: dict[str, Any]) -> str:
              _row("UART SCR load, Python device (us)", med["mmio_scr_c_us"]),
              _row("UART LSR load, Python bus (us)", med["mmio_lsr_python_us"]),
              _row("UART SCR load, Python bus (us)", med["mmio_scr_python_us"]),
+             _row("CLINT mtimecmp store, C register (us)", med["mmio_mtimecmp_c_us"]),
+             _row("CLINT mtimecmp store, Python bus (us)", med["mmio_mtimecmp_python_us"]),
              _row("Console output, C bus (KiB/s)", med["console_c_kib_s"], "{:<10.0f}"),
              _row("Console output, Python bus (KiB/s)", med["console_python_kib_s"],
                   "{:<10.0f}"),

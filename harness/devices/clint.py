@@ -11,11 +11,18 @@ accesses, low word first):
 This is not QEMU's CLINT: there is no M-mode, so the comparator drives STIP directly
 (Unicorn cannot raise MTIP). Writing mtimecmp re-evaluates STIP at once, so a handler
 that moves the deadline into the future sees STIP drop before its `sret`.
+
+With the host clock and the C bus (harness/mmio_native.py) the registers are served in C
+(harness/native/clint.c) and `cmp`/`levels` are views of its `struct fp_clint`
+(`use_native`): this object stays the owner as the run loop, the hang watch and the
+debugger see it, and its `on_deadline` is called from C only when a store moved the
+earliest deadline before the one the running slice ends at.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, MutableSequence
+from typing import Any
 
 from harness import cheader
 from harness.clock import NEVER, Clock
@@ -40,9 +47,19 @@ class Clint(Device):
         self.clock = clock
         self.stip = stip
         self.on_deadline = on_deadline
-        self.cmp = [NEVER] * nharts   # mtimecmp of each hart
-        self.levels = [False] * nharts
+        self.cmp: MutableSequence[int] = [NEVER] * nharts  # mtimecmp of each hart
+        self.levels: MutableSequence[bool] | MutableSequence[int] = [False] * nharts
         self._latched_mtime: int | None = None  # mtime sampled by a low-half read
+        self.fast: Any = None  # the struct fp_clint (use_native), or None
+
+    def use_native(self, st: Any) -> None:
+        """Keep cmp/levels in `st` (a `struct fp_clint`) from now on, as they are now."""
+        n = len(self.cmp)
+        st.nharts, st.mtime_off, st.cmp_off, st.stride = n, MTIME, MTIMECMP, STRIDE
+        for h in range(n):
+            st.cmp[h], st.level[h] = self.cmp[h], self.levels[h]
+        self.fast = st
+        self.cmp, self.levels = st.cmp[0:n], st.level[0:n]  # views, not copies
 
     @property
     def mtimecmp(self) -> int:

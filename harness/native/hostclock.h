@@ -1,5 +1,5 @@
 // hostclock.h: HostClock.mtime (harness/clock.py) in C, for the C paths that read the
-// guest's time without Python (traps.c's rdtime, mmio.c's trace stamps).
+// guest's time without Python (traps.c's rdtime, mmio.c's trace stamps, clint.c's mtime).
 #ifndef HARNESS_HOSTCLOCK_H
 #define HARNESS_HOSTCLOCK_H
 

@@ -8,11 +8,10 @@
 #define PRIV_MACHINE 3
 
 // Hart.set_mip: mip is an M-mode CSR, so PRIV is switched to M around the access
-static void set_mip(struct fp_plic *p, int h, uint64_t mask, int level)
+void fp_set_mip(void *uc, void *reg_read, void *reg_write, uint64_t mask, int level)
 {
-    void *uc = p->uc[h];
-    uc_reg_read_fn rd = (uc_reg_read_fn)p->reg_read;
-    uc_reg_write_fn wr = (uc_reg_write_fn)p->reg_write;
+    uc_reg_read_fn rd = (uc_reg_read_fn)reg_read;
+    uc_reg_write_fn wr = (uc_reg_write_fn)reg_write;
     uint64_t priv = 0, mip = 0, m = PRIV_MACHINE;
     rd(uc, REG_PRIV, &priv);
     if (priv != PRIV_MACHINE)
@@ -47,7 +46,7 @@ static void plic_update(struct fp_plic *p)
         uint8_t out = plic_best(p, h) != 0;
         if (out != p->out[h]) {
             p->out[h] = out;
-            set_mip(p, h, p->seip, out);
+            fp_set_mip(p->uc[h], p->reg_read, p->reg_write, p->seip, out);
         }
     }
 }
@@ -199,6 +198,8 @@ static uint64_t on_read(void *uc, uint64_t offset, unsigned size, void *user)
         done = plic_read(w->dev, offset, size, &value);
     else if (w->kind == FP_WIN_VIRTIO)
         done = virtio_read(w->dev, offset, size, &value);
+    else if (w->kind == FP_WIN_CLINT)
+        done = fp_clint_read(w, offset, size, &value);
     if (!done && fp_py_mmio(w->bus->handle, w->index, offset, size, 0, 0, &value))
         return 0;  // a DeviceError: the run stops after this access
     record(w, offset, size, 0, value);
@@ -215,6 +216,8 @@ static void on_write(void *uc, uint64_t offset, unsigned size, uint64_t value, v
         done = plic_write(w->dev, offset, size, value);
     else if (w->kind == FP_WIN_VIRTIO)
         done = virtio_write(w->dev, offset, size, value);
+    else if (w->kind == FP_WIN_CLINT)
+        done = fp_clint_write(w, offset, size, value);
     if (!done && fp_py_mmio(w->bus->handle, w->index, offset, size, 1, value, &value))
         return;
     record(w, offset, size, 1, value);

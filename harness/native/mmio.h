@@ -8,7 +8,8 @@
 // errors (DeviceError). The C state is the device's own state, not a copy: the Python
 // device objects read and write the same structs (harness/devices/plic.py,
 // virtio_mmio.py), except the UART, whose IER/LCR/receive-ready the Python model mirrors
-// here after each change (uart.py `_sync`). Register offsets come from Python
+// here after each change (uart.py `_sync`). With the host clock the CLINT's mtime and
+// mtimecmp are served here too (clint.c). Register offsets come from Python
 // (kernel_c/memlayout.h, virtio_mmio.h through harness/cheader.py), never from numbers here.
 //
 // The bus also records each hart's most recent MMIO instruction (both halves of a split
@@ -24,7 +25,7 @@
 #define FP_TXBUF 4096
 #define FP_TRACE 256
 
-enum { FP_WIN_PYTHON, FP_WIN_UART, FP_WIN_PLIC, FP_WIN_VIRTIO };
+enum { FP_WIN_PYTHON, FP_WIN_UART, FP_WIN_PLIC, FP_WIN_VIRTIO, FP_WIN_CLINT };
 
 struct fp_plic {                     // harness/devices/plic.py's state
     uint32_t priority[FP_NSOURCES];
@@ -71,6 +72,24 @@ struct fp_virtio {                   // harness/devices/virtio_mmio.py's interru
     uint64_t fast;
 };
 
+struct fp_clint {                    // harness/devices/clint.py's state (host clock only)
+    uint64_t cmp[FP_MAXHARTS];       // mtimecmp of each hart
+    uint8_t level[FP_MAXHARTS];      // STIP of each hart as last driven
+    int nharts;
+    int64_t t0_ns;                   // HostClock.t0
+    uint64_t hz;
+    uint32_t mtime_off, cmp_off, stride;  // CLINT_MTIME, CLINT_MTIMECMP (- CLINT), its stride
+    uint64_t stip;                   // mip.STIP
+    uint64_t latched;                // mtime sampled by a low-half read, for the high half
+    int latched_ok;
+    int64_t armed_ns;                // the running slice's deadline as the waker holds it
+                                     // (harness/waker.py; host monotonic ns, INT64_MAX none)
+    void *uc[FP_MAXHARTS];           // each hart's uc_engine
+    void *reg_read, *reg_write;
+    uint64_t fast;                   // accesses served here
+    uint64_t calls;                  // mtimecmp stores that had to tell Python (an earlier deadline)
+};
+
 struct fp_access {
     uint32_t win, offset, size, write;
     uint64_t value;
@@ -98,9 +117,18 @@ int fp_bus_map(struct fp_window *w, uint64_t base, uint64_t size);
 void fp_plic_set_line(struct fp_plic *p, uint32_t src, int level);
 // cffi:end
 
+// Hart.set_mip on hart uc (mmio.c)
+void fp_set_mip(void *uc, void *reg_read, void *reg_write, uint64_t mask, int level);
+// clint.c: a CLINT register served in C (1), or 0 for the Python device
+int fp_clint_read(struct fp_window *w, uint64_t offset, uint32_t size, uint64_t *value);
+int fp_clint_write(struct fp_window *w, uint64_t offset, uint32_t size, uint64_t value);
+
 // the device's Python read/write (harness/mmio_native.py): 0 with *value set (a read),
 // or 1 if it failed (the bus then stops the run and reports it)
 int fp_py_mmio(void *handle, uint32_t win, uint64_t offset, uint32_t size, int write,
                uint64_t value, uint64_t *out);
+// the CLINT's on_deadline (harness/mmio_native.py): a store moved a deadline earlier than
+// the one the waker sleeps to
+void fp_py_clint(void *handle, uint32_t win);
 
 #endif
