@@ -181,7 +181,7 @@ def test_console_line_editing_and_ctrl_keys(image: Path) -> None:
         m.send_input(b"echo abx\x7fc\n")             # DEL erases x
         b.wait_for("abc\n")
         m.send_input(b"echo junk\x15echo kept\n")    # ^U erases the line
-        b.wait_for("kept\n")
+        b.wait_for("\nkept\n")                       # the output: the echo has "kept\n" too
         m.send_input(b"sleep 1000\n")
         time.sleep(0.3)
         m.send_input(b"\x10")                         # ^P: process list
