@@ -2,7 +2,7 @@
 
 This module only parses the options and calls the benchmarks, which live in harness/bench/
 (one module each: lifecycle.py with no subcommand, system.py, service.py, fs.py, tokenizer.py,
-prefix.py) and, for pyllm's engines against llama.cpp, pyllm/bench.py (imported lazily).
+prefix.py, qemu.py) and, for pyllm's engines against llama.cpp, pyllm/bench.py (imported lazily).
 """
 
 from __future__ import annotations
@@ -139,6 +139,8 @@ def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: l
     harness bench --engine URL     the lifecycle through an OpenAI-compatible server: TTFT
                                    from the server, an HTTP client and the guest (HTTP's share)
     harness bench remote           a load run: --machines M x --clients C against one server
+    harness bench qemu --xv6 PATH  ours vs xv6-riscv on QEMU, same run: getpid, fork, pipe,
+                                   exec from one source; xv6's usertests on both
 
     Each metric's start and stop are defined in harness/bench/metrics.py and docs/BENCH.md.
     """
@@ -394,3 +396,66 @@ def prefix(models: str, reps: int, prompt_len: int, lengths: list[int], turns: i
     click.echo("\n".join(bench_prefix.markdown(rep, png)))
     if not rep.models:
         raise click.ClickException("no model measured: " + "; ".join(rep.skipped.values()))
+
+
+def _iters(ctx: click.Context, param: click.Parameter, value: str) -> dict[str, int]:
+    from harness.bench.qemu import ITERS
+
+    out = dict(ITERS)
+    for item in filter(None, (v.strip() for v in value.split(","))):
+        mode, _, n = item.partition("=")
+        if mode not in ITERS or not n.isdigit() or int(n) < 1:
+            raise click.BadParameter(f"'{item}': expected MODE=N with MODE one of "
+                                     f"{', '.join(ITERS)} and N >= 1")
+        out[mode] = int(n)
+    return out
+
+
+@bench.command()
+@click.option("--xv6", "xv6", required=True,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="An xv6-riscv checkout (git clone https://github.com/mit-pdos/xv6-riscv); "
+                   "it is copied and built in a scratch folder, never changed.")
+@click.option("--reps", type=click.IntRange(1, 50), default=3, show_default=True,
+              help="Repetitions of the micro-benchmarks, alternating the machines.")
+@click.option("--ut-reps", type=click.IntRange(0, 20), default=1, show_default=True,
+              help="Repetitions of the usertests (0: none).")
+@click.option("--tests", default="",
+              help="Comma-separated xv6 usertests to run (default: all of quicktests[] and "
+                   "slowtests[]).")
+@click.option("--quick", is_flag=True, help="Leave xv6's slow tests out.")
+@click.option("--iters", default="", callback=_iters, metavar="MODE=N,...",
+              help="Loop counts of the micro-benchmarks, e.g. getpid=100000,fork=2000 "
+                   "(defaults: about a second each on ours).")
+@click.option("--no-own", is_flag=True, help="Skip our own full usertests.")
+@click.option("--timeout", type=click.FloatRange(10, 7200), default=900.0, show_default=True,
+              help="Seconds one shell command line may take on either machine.")
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("bench-results"), show_default=True,
+              help="Folder for qemu.json and qemu.md.")
+@_guest_options
+def qemu(xv6: Path, reps: int, ut_reps: int, tests: str, quick: bool, iters: dict[str, int],
+         no_own: bool, timeout: float, out: Path, kernel: Path, fs: Path) -> None:
+    """Ours (1 hart) against xv6-riscv on QEMU (-smp 1), in one run, alternating.
+
+    \b
+    getpid, fork + exit + wait, pipe ping-pong, fork + exec + wait: user_c/xv6/xv6bench.c
+    built for both, each loop timed from the host between two console lines; xv6's own
+    usertests.c, test by test, on both machines (pass/fail, time of the tests passing on
+    both); our own usertests. Needs qemu-system-riscv64 (apt-get install qemu-system-misc).
+    """
+    from harness.bench import qemu as bench_qemu
+    from harness.bench.errors import BenchError
+
+    _guest_files(kernel, fs)
+    names = [t.strip() for t in tests.split(",") if t.strip()] or None
+    opts = bench_qemu.Options(xv6=xv6, kernel=kernel, fs=fs, reps=reps, ut_reps=ut_reps,
+                              tests=names, quick=quick, iters=iters, timeout=timeout,
+                              own=not no_own)
+    try:
+        data = bench_qemu.run(opts, say=lambda m: click.echo(m, err=True))
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from None
+    bench_qemu.write(data, out)
+    click.echo(bench_qemu.format_report(data))
+    click.echo(f"wrote {out / 'qemu.json'} and {out / 'qemu.md'}", err=True)
