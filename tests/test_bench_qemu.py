@@ -26,7 +26,9 @@ DATA = json.loads((ROOT / "tests" / "data" / "bench_qemu.json").read_text())
 
 def stamped(rec: dict[str, Any]) -> bq.Stamped:
     st = bq.Stamped()
-    st.chunks = [(t, c.encode()) for t, c in rec["chunks"]]
+    for t, c in rec["chunks"]:
+        st.chunks.append((t, c.encode()))
+        st.buf += c.encode()
     return st
 
 

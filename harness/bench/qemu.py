@@ -57,6 +57,7 @@ XV6_SH_LINE = 99   # xv6's sh reads 100-byte lines (getcmd's buf), newline inclu
 XV6_SH_ARGS = 8    # and fewer than MAXARGS (10) words, the program's name included
 MARK = re.compile(rb"@@ (begin|end) (\S+) (\S+)(?: (\S+))?\r?\n")
 PROMPT = b"$ "     # xv6's sh; the next one after a typed line ends that line's run
+PANIC = re.compile(rb"(?:^|\n)panic: ")  # xv6's kernel panic() line (then it spins)
 STOP_MARK = b"@@ stop"  # xv6ut after a failed test: the rest of this boot's lines are skipped
 # issue 19's targets: (label, row, limit, kind): "ratio" is us / QEMU, "abs" our own figure
 TARGETS = (("getpid round trip <= 0.12x QEMU's xv6", "getpid", 0.12, "ratio"),
@@ -72,16 +73,18 @@ class Stamped:
 
     def __init__(self) -> None:
         self.chunks: list[tuple[float, bytes]] = []
+        self.buf = bytearray()  # the chunks joined (QEMU's arrive byte by byte)
         self.cond = threading.Condition()
 
     def __call__(self, data: bytes) -> None:
         with self.cond:
             self.chunks.append((time.perf_counter(), bytes(data)))
+            self.buf += data
             self.cond.notify_all()
 
     def data(self) -> bytes:
         with self.cond:
-            return b"".join(c for _, c in self.chunks)
+            return bytes(self.buf)
 
 
 @dataclass(frozen=True)
@@ -226,10 +229,9 @@ def _wait(st: Stamped, p: subprocess.Popen[bytes], mark: bytes, start: int,
     deadline = time.monotonic() + timeout
     with st.cond:
         while True:
-            data = b"".join(c for _, c in st.chunks)
-            if data.find(mark, start) >= 0:
+            if st.buf.find(mark, start) >= 0:
                 return "ok"
-            if b"panic" in data[start:]:
+            if PANIC.search(st.buf, start):
                 return "panic"
             if p.poll() is not None:
                 return f"qemu exited ({p.returncode})"
