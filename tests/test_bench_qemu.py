@@ -150,7 +150,7 @@ def summary() -> dict[str, Any]:
     runs = {"ours": [{"null": 1.0, "getpid": 2.0, "fork": 100.0},
                      {"null": 1.0, "getpid": 4.0, "fork": 300.0}],
             "qemu": [{"null": 0.1, "getpid": 25.0, "fork": 600.0},
-                     {"null": 0.1, "getpid": 25.0, "fork": 600.0}]}
+                     {"null": 0.0, "getpid": 25.0, "fork": 600.0}]}  # a pair in one chunk
     ok, bad = bq.TestResult(True, 1.0, ""), bq.TestResult(False, 0.5, "boom")
     tests = {"ours": [{"a": ok, "b": bad}], "qemu": [{"a": bq.TestResult(True, 4.0, ""),
                                                       "b": ok}]}
@@ -164,6 +164,7 @@ def test_summary_ratios_targets_and_report() -> None:
     assert data["rows"]["getpid"]["ratio"] == pytest.approx(0.12)  # median of 0.08, 0.16
     assert data["rows"]["xv6_usertests"] == {"ours": 1.0, "qemu": 4.0, "ratio": 0.25}
     assert data["compared"] == ["a"]
+    assert data["rows"]["null"]["ratio"] == pytest.approx(10.0)  # the 0.0 rep has no ratio
     met = {t["target"]: t["met"] for t in data["targets"]}
     assert met["getpid round trip <= 0.12x QEMU's xv6"] is True
     assert met["xv6-style usertests <= 0.2x QEMU's time"] is False

@@ -40,6 +40,7 @@ from typing import Any
 
 from harness.bench import xv6build
 from harness.bench.errors import BenchError
+from harness.bench.stats import ratio
 from harness.bench.system import FORKS, GETPIDS
 from harness.launch import launch
 from harness.machine import MachineConfig
@@ -431,7 +432,7 @@ def summarize(opts: Options, runs: dict[str, list[dict[str, float]]],
         o = [d[k] for d in runs["ours"]]
         q = [d[k] for d in runs["qemu"]]
         rows[k] = {"ours": _med(o), "qemu": _med(q),
-                   "ratio": _med([a / b for a, b in zip(o, q, strict=True)])}
+                   "ratio": _med([ratio(a, b) for a, b in zip(o, q, strict=True)])}
     sysbench = {f"sysbench_{k}": _med([d.get(f"sysbench_{k}", math.nan) for d in runs["ours"]])
                 for k, _, _ in SYSBENCH}
     per_test: dict[str, dict[str, Any]] = {}
@@ -448,7 +449,7 @@ def summarize(opts: Options, runs: dict[str, list[dict[str, float]]],
         tot = {m: [sum(t[n].seconds for n in both) for t in tests[m]] for m in ("ours", "qemu")}
         rows["xv6_usertests"] = {
             "ours": _med(tot["ours"]), "qemu": _med(tot["qemu"]),
-            "ratio": _med([a / b for a, b in zip(tot["ours"], tot["qemu"], strict=True)])}
+            "ratio": _med([ratio(a, b) for a, b in zip(tot["ours"], tot["qemu"], strict=True)])}
     if own:
         rows["own_usertests"] = {"ours": _med([s for s, _ in own]), "qemu": math.nan,
                                  "ratio": math.nan}
@@ -518,9 +519,9 @@ def markdown(data: dict[str, Any]) -> str:
              "|---|---:|---:|---:|---|---|"]
     for n, t in data["tests"].items():
         o, q = t["ours"], t["qemu"]
-        ratio = o["seconds"] / q["seconds"] if o["ok"] and q["ok"] and q["seconds"] else math.nan
+        r = ratio(o["seconds"], q["seconds"]) if o["ok"] and q["ok"] else math.nan
         lines.append(f"| {n} | {_fmt(o['seconds'], 3)} | {_fmt(q['seconds'], 3)} | "
-                     f"{_fmt(ratio, 3)} | {'ok' if o['ok'] else 'FAIL'} | "
+                     f"{_fmt(r, 3)} | {'ok' if o['ok'] else 'FAIL'} | "
                      f"{'ok' if q['ok'] else 'FAIL'} |")
     fails = [(m, n, t[m]["detail"]) for n, t in data["tests"].items() for m in ("ours", "qemu")
              if not t[m]["ok"]]
