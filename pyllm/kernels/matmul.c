@@ -243,11 +243,9 @@ pyllm_qmatmul(const struct pyllm_qmat *w, const struct pyllm_qact *x, float *out
     return;
   }
   struct mm_job j = { w, x, out, w->rows / 16, 1, pyllm_use_avx512() };
-  // chunks of ~64 KB of weights, but at least 4 per thread so a late or
-  // descheduled thread leaves little for the others to wait on. (Not 64 KB
-  // of weight-token work: with 8 tokens a chunk would be one row group, ~1 us,
-  // and every claim is an atomic on a line both cores write.)
-  long long gbytes = pyllm_qmat_bytes(w->type, 16, w->cols);
+  // chunks of ~64 KB of weight-token work, but at least 4 per thread so a
+  // late or descheduled thread leaves little for the others to wait on
+  long long gbytes = pyllm_qmat_bytes(w->type, 16, w->cols) * (x->n < TILE ? x->n : TILE);
   int per = (int)(65536 / (gbytes > 0 ? gbytes : 1));
   int maxper = j.groups / (4 * pyllm_get_threads());
   if (per > maxper)
