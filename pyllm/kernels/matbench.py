@@ -11,10 +11,10 @@ ceilings measured in the same run:
 Every figure is the best of many single calls (on a shared machine the best sample is the one
 no other process interrupted), each after a read of a buffer larger than the last-level cache,
 so the weights come from memory as in a decode step (whose weights do not fit the cache
-either), not from a cache warmed by the previous call. Work is
-2 * rows * cols per output row and token (one multiply and one add per weight). Before timing,
-every shape's product is checked against QMat.matmul on the same matrix (same bits: the rows of
-a batch do not change each other's arithmetic).
+either), not from a cache warmed by the previous call. Work is 2 * rows * cols per token (one
+multiply and one add per weight). Before timing, each matrix kind's batched product is checked
+against the same rows multiplied one at a time: the bits must agree, since the rows of a batch
+do not change each other's arithmetic.
 """
 
 from __future__ import annotations
