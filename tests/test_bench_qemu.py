@@ -175,6 +175,15 @@ def test_summary_ratios_targets_and_report() -> None:
     assert "| a | 1.000 | 4.000 | 0.250 | ok | ok |" in md and "- b on ours: `boom`" in md
 
 
+def test_no_usertests_run_is_no_failure() -> None:
+    opts = bq.Options(xv6=Path("/x"), kernel=Path("k"), fs=Path("f"), reps=1, ut_reps=0,
+                      iters={"getpid": 1})
+    runs = {m: [{"null": 1.0, "getpid": 2.0}] for m in ("ours", "qemu")}
+    data = bq.summarize(opts, runs, {"ours": [], "qemu": []}, [], ["a"], summary()["env"])
+    assert data["tests"] == {} and "xv6_usertests" not in data["rows"]
+    assert "usertests failing on ours: 0 of 0" in bq.format_report(data)
+
+
 def test_written_json_has_null_for_what_was_not_measured(tmp_path: Path) -> None:
     bq.write(summary(), tmp_path)
     data = json.loads((tmp_path / "qemu.json").read_text())

@@ -436,7 +436,7 @@ def summarize(opts: Options, runs: dict[str, list[dict[str, float]]],
     sysbench = {f"sysbench_{k}": _med([d.get(f"sysbench_{k}", math.nan) for d in runs["ours"]])
                 for k, _, _ in SYSBENCH}
     per_test: dict[str, dict[str, Any]] = {}
-    for n in names:
+    for n in names if tests["ours"] and tests["qemu"] else []:  # --ut-reps 0: none
         row: dict[str, Any] = {}
         for m in ("ours", "qemu"):
             rs = [t[n] for t in tests[m]]
