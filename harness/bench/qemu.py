@@ -444,7 +444,7 @@ def summarize(opts: Options, runs: dict[str, list[dict[str, float]]],
                       "seconds": _med([r.seconds for r in rs]),
                       "detail": next((r.detail for r in rs if not r.ok), "")}
         per_test[n] = row
-    both = [n for n in names if per_test[n]["ours"]["ok"] and per_test[n]["qemu"]["ok"]]
+    both = [n for n, t in per_test.items() if t["ours"]["ok"] and t["qemu"]["ok"]]
     if both and tests["ours"]:
         tot = {m: [sum(t[n].seconds for n in both) for t in tests[m]] for m in ("ours", "qemu")}
         rows["xv6_usertests"] = {
