@@ -46,10 +46,10 @@ from harness.launch import launch
 from harness.machine import MachineConfig
 
 QEMU = "qemu-system-riscv64"
-# (mode, iterations), the same on both machines: a second or more per loop on ours (the
+# (mode, iterations), the same on both machines: half a second or more per loop on ours (the
 # faster one), because our console's bytes reach the host at the end of a run slice, up to a
 # timer tick (TICK_HZ, 10 ms) after the guest wrote them; QEMU's arrive within ~0.1 ms
-# (the `null` row). So each stamp is late by 0..10 ms on ours: under 1 % of a loop.
+# (the `null` row). So each stamp is late by 0..10 ms on ours: within ±2 % of a loop.
 ITERS: dict[str, int] = {"getpid": 400_000, "fork": 10_000, "pingpong": 40_000, "exec": 3_000}
 NULL_PAIRS = 20
 # `harness bench system`'s own figures, timed by the guest (time_us), in the same boot
