@@ -161,12 +161,18 @@ class NativeBus(MmioBus):
 
 def _py_mmio(handle: Any, win: int, offset: int, size: int, write: int, value: int,
              out: Any) -> int:
-    def access(dev: Device) -> None:
+    """_py_call's work inline, without a closure: every Python-served access comes here,
+    the AI device's QUEUE_NOTIFY among them, whose hand-off to the engine is on TTFT."""
+    bus: NativeBus = _ffi.from_handle(handle)
+    try:
+        dev = bus.windows[win][1]
         if write:
             dev.write(offset, size, value)
         else:
             out[0] = dev.read(offset, size)
-    return _py_call(handle, win, access)
+        return 0
+    except BaseException as e:
+        return _failed(bus, e)
 
 
 def _py_clint(handle: Any, win: int) -> None:
@@ -179,14 +185,19 @@ def _py_call(handle: Any, win: int, fn: Callable[[Device], None]) -> int:
     try:
         fn(bus.windows[win][1])
         return 0
-    except MachineFault as e:
+    except BaseException as e:
+        return _failed(bus, e)
+
+
+def _failed(bus: NativeBus, e: BaseException) -> int:
+    """A device's fault or error stops the run: 1 for C."""
+    if isinstance(e, MachineFault):
         bus._stop(e)
         return 1
-    except BaseException as e:  # a harness bug: emu_start re-raises it (as the binding does)
-        if bus.uc._hook_exception is None:
-            bus.uc._hook_exception = e
-        bus.uc.emu_stop()
-        return 1
+    if bus.uc._hook_exception is None:  # a harness bug: emu_start re-raises it (as ctypes')
+        bus.uc._hook_exception = e
+    bus.uc.emu_stop()
+    return 1
 
 
 _ffi: Any = None

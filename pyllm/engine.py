@@ -197,6 +197,8 @@ class Request:
 class Engine:
     """Serves one model to any number of threads; see the module docstring."""
 
+    params_type = GenParams  # what submit takes (for a caller that does not import us)
+
     def __init__(self, model: Model, *, max_batch: int = 8, prefill_chunk: int = 256,
                  switch_interval: float | None = 0.0005, kv_cache: int | None = None,
                  cache_block: int = DEFAULT_BLOCK) -> None:

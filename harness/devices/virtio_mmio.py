@@ -32,7 +32,7 @@ from harness.devices.base import Device, DeviceContext
 V = cheader.load("virtio.h")
 REG = V.prefixed("VIRTIO_MMIO_")  # register name -> offset
 MAGIC_VALUE, DEVICE_ID, VENDOR_ID = REG["MAGIC_VALUE"], REG["DEVICE_ID"], REG["VENDOR_ID"]
-CONFIG = REG["CONFIG"]
+CONFIG, QUEUE_NOTIFY = REG["CONFIG"], REG["QUEUE_NOTIFY"]
 F_VERSION_1 = 1 << V["VIRTIO_F_VERSION_1"]
 DESC_F_NEXT, DESC_F_WRITE = V["VRING_DESC_F_NEXT"], V["VRING_DESC_F_WRITE"]
 STATUS_FEATURES_OK = V["VIRTIO_STATUS_FEATURES_OK"]
@@ -177,6 +177,9 @@ class VirtioMmio(Device):
         return super().read(offset, size)
 
     def write(self, offset: int, size: int, value: int) -> None:
+        if offset == QUEUE_NOTIFY and size == 4:  # the hot one first: a request's hand-off
+            self._notify(value, offset, size)
+            return
         if offset >= CONFIG:
             raise self.error(offset, size, "the configuration space is read-only")
         self.need_size(offset, size, 4)
