@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from unicorn import Uc
@@ -126,6 +127,8 @@ class NativeBus(MmioBus):
         c.uc, c.handle, c.mmio_map = _engine(uc, ffi), self._handle, _fn("uc_mmio_map", ffi)
         self._wins: list[Any] = []  # the struct fp_window of each mapping, kept alive
         super().__init__(uc, hart)
+        hart.use_native_mip(partial(lib.fp_set_mip, c.uc, native.plic.reg_read,
+                                    native.plic.reg_write))
         uc._harness_bus = self  # type: ignore[attr-defined]  # C points into self._c
 
     @property  # type: ignore[override]

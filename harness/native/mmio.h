@@ -115,10 +115,9 @@ struct fp_bus {                      // one hart's bus
 
 int fp_bus_map(struct fp_window *w, uint64_t base, uint64_t size);
 void fp_plic_set_line(struct fp_plic *p, uint32_t src, int level);
-// cffi:end
-
-// Hart.set_mip on hart uc (mmio.c)
+// Hart.set_mip on hart uc (mmio.c; also Hart.set_mip's own, with the C bus)
 void fp_set_mip(void *uc, void *reg_read, void *reg_write, uint64_t mask, int level);
+// cffi:end
 // clint.c: a CLINT register served in C (1), or 0 for the Python device
 int fp_clint_read(struct fp_window *w, uint64_t offset, uint32_t size, uint64_t *value);
 int fp_clint_write(struct fp_window *w, uint64_t offset, uint32_t size, uint64_t value);
