@@ -84,8 +84,12 @@ class NativeMmio:
         elif isinstance(dev, VirtioMmio) and irq is not None:
             st = self.ffi.new("struct fp_virtio *")
             tr = self.ffi.new("struct fp_trace *")  # off until a device enables it
-            st.src, st.plic, st.trace = irq, self.plic, tr
-            self._keep.append(tr)
+            vq = self.ffi.new("struct fp_virtq *")  # queue 0's notify (virtq.c)
+            ram = dev.ctx.ram
+            vq.ram = self.ffi.cast("uint8_t *", ctypes.addressof(ram._anchor))
+            vq.ram_base, vq.ram_size = ram.base, ram.size
+            st.src, st.plic, st.trace, st.vq = irq, self.plic, tr, vq
+            self._keep += [tr, vq]
             dev.use_native(st)
             self._states[id(dev)] = (lib.FP_WIN_VIRTIO, st)
         elif isinstance(dev, Clint) and isinstance(dev.clock, HostClock) and self.clint is None:
@@ -178,6 +182,16 @@ def _py_mmio(handle: Any, win: int, offset: int, size: int, write: int, value: i
         return _failed(bus, e)
 
 
+def _py_chain(handle: Any, win: int) -> int:
+    """A chain harness/native/virtq.c walked: the device's take_chain."""
+    bus: NativeBus = _ffi.from_handle(handle)
+    try:
+        bus.windows[win][1].take_chain()  # type: ignore[attr-defined]
+        return 0
+    except BaseException as e:
+        return _failed(bus, e)
+
+
 def _py_clint(handle: Any, win: int) -> None:
     _py_call(handle, win, lambda dev: dev.on_deadline())  # type: ignore[attr-defined]
 
@@ -208,3 +222,4 @@ if native.load() is not None:
     _ffi = native.load()[0]  # type: ignore[index]
     _ffi.def_extern(name="fp_py_mmio")(_py_mmio)
     _ffi.def_extern(name="fp_py_clint")(_py_clint)
+    _ffi.def_extern(name="fp_py_chain")(_py_chain)

@@ -177,6 +177,7 @@ class VirtioAi(VirtioMmio):
 
     device_id = A["VIRTIO_ID_AI"]
     queue_num_max = A["VIRTIO_AI_QUEUE_NUM"]
+    chain_type = AiChain
 
     def __init__(self, name: str, ctx: DeviceContext, *,
                  model: str | AiBackend | None = None,
