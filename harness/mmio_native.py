@@ -35,7 +35,7 @@ from harness.devices.base import Device, MachineFault
 from harness.devices.clint import Clint
 from harness.devices.plic import NSOURCES, Plic
 from harness.devices.uart import Uart16550
-from harness.devices.virtio_mmio import VirtioMmio
+from harness.devices.virtio_mmio import CHAIN_MAX, VirtioMmio
 from harness.hart import Hart
 from harness.mmio import Access, MmioBus
 from harness.traps_native import _native
@@ -59,9 +59,11 @@ class NativeMmio:
     def __init__(self, ucs: list[Uc], plic: Plic) -> None:
         ffi, lib = _native()
         self.ffi, self.lib = ffi, lib
-        if (lib.FP_MAXHARTS, lib.FP_NSOURCES) != (MAXCPU, NSOURCES):
-            raise ValueError("harness/native/mmio.h: FP_MAXHARTS/FP_NSOURCES are not "
-                             "bootinfo.h's MAXCPU / plic.py's NSOURCES")
+        if (lib.FP_MAXHARTS, lib.FP_NSOURCES, lib.FP_CHAIN_MAX) != (MAXCPU, NSOURCES,
+                                                                    CHAIN_MAX):
+            raise ValueError("harness/native/mmio.h: FP_MAXHARTS/FP_NSOURCES/FP_CHAIN_MAX "
+                             "are not bootinfo.h's MAXCPU / plic.py's NSOURCES / "
+                             "virtio_mmio.py's CHAIN_MAX")
         p = self.plic = ffi.new("struct fp_plic *")
         for i, uc in enumerate(ucs):
             p.uc[i] = _engine(uc, ffi)

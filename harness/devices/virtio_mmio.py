@@ -23,6 +23,7 @@ VirtioMmio and provides `device_id`, `device_features()`, `config_space()` and
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,9 @@ USED_ELEM = V.struct("virtq_used_elem")
 USED_ELEM_SIZE = USED_ELEM.size
 USED_ELEM_ID, USED_ELEM_LEN = USED_ELEM.offset("id"), USED_ELEM.offset("len")
 AVAIL_ELEM_SIZE = _AVAIL.fields["ring"].size // (_AVAIL.fields["ring"].length or 1)
+CHAIN_MAX = 16  # harness/native/mmio.h FP_CHAIN_MAX: struct fp_virtq's head, n, nread, addr, len
+_CQ_HEAD = struct.Struct("=3I")
+_CQ_ADDR, _CQ_LEN = struct.Struct(f"={CHAIN_MAX}Q"), struct.Struct(f"={CHAIN_MAX}I")
 
 
 @dataclass
@@ -127,6 +131,7 @@ class VirtioMmio(Device):
         self._notifies = 0  # QUEUE_NOTIFY writes Python served (see `notifies`)
         self.completed = 0
         self._cq: Any = None  # the C bus's struct fp_virtq for queue 0 (use_native)
+        self._cq_view: tuple[memoryview, int, int, int] | None = None
 
     @property
     def notifies(self) -> int:
@@ -150,11 +155,19 @@ class VirtioMmio(Device):
         st.isr_off, st.ack_off = REG["INTERRUPT_STATUS"], REG["INTERRUPT_ACK"]
         self.irqs = st
         if st.vq:
+            from harness import native
+
+            ffi = native.load()[0]  # type: ignore[index]
             q = self.queues[0]
             st.vq.last_avail, st.vq.notify_off = q.last_avail, QUEUE_NOTIFY
             st.vq.f_next, st.vq.f_write = DESC_F_NEXT, DESC_F_WRITE
             q.c = st.vq
             self._cq = st.vq
+            # the walked chain read as bytes (struct.unpack: cheaper than cdata fields)
+            self._cq_view = (memoryview(ffi.buffer(st.vq)),
+                             ffi.offsetof("struct fp_virtq", "head"),
+                             ffi.offsetof("struct fp_virtq", "addr"),
+                             ffi.offsetof("struct fp_virtq", "len"))
             self._sync_cq()
 
     def _sync_cq(self) -> None:
@@ -172,10 +185,11 @@ class VirtioMmio(Device):
     def take_chain(self) -> None:
         """A chain of queue 0 the C bus walked (fp_virtq, as _walk would have found it):
         what _notify does with each."""
-        cq = self._cq
-        n, nread = cq.n, cq.nread
-        bufs = list(zip(cq.addr[0:n], cq.len[0:n], strict=True))
-        chain = self.chain_type(int(cq.head))
+        view, o_head, o_addr, o_len = self._cq_view  # type: ignore[misc]
+        head, n, nread = _CQ_HEAD.unpack_from(view, o_head)
+        bufs = list(zip(_CQ_ADDR.unpack_from(view, o_addr)[:n],
+                        _CQ_LEN.unpack_from(view, o_len)[:n], strict=True))
+        chain = self.chain_type(head)
         chain.readable, chain.writable = bufs[:nread], bufs[nread:]
         written = self.handle(0, chain)
         if written is not None:
