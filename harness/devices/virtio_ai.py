@@ -147,7 +147,7 @@ class AiChain(Chain):
         self.error: str | None = None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Job:
     """A request the device accepted and has not completed yet."""
 
@@ -448,7 +448,8 @@ class VirtioAi(VirtioMmio):
         assert isinstance(chain, AiChain)
         ram = self.ctx.ram
         resp = chain.writable[-1] if chain.writable else None
-        if resp is None or resp[1] < RESP.size or not ram.contains(*resp):
+        if resp is None or resp[1] < RESP.size or not ram.base <= resp[0] <= (
+                ram.base + ram.size - resp[1]):  # in RAM (ram.contains, inline: hot path)
             self.errors += 1
             return 0  # nowhere to say what went wrong: used.len = 0
         job = _Job(chain.head, queue, self._epoch, 0, 0, resp[0], t_accept=self.now_us())
@@ -465,8 +466,9 @@ class VirtioAi(VirtioMmio):
         ram = self.ctx.ram
         if chain.error is not None or not chain.readable:
             return ST["EINVAL"]
+        lo, hi = ram.base, ram.base + ram.size  # every buffer in RAM (ram.contains, inline)
         for addr, length in chain.readable + chain.writable:
-            if not ram.contains(addr, length):
+            if not (lo <= addr and addr + length <= hi):
                 return ST["EFAULT"]
         hdr_addr, hdr_len = chain.readable[0]
         if hdr_len < REQ.size:
@@ -495,7 +497,8 @@ class VirtioAi(VirtioMmio):
             return ST["ENOMODEL"]
         if n + npredict > lm.max_context:
             return ST["ETOOLONG"]
-        prompt = _u32s(self.ctx.ram.slice(tok_addr, 4 * n))
+        ram = self.ctx.ram
+        prompt = _u32s(ram.view[tok_addr - ram.base: tok_addr - ram.base + 4 * n])  # in RAM
         sampling: dict[str, float | int] = {}
         if self.driver_features & F_SAMPLING and hdr["temp_milli"]:
             top_p = hdr["top_p_milli"] / 1000 if 0 < hdr["top_p_milli"] < 1000 else 1.0
