@@ -258,6 +258,7 @@ void            virtio_ai_release(int);
 void            virtio_ai_abandon(int);
 
 // vm.c
+extern pagetable_t kernel_pagetable;
 void            kvminit(void);
 void            kvminithart(void);
 void            kvmmap(pagetable_t, uint64, uint64, uint64, int);

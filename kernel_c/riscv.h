@@ -43,6 +43,9 @@ r_fp(void)
   asm volatile("csrs " #name ", %0" : : "r" ((uint64)(v)))
 #define CSR_CLEAR(name, v) \
   asm volatile("csrc " #name ", %0" : : "r" ((uint64)(v)))
+// clear bits and return the old value, in one instruction
+#define CSR_READ_CLEAR(name, v) ({ uint64 __x; \
+  asm volatile("csrrc %0, " #name ", %1" : "=r" (__x) : "r" ((uint64)(v))); __x; })
 
 // sstatus
 #define SSTATUS_SPP  (1L << 8)  // previous mode: 1 = S, 0 = U

@@ -135,21 +135,21 @@ usertrapret(void)
   uint64 trampoline_userret;
 
   // stvec is about to point at uservec, which only works in U-mode: no
-  // interrupts until we get there
-  intr_off();
+  // interrupts until we get there. One csrrc turns them off and reads
+  // sstatus for the sret below (CSR instructions are dear: see myproc())
+  x = CSR_READ_CLEAR(sstatus, SSTATUS_SIE) & ~SSTATUS_SIE;
   w_stvec(TRAMPOLINE + (uservec - trampoline));
 
   // what uservec needs on the next trap
-  p->trapframe->kernel_satp = r_satp();
+  p->trapframe->kernel_satp = MAKE_SATP(kernel_pagetable);   // no CSR read: see myproc()
   p->trapframe->kernel_sp = p->kstack + KSTACKSIZE;
   p->trapframe->kernel_trap = (uint64)usertrap;
   p->trapframe->kernel_hartid = r_tp();
 
-  // sret goes to U-mode with interrupts enabled
-  x = r_sstatus();
-  x &= ~SSTATUS_SPP;
-  x |= SSTATUS_SPIE;
-  w_sstatus(x);
+  // sret goes to U-mode with interrupts enabled: the trap from U-mode
+  // left sstatus so, unless this hart took other traps since
+  if((x & (SSTATUS_SPP | SSTATUS_SPIE)) != SSTATUS_SPIE)
+    w_sstatus((x & ~SSTATUS_SPP) | SSTATUS_SPIE);
   w_sepc(p->trapframe->epc);
 
   satp = MAKE_SATP(p->pagetable);

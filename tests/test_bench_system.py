@@ -28,7 +28,7 @@ def test_bench_system_reports_every_figure(tmp_path: Path) -> None:
                   "fork + exit + wait (us)", "pipe to a child (KiB/s)",
                   "Trap floor, no kernel, C (us)", "Ratio Python / C: getpid",
                   "UART LSR load, C register (us)", "Console output, C bus (KiB/s)",
-                  "CLINT mtimecmp store, C register (us)"):
+                  "CLINT mtimecmp store, C register (us)", "CSR instruction, bare Unicorn (ns)"):
         assert label in r.stdout
     med = json.loads(out.read_text())["median"]
     for key in ("raw_mips", "floor_us", "guest_over_bare", "syscall_over_floor", "floor_py_us",
@@ -37,6 +37,7 @@ def test_bench_system_reports_every_figure(tmp_path: Path) -> None:
                 "mmio_mtimecmp_c_us", "mmio_mtimecmp_python_us",
                 "console_python_kib_s"):
         assert med[key] >= 0
+    assert med["csr_ns"] > 0 and med["csr_in_insns"] > 1  # a CSR costs more than an add
     for n in (1, 2):
         for key in ("boot_ms", "guest_mips_total", "guest_mips_per_hart", "syscall_us",
                     "pingpong_us", "idle_cpu_percent", "fork_us", "pipe_kib_s"):

@@ -12,6 +12,9 @@ medians reported:
       reference         an ecall loop on the machine with a 5-instruction S handler and
                         no kernel: the floor set by the harness's trap delivery, the C
                         path's (harness/native) and the Python path's beside it
+      CSR instruction   a loop of `csrr` on a bare Unicorn, in ns and in plain instructions:
+                        each ends a translated block, so a kernel's trap path costs about
+                        its CSR instructions times this (docs/BENCH.md)
     fork, pipe          `sysbench fork` (fork + exit + wait) and `sysbench pipe` (KiB/s
                         through a pipe to a child)
       Python traps      getpid and fork again with HARNESS_TRAPS=python (first hart
@@ -80,6 +83,19 @@ _start:
   add a2, a2, a3
   srli a3, a2, 5
   sub a1, a1, a3
+  addi a0, a0, -1
+  bnez a0, 1b
+.globl done
+done: j done
+"""
+# 8 CSR reads a turn: what one costs the emulator (M-mode at reset: any CSR is legal)
+CSR_LOOPS = 200_000
+CSR_S = """
+.globl _start
+_start:
+1: .rept 8
+  csrr t0, sscratch
+  .endr
   addi a0, a0, -1
   bnez a0, 1b
 .globl done
@@ -161,6 +177,19 @@ def raw_mips(spin: ElfImage, loops: int) -> float:
     t = time.perf_counter()
     uc.emu_start(spin.entry, spin.symbol("done"))
     return loops * 8 / (time.perf_counter() - t) / 1e6
+
+
+def raw_csr_ns(csr: ElfImage, loops: int) -> float:
+    """ns per CSR instruction of the csrr loop on a bare Unicorn (the loop's own two
+    instructions counted at the spin loop's speed are negligible)."""
+    uc = Uc(UC_ARCH_RISCV, UC_MODE_RISCV64)
+    uc.mem_map(0x8000_0000, 1 << 20, UC_PROT_ALL)
+    for seg in csr.segments:
+        uc.mem_write(seg.paddr, seg.data)
+    uc.reg_write(R.UC_RISCV_REG_A0, loops)
+    t = time.perf_counter()
+    uc.emu_start(csr.entry, csr.symbol("done"))
+    return (time.perf_counter() - t) / (loops * 8) * 1e9
 
 
 def _stub_seconds(stub: ElfImage, traps: str, what: str, timeout: float = 0.0) -> float:
@@ -281,15 +310,16 @@ def _row(label: str, value: float, fmt: str = "{:<10.2f}") -> str:
 
 
 def measure(kernel: Path, fs: Path, cpus: list[int], reps: int, idle_seconds: float,
-            spin: ElfImage, floor: ElfImage, mmio: dict[str, ElfImage],
+            spin: ElfImage, floor: ElfImage, csr: ElfImage, mmio: dict[str, ElfImage],
             progress: Callable[[Iterable[int]], Any] = nullcontext) -> dict[str, list[float]]:
     """Every figure, `reps` interleaved rounds; keys end in _<harts> where they depend
     on the hart count."""
-    r: dict[str, list[float]] = {"raw_mips": [], "floor_us": [], "floor_py_us": [],
+    r: dict[str, list[float]] = {"raw_mips": [], "csr_ns": [], "floor_us": [], "floor_py_us": [],
                                  "syscall_py_us": [], "fork_py_us": []}
     with progress(range(reps)) as bar:
         for _ in bar:
             r["raw_mips"].append(raw_mips(spin, LOOPS))
+            r["csr_ns"].append(raw_csr_ns(csr, CSR_LOOPS))
             r["floor_us"].append(floor_trap_us(floor, "c"))
             r["floor_py_us"].append(floor_trap_us(floor, "python"))
             for path in ("c", "python"):
@@ -338,6 +368,7 @@ def measure(kernel: Path, fs: Path, cpus: list[int], reps: int, idle_seconds: fl
     base = cpus[0]
     r["guest_over_bare"] = [g / b for g, b in zip(r[f"guest_mips_total_{base}"],
                                                  r["raw_mips"], strict=True)]
+    r["csr_in_insns"] = [c * m / 1e3 for c, m in zip(r["csr_ns"], r["raw_mips"], strict=True)]
     r["syscall_over_floor"] = [s / f for s, f in zip(r[f"syscall_us_{base}"], r["floor_us"],
                                                     strict=True)]
     r["floor_py_over_c"] = [p / c for p, c in zip(r["floor_py_us"], r["floor_us"], strict=True)]
@@ -356,12 +387,13 @@ def run(cpus: list[int], reps: int, idle_seconds: float, kernel: Path, fs: Path,
     with tempfile.TemporaryDirectory(prefix="bench-system-") as tmp:
         spin = _assemble(SPIN_S, "spin", Path(tmp))
         floor = _assemble(FLOOR_S, "floor", Path(tmp))
+        csr = _assemble(CSR_S, "csr", Path(tmp))
         uart, cmp = _ML["UART0"], _ML["CLINT_MTIMECMP"]
         mmio = {name: _assemble(MMIO_S.format(base=base, insn=insn), f"mmio_{name}", Path(tmp))
                 for name, base, insn in (("lsr", uart, f"lbu t1, {Reg.LSR}(t0)"),
                                          ("scr", uart, f"lbu t1, {Reg.SCR}(t0)"),
                                          ("mtimecmp", cmp, "sd t2, 0(t0)"))}
-        r = measure(kernel, fs, cpus, reps, idle_seconds, spin, floor, mmio, progress)
+        r = measure(kernel, fs, cpus, reps, idle_seconds, spin, floor, csr, mmio, progress)
     med = {k: statistics.median(v) for k, v in r.items() if v}
     return {"reps": reps, "idle_seconds": idle_seconds, "cpus": cpus, "median": med, "runs": r}
 
@@ -395,6 +427,8 @@ def format_report(data: dict[str, Any]) -> str:
              _row("Trap floor, no kernel, C (us)", med["floor_us"]),
              _row("Trap floor, no kernel, Python (us)", med["floor_py_us"]),
              _row("Ratio getpid / C trap floor", med["syscall_over_floor"]),
+             _row("CSR instruction, bare Unicorn (ns)", med["csr_ns"]),
+             _row("  in plain instructions of the loop", med["csr_in_insns"], "{:<10.0f}"),
              row("fork + exit + wait (us)", "fork_us"),
              row("pipe to a child (KiB/s)", "pipe_kib_s", "{:>10.0f}"),
              row("pingpong round trip (us)", "pingpong_us"),
