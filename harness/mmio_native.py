@@ -7,7 +7,10 @@ and LSR read, the PLIC's claim/complete, a virtio device's InterruptStatus read 
 InterruptACK write (the block and the AI device: one per interrupt), the AI device's trace
 register (the event and its time recorded in C, `VirtioAi._drain`), and with the host clock
 the CLINT's mtime and mtimecmp (STIP re-evaluated in C; `NativeMmio.arm` keeps C told of
-the waker's deadline, so only a store of an earlier deadline calls Python). Those devices then
+the waker's deadline, so only a store of an earlier deadline calls Python); a virtio device's
+QUEUE_NOTIFY has its chains walked in C (harness/native/virtq.c), each handed to the device's
+`take_chain` through `fp_py_chain`, the first one with a problem left to Python's `_notify`;
+`set_mip` of every hart goes through C too (an IPI's SSIP). Those devices then
 keep that state in the C structs (`use_native` in plic.py, uart.py, virtio_mmio.py), so the
 debugger, monitor, hang watch and reports read the same values on both paths. Every other
 access goes to the device's Python `read`/`write` through one cffi callback
@@ -170,8 +173,8 @@ class NativeBus(MmioBus):
 
 def _py_mmio(handle: Any, win: int, offset: int, size: int, write: int, value: int,
              out: Any) -> int:
-    """_py_call's work inline, without a closure: every Python-served access comes here,
-    the AI device's QUEUE_NOTIFY among them, whose hand-off to the engine is on TTFT."""
+    """_py_call's work inline, without a closure: every Python-served access comes here
+    (an IPI's SSWI store, on the AI service's submit path, among them)."""
     bus: NativeBus = _ffi.from_handle(handle)
     try:
         dev = bus.windows[win][1]

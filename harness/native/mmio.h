@@ -3,7 +3,9 @@
 // Every device window of a hart is mapped with these callbacks (uc_mmio_map). A window
 // whose device has C state (`kind`) serves its hot registers here: the UART's THR write
 // and LSR read, the PLIC's claim/complete, a virtio device's InterruptStatus read and
-// InterruptACK write, and the AI device's trace register (a time-stamped event). Everything else goes to the device's Python read/write through
+// InterruptACK write, the AI device's trace register (a time-stamped event), and a virtio
+// QUEUE_NOTIFY's chain walk (virtq.c, each chain to Python's take_chain through
+// fp_py_chain). Everything else goes to the device's Python read/write through
 // fp_py_mmio (harness/mmio_native.py), which stays the owner of device logic and of the
 // errors (DeviceError). The C state is the device's own state, not a copy: the Python
 // device objects read and write the same structs (harness/devices/plic.py,
