@@ -253,3 +253,27 @@ def test_qwen35_gguf_is_refused_with_the_reason(tmp_path):
     with pytest.raises(UnsupportedArchitectureError) as e:
         load(p)
     one_line_error(e, "Qwen3.5 GGUF files are not supported", "checkpoint folder")
+
+
+def test_mapping_asks_for_huge_pages(tmp_path):
+    """The file is mapped with MADV_HUGEPAGE (VmFlags "hg" in /proc/self/smaps), so weights
+    streamed by the matmul kernels come in 2 MB pages where the kernel can give them."""
+    import mmap
+    import re
+
+    smaps = Path("/proc/self/smaps")
+    if not smaps.exists() or not hasattr(mmap, "MADV_HUGEPAGE"):
+        pytest.skip("no /proc/self/smaps or MADV_HUGEPAGE here")
+    p = tmp_path / "big.safetensors"
+    write_safetensors(p, {"w": ("F32", np.zeros((1024, 1024), np.float32))})  # 4 MB
+    f = SafetensorsFile(p)
+    start = f.raw("w").ctypes.data
+    for entry in re.split(r"\n(?=[0-9a-f]+-[0-9a-f]+ )", smaps.read_text()):
+        lo, hi = (int(a, 16) for a in entry.split(None, 1)[0].split("-"))
+        if lo <= start < hi:
+            flags = re.search(r"^VmFlags:(.*)$", entry, re.M)
+            assert flags is not None and "hg" in flags.group(1).split(), entry
+            break
+    else:
+        pytest.fail("the file's mapping is not in /proc/self/smaps")
+    f.close()

@@ -1,0 +1,16 @@
+// vnnipeak.h: the int8 compute ceiling of this CPU -- vpdpbusd on registers
+// only, no loads -- that the matmul microbench (pyllm/kernels/matbench.py)
+// sets its GOP/s against.
+
+#ifndef PYLLM_VNNIPEAK_H
+#define PYLLM_VNNIPEAK_H
+
+// cffi:begin
+// Run `chunks` chunks of `iters` x 16 independent 512-bit vpdpbusd each
+// (16 lanes x 4 multiply-adds = 128 int8 ops per instruction) over the thread
+// pool; returns a checksum so the work cannot be optimised away, or -1
+// without AVX-512 VNNI.
+long long pyllm_vnni_peak(long long iters, int chunks);
+// cffi:end
+
+#endif

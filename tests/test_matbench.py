@@ -1,0 +1,58 @@
+"""The int8 matmul microbench (pyllm/kernels/matbench.py): it times the model's own matrices,
+checks that a batch of rows gives each row's 1-row product bit for bit, and reports against
+ceilings it measured itself. Figures are not asserted (timings are never)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pyllm_util import native_or_skip, smol_path
+
+
+def test_shapes_are_the_models_matrices() -> None:
+    native_or_skip()
+    from pyllm.kernels import matbench
+
+    shapes = {sh.name: sh for sh in matbench.model_shapes(str(smol_path()))}
+    # SmolLM2-135M: dim 576, 3 KV heads x 64, hidden 1536, vocab 49152, 30 layers; the fast
+    # path fuses q|k|v and gate|up, keeps Q4_1 as Q4X16 and the Q8_0 embedding as the head
+    assert {n: (len(sh.mats), sh.kind) for n, sh in shapes.items()} == {
+        "wqkv 960x576": (30, "q4x16"), "wo 576x576": (30, "q4x16"),
+        "wgu 3072x576": (30, "q4x16"), "wdown 576x1536": (30, "q4x16"),
+        "head 49152x576": (1, "q8x16")}
+
+
+def test_batch_rows_equal_their_one_row_products() -> None:
+    native_or_skip()
+    from pyllm.kernels import matbench
+
+    for sh in matbench.model_shapes(str(smol_path())):
+        for n in (2, 5, 8, 9):  # tiles of 8 and a shorter last one
+            matbench.check_shape(sh, n)
+
+
+def test_rows_equal_names_the_differing_row() -> None:
+    from pyllm.kernels import matbench
+
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    matbench.rows_equal("m", a, a.copy())
+    b = a.copy()
+    b[1, 2] = np.nextafter(b[1, 2], np.float32(np.inf))  # one ulp
+    with pytest.raises(AssertionError, match="m: row 1 of 3"):
+        matbench.rows_equal("m", a, b)
+
+
+def test_report_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    native_or_skip()
+    from pyllm.kernels import matbench
+
+    monkeypatch.setattr(matbench, "SAMPLES", 2)
+    monkeypatch.setattr(matbench, "PEAK_ITERS", 1000)
+    lines = list(matbench.run([str(smol_path())], [1, 8], 1))
+    assert "VNNI peak" in lines[0] and "probe" in lines[0]
+    rows = lines[2:]
+    assert [r.split()[1] for r in rows] == ["wqkv", "wo", "wgu", "wdown", "head"]
+    for r in rows:  # two cells, each "GOP/s (share %)", with positive figures
+        cells = r.split("  ", 1)[1].split("|")
+        assert len(cells) == 2
+        assert all(float(c.split("(")[0].split()[-1]) > 0 for c in cells)
