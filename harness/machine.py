@@ -538,7 +538,7 @@ class Machine:
         now = time.monotonic_ns()
         self._hurry_at = now + IPI_GRACE_NS
         self.traps.hurry(self._hurry_at)  # the C trap path checks it without Python
-        deadline = self._deadline_ns()
+        deadline = self.waker.deadline  # the slice's (cheaper than _deadline_ns on an IPI)
         if deadline is None or deadline > now + HURRY_MAX_NS:
             self._slice_end = now + HURRY_MAX_NS
             self.waker.set_deadline(self._slice_end)

@@ -7,7 +7,10 @@ and LSR read, the PLIC's claim/complete, a virtio device's InterruptStatus read 
 InterruptACK write (the block and the AI device: one per interrupt), the AI device's trace
 register (the event and its time recorded in C, `VirtioAi._drain`), and with the host clock
 the CLINT's mtime and mtimecmp (STIP re-evaluated in C; `NativeMmio.arm` keeps C told of
-the waker's deadline, so only a store of an earlier deadline calls Python). Those devices then
+the waker's deadline, so only a store of an earlier deadline calls Python); a virtio device's
+QUEUE_NOTIFY has its chains walked in C (harness/native/virtq.c), each handed to the device's
+`take_chain` through `fp_py_chain`, the first one with a problem left to Python's `_notify`;
+`set_mip` of every hart goes through C too (an IPI's SSIP). Those devices then
 keep that state in the C structs (`use_native` in plic.py, uart.py, virtio_mmio.py), so the
 debugger, monitor, hang watch and reports read the same values on both paths. Every other
 access goes to the device's Python `read`/`write` through one cffi callback
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from unicorn import Uc
@@ -34,7 +38,7 @@ from harness.devices.base import Device, MachineFault
 from harness.devices.clint import Clint
 from harness.devices.plic import NSOURCES, Plic
 from harness.devices.uart import Uart16550
-from harness.devices.virtio_mmio import VirtioMmio
+from harness.devices.virtio_mmio import CHAIN_MAX, VirtioMmio
 from harness.hart import Hart
 from harness.mmio import Access, MmioBus
 from harness.traps_native import _native
@@ -58,9 +62,11 @@ class NativeMmio:
     def __init__(self, ucs: list[Uc], plic: Plic) -> None:
         ffi, lib = _native()
         self.ffi, self.lib = ffi, lib
-        if (lib.FP_MAXHARTS, lib.FP_NSOURCES) != (MAXCPU, NSOURCES):
-            raise ValueError("harness/native/mmio.h: FP_MAXHARTS/FP_NSOURCES are not "
-                             "bootinfo.h's MAXCPU / plic.py's NSOURCES")
+        if (lib.FP_MAXHARTS, lib.FP_NSOURCES, lib.FP_CHAIN_MAX) != (MAXCPU, NSOURCES,
+                                                                    CHAIN_MAX):
+            raise ValueError("harness/native/mmio.h: FP_MAXHARTS/FP_NSOURCES/FP_CHAIN_MAX "
+                             "are not bootinfo.h's MAXCPU / plic.py's NSOURCES / "
+                             "virtio_mmio.py's CHAIN_MAX")
         p = self.plic = ffi.new("struct fp_plic *")
         for i, uc in enumerate(ucs):
             p.uc[i] = _engine(uc, ffi)
@@ -83,8 +89,12 @@ class NativeMmio:
         elif isinstance(dev, VirtioMmio) and irq is not None:
             st = self.ffi.new("struct fp_virtio *")
             tr = self.ffi.new("struct fp_trace *")  # off until a device enables it
-            st.src, st.plic, st.trace = irq, self.plic, tr
-            self._keep.append(tr)
+            vq = self.ffi.new("struct fp_virtq *")  # queue 0's notify (virtq.c)
+            ram = dev.ctx.ram
+            vq.ram = self.ffi.cast("uint8_t *", ctypes.addressof(ram._anchor))
+            vq.ram_base, vq.ram_size = ram.base, ram.size
+            st.src, st.plic, st.trace, st.vq = irq, self.plic, tr, vq
+            self._keep += [tr, vq]
             dev.use_native(st)
             self._states[id(dev)] = (lib.FP_WIN_VIRTIO, st)
         elif isinstance(dev, Clint) and isinstance(dev.clock, HostClock) and self.clint is None:
@@ -126,6 +136,8 @@ class NativeBus(MmioBus):
         c.uc, c.handle, c.mmio_map = _engine(uc, ffi), self._handle, _fn("uc_mmio_map", ffi)
         self._wins: list[Any] = []  # the struct fp_window of each mapping, kept alive
         super().__init__(uc, hart)
+        hart.use_native_mip(partial(lib.fp_set_mip, c.uc, native.plic.reg_read,
+                                    native.plic.reg_write))
         uc._harness_bus = self  # type: ignore[attr-defined]  # C points into self._c
 
     @property  # type: ignore[override]
@@ -161,12 +173,28 @@ class NativeBus(MmioBus):
 
 def _py_mmio(handle: Any, win: int, offset: int, size: int, write: int, value: int,
              out: Any) -> int:
-    def access(dev: Device) -> None:
+    """_py_call's work inline, without a closure: every Python-served access comes here
+    (an IPI's SSWI store, on the AI service's submit path, among them)."""
+    bus: NativeBus = _ffi.from_handle(handle)
+    try:
+        dev = bus.windows[win][1]
         if write:
             dev.write(offset, size, value)
         else:
             out[0] = dev.read(offset, size)
-    return _py_call(handle, win, access)
+        return 0
+    except BaseException as e:
+        return _failed(bus, e)
+
+
+def _py_chain(handle: Any, win: int) -> int:
+    """A chain harness/native/virtq.c walked: the device's take_chain."""
+    bus: NativeBus = _ffi.from_handle(handle)
+    try:
+        bus.windows[win][1].take_chain()  # type: ignore[attr-defined]
+        return 0
+    except BaseException as e:
+        return _failed(bus, e)
 
 
 def _py_clint(handle: Any, win: int) -> None:
@@ -179,14 +207,19 @@ def _py_call(handle: Any, win: int, fn: Callable[[Device], None]) -> int:
     try:
         fn(bus.windows[win][1])
         return 0
-    except MachineFault as e:
+    except BaseException as e:
+        return _failed(bus, e)
+
+
+def _failed(bus: NativeBus, e: BaseException) -> int:
+    """A device's fault or error stops the run: 1 for C."""
+    if isinstance(e, MachineFault):
         bus._stop(e)
         return 1
-    except BaseException as e:  # a harness bug: emu_start re-raises it (as the binding does)
-        if bus.uc._hook_exception is None:
-            bus.uc._hook_exception = e
-        bus.uc.emu_stop()
-        return 1
+    if bus.uc._hook_exception is None:  # a harness bug: emu_start re-raises it (as ctypes')
+        bus.uc._hook_exception = e
+    bus.uc.emu_stop()
+    return 1
 
 
 _ffi: Any = None
@@ -194,3 +227,4 @@ if native.load() is not None:
     _ffi = native.load()[0]  # type: ignore[index]
     _ffi.def_extern(name="fp_py_mmio")(_py_mmio)
     _ffi.def_extern(name="fp_py_clint")(_py_clint)
+    _ffi.def_extern(name="fp_py_chain")(_py_chain)

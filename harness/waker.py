@@ -105,6 +105,12 @@ class Waker:
             self._running = False
             return self._stopped_gen == self._gen
 
+    @property
+    def deadline(self) -> int | None:
+        """The running slice's deadline (host monotonic ns), as begin_run/set_deadline
+        left it: never later than the one the machine would compute now."""
+        return self._deadline
+
     def set_deadline(self, deadline: int | None) -> None:
         """Move the running slice's deadline (the guest reprogrammed the timer)."""
         with self._run_cv:

@@ -127,13 +127,16 @@ class Timings:
 class Request:
     """A submitted generation. Iterate it for TokenEvents; `wait()` for the whole list."""
 
-    def __init__(self, rid: int, prompt: np.ndarray, params: GenParams, load_s: float,
-                 on_token: Callable[[Request, TokenEvent], None] | None,
+    def __init__(self, rid: int, prompt: np.ndarray | list[int], params: GenParams,
+                 load_s: float, on_token: Callable[[Request, TokenEvent], None] | None,
                  on_done: Callable[[Request], None] | None) -> None:
         self.id = rid
-        self.prompt = prompt
+        # the checked ids; a list (a short prompt, checked in plain Python) becomes the
+        # int32 array on the scheduler thread (`_admit`): numpy is slow on the submit
+        # path's cold caches
+        self.prompt: np.ndarray = prompt  # type: ignore[assignment]
         self.params = params
-        self.timings = Timings(load_s=load_s, n_prompt=int(prompt.size))
+        self.timings = Timings(load_s=load_s, n_prompt=len(prompt))
         self.tokens: list[int] = []  # generated so far
         self.error: BaseException | None = None
         self.on_token, self.on_done = on_token, on_done
@@ -149,7 +152,20 @@ class Request:
         self.state: ModelState | None = None
         self.fed = 0  # prompt tokens consumed so far
         self.saved = 0  # blocks of this sequence in the prefix cache (restored or saved)
-        self.sampler = Sampler(params.sampling())
+        self._sampler: Sampler | None = None
+
+    @property
+    def sampler(self) -> Sampler:
+        """The request's sampler, made on first use (the scheduler thread's)."""
+        if self._sampler is None:
+            self._sampler = Sampler(self.params.sampling())
+        return self._sampler
+
+    def _admit(self) -> Request:
+        """Scheduler thread, as the request starts running: the prompt as an int32 array."""
+        if type(self.prompt) is not np.ndarray:
+            self.prompt = np.array(self.prompt, dtype=np.int32)
+        return self
 
     @property
     def done(self) -> bool:
@@ -180,6 +196,8 @@ class Request:
 
 class Engine:
     """Serves one model to any number of threads; see the module docstring."""
+
+    params_type = GenParams  # what submit takes (for a caller that does not import us)
 
     def __init__(self, model: Model, *, max_batch: int = 8, prefill_chunk: int = 256,
                  switch_interval: float | None = 0.0005, kv_cache: int | None = None,
@@ -227,7 +245,7 @@ class Engine:
         if params.temperature < 0 or not 0 < params.top_p <= 1 or params.top_k < 0:
             raise PyllmError("sampling parameters out of range: temperature >= 0, top_k >= 0, "
                              "0 < top_p <= 1")
-        arr = self.model.check_prompt(prompt, reserve=params.max_new_tokens)
+        arr = self.model.check_prompt(prompt, reserve=params.max_new_tokens, as_array=False)
         req = Request(next(self._ids), arr, params, self.info.load_seconds, on_token, on_done)
         with self._cv:
             if self._closed:
@@ -288,7 +306,7 @@ class Engine:
                     self._active.clear()
                     return
                 while self._pending and len(self._active) < self.max_batch:
-                    self._active.append(self._pending.popleft())
+                    self._active.append(self._pending.popleft()._admit())
             try:
                 self._step()
             except BaseException as exc:  # a bug in a model must not leave clients hanging

@@ -8,12 +8,14 @@ tests/data/qwen35/ (loads in milliseconds) and SmolLM2 when it is installed.
 
 from __future__ import annotations
 
+import ctypes
 import struct
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from unicorn import UC_ARCH_RISCV, UC_MODE_RISCV64, Uc
@@ -42,7 +44,8 @@ NEXT = V["VRING_DESC_F_NEXT"]
 class Rig:
     """One AI device on real guest RAM, with a Python virtio driver and a post queue."""
 
-    def __init__(self, model: str | ai.LoadedModel | None, **kw: object) -> None:
+    def __init__(self, model: str | ai.LoadedModel | None, native: bool = False,
+                 **kw: object) -> None:
         self.uc = Uc(UC_ARCH_RISCV, UC_MODE_RISCV64)
         self.ram = PhysMem(self.uc, Hart(self.uc), RAM_BASE, RAM_SIZE)
         self.posted: deque[Callable[[], None]] = deque()
@@ -52,10 +55,39 @@ class Rig:
         ctx = DeviceContext(irq=self.irq_levels.append, post=self._post, ram=self.ram,
                             clock=HostClock())
         self.dev = ai.VirtioAi("ai", ctx, model=model, log=self.logs.append, **kw)  # type: ignore[arg-type]
+        self.c: tuple[object, ...] | None = self._native() if native else None
         self.heap = RAM_BASE + 0x10000
         self.free_desc = list(range(QNUM))
         self.avail_idx = 0
         self.used_seen = 0
+
+    def _native(self) -> tuple[object, ...]:
+        """The C bus's view of the device, as NativeMmio.adopt gives it: QUEUE_NOTIFY of
+        queue 0 goes to harness/native/virtq.c first (`notify`)."""
+        from harness import mmio_native, native
+
+        if native.load() is None:
+            pytest.skip(native.ERROR)
+        ffi, lib = native.load()  # type: ignore[misc]
+        st, vq = ffi.new("struct fp_virtio *"), ffi.new("struct fp_virtq *")
+        vq.ram = ffi.cast("uint8_t *", ctypes.addressof(self.ram._anchor))
+        vq.ram_base, vq.ram_size = RAM_BASE, RAM_SIZE
+        st.vq = vq
+        self.dev.use_native(st)
+        bus = SimpleNamespace(windows=[(0, self.dev)])  # what fp_py_chain looks the device up in
+        handle = ffi.new_handle(bus)
+        cbus = ffi.new("struct fp_bus *", {"handle": handle})
+        win = ffi.new("struct fp_window *", {"bus": cbus, "index": 0})
+        assert mmio_native._ffi is ffi  # its fp_py_chain is registered
+        return lib, st, vq, handle, cbus, win, bus
+
+    def notify(self) -> None:
+        """QUEUE_NOTIFY 0, through the C walker first when the rig is native (as mmio.c)."""
+        if self.c is not None:
+            lib, _, vq, _, _, win, _ = self.c
+            if lib.fp_virtq_notify(win, vq):  # type: ignore[attr-defined]
+                return
+        self.w("QUEUE_NOTIFY", 0)
 
     def _post(self, fn: Callable[[], None]) -> None:  # any thread
         self.posted.append(fn)
@@ -120,6 +152,12 @@ class Rig:
 
     def submit(self, descs: list[tuple[int, int, int]]) -> int:
         """Put a chain (addr, len, flags-without-NEXT) on the avail ring and notify."""
+        head = self.offer(descs)
+        self.notify()
+        return head
+
+    def offer(self, descs: list[tuple[int, int, int]]) -> int:
+        """Put a chain on the avail ring (no notify); its head."""
         idx = [self.free_desc.pop(0) for _ in descs]
         for i, (d, (addr, n, flags)) in enumerate(zip(idx, descs, strict=True)):
             last = i == len(descs) - 1
@@ -128,7 +166,6 @@ class Rig:
         self.ram.set_u16(AVAIL + 4 + 2 * (self.avail_idx % QNUM), idx[0])
         self.avail_idx = (self.avail_idx + 1) & 0xFFFF
         self.ram.set_u16(AVAIL + 2, self.avail_idx)
-        self.w("QUEUE_NOTIFY", 0)
         for d in idx:
             self.free_desc.append(d)  # the tests never reuse a chain's descriptors early
         return idx[0]
@@ -196,9 +233,10 @@ def tiny() -> ai.LoadedModel:
     lm.close()
 
 
-@pytest.fixture
-def rig(tiny: ai.LoadedModel) -> Rig:
-    r = Rig(tiny)
+@pytest.fixture(params=["python", "c"])
+def rig(tiny: ai.LoadedModel, request: pytest.FixtureRequest) -> Rig:
+    """The device with its Python notify path, and with the C bus's chain walker."""
+    r = Rig(tiny, native=request.param == "c")
     assert r.handshake() & V["VIRTIO_STATUS_DRIVER_OK"]
     yield r
     r.close()
@@ -593,15 +631,46 @@ def test_descriptor_loop_and_bad_index(rig: Rig) -> None:
     rig.ram.set_u16(AVAIL + 4 + 2 * (rig.avail_idx % QNUM), d)
     rig.avail_idx += 1
     rig.ram.set_u16(AVAIL + 2, rig.avail_idx)
-    rig.w("QUEUE_NOTIFY", 0)
+    rig.notify()
     assert rig.used() == [(d, 0)]  # no writable descriptor reached: nothing to report in
     # a next index past the queue, after a good resp descriptor is impossible (resp is
     # last), so check the head itself past the queue
     rig.ram.set_u16(AVAIL + 4 + 2 * (rig.avail_idx % QNUM), QNUM + 5)
     rig.avail_idx += 1
     rig.ram.set_u16(AVAIL + 2, rig.avail_idx)
-    rig.w("QUEUE_NOTIFY", 0)
+    rig.notify()
     assert rig.used() == [(QNUM + 5, 0)]
+
+
+def test_c_walker_takes_good_chains_and_leaves_the_rest_to_python(tiny: ai.LoadedModel,
+                                                                  ) -> None:
+    """harness/native/virtq.c walks each chain _walk would take as it is and hands it to
+    the device; at one with a problem it stops, and Python's _notify goes on from that
+    chain (the avail index is shared), wording the error as without the C bus."""
+    rig = Rig(tiny, native=True)
+    try:
+        assert rig.handshake() & V["VIRTIO_STATUS_DRIVER_OK"]
+        vq = rig.c[2]  # type: ignore[index]
+        good, bad, after = (Gen(rig, [5, 6, 7], 4, reqid=i) for i in (1, 2, 3))
+        hdr, tok, out, resp = bad.chain()
+        good.head = rig.offer(good.chain())
+        bad.head = rig.offer([hdr, out, tok, resp])  # readable after writable
+        after.head = rig.offer(after.chain())
+        rig.notify()
+        assert (vq.chains, vq.notifies, rig.dev.notifies) == (1, 0, 1)
+        wait_done(rig, good, bad, after)
+        assert [g.resp_fields["status"] for g in (good, bad, after)] == [
+            ST["OK"], ST["EINVAL"], ST["OK"]]
+        assert good.tokens == after.tokens == engine_ids(tiny, [5, 6, 7], 4)
+        assert rig.dev.queues[0].last_avail == vq.last_avail == 3
+        again = Gen(rig, [5, 6, 7], 4, reqid=4).submit()  # all in C now
+        wait_done(rig, again)
+        assert (vq.chains, vq.notifies, rig.dev.notifies) == (2, 1, 2)
+        assert again.tokens == good.tokens
+        rig.w("STATUS", 0)  # a reset: the C walker stops, the queue starts over
+        assert not vq.enabled and rig.dev.queues[0].last_avail == 0
+    finally:
+        rig.close()
 
 
 def test_reset_drops_requests_in_flight(rig: Rig) -> None:

@@ -57,6 +57,7 @@ kernel; the device time-stamps it and adds its own events (accept, first token, 
 from __future__ import annotations
 
 import struct
+import sys
 import threading
 import time
 from collections import deque
@@ -146,7 +147,7 @@ class AiChain(Chain):
         self.error: str | None = None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Job:
     """A request the device accepted and has not completed yet."""
 
@@ -176,6 +177,7 @@ class VirtioAi(VirtioMmio):
 
     device_id = A["VIRTIO_ID_AI"]
     queue_num_max = A["VIRTIO_AI_QUEUE_NUM"]
+    chain_type = AiChain
 
     def __init__(self, name: str, ctx: DeviceContext, *,
                  model: str | AiBackend | None = None,
@@ -415,16 +417,18 @@ class VirtioAi(VirtioMmio):
 
     # ---------------------------------------------------------------- chains
     def _walk(self, qi: int, q: Virtqueue, head: int, offset: int, size: int) -> Chain:
-        """Collect the chain without raising: problems are recorded in `error`."""
+        """Collect the chain without raising: problems are recorded in `error`. The
+        descriptors are read straight from RAM's view: QUEUE_READY checked that the table
+        is in RAM, and it cannot move while the queue is ready."""
         chain = AiChain(head)
         ram = self.ctx.ram
+        view, table, unpack = ram.view, q.desc - ram.base, DESC_FMT.unpack_from
         idx = head
         for _ in range(q.num):
             if idx >= q.num:
                 chain.error = f"descriptor index {idx} >= queue size {q.num}"
                 return chain
-            addr, length, flags, nxt = DESC_FMT.unpack_from(
-                ram.slice(q.desc + DESC_SIZE * idx, DESC_SIZE))
+            addr, length, flags, nxt = unpack(view, table + DESC_SIZE * idx)
             if flags & ~(DESC_F_NEXT | DESC_F_WRITE):
                 chain.error = f"descriptor {idx} has flags {flags:#x} (only NEXT, WRITE)"
             if flags & DESC_F_WRITE:
@@ -444,7 +448,8 @@ class VirtioAi(VirtioMmio):
         assert isinstance(chain, AiChain)
         ram = self.ctx.ram
         resp = chain.writable[-1] if chain.writable else None
-        if resp is None or resp[1] < RESP.size or not ram.contains(*resp):
+        if resp is None or resp[1] < RESP.size or not ram.base <= resp[0] <= (
+                ram.base + ram.size - resp[1]):  # in RAM (ram.contains, inline: hot path)
             self.errors += 1
             return 0  # nowhere to say what went wrong: used.len = 0
         job = _Job(chain.head, queue, self._epoch, 0, 0, resp[0], t_accept=self.now_us())
@@ -461,13 +466,14 @@ class VirtioAi(VirtioMmio):
         ram = self.ctx.ram
         if chain.error is not None or not chain.readable:
             return ST["EINVAL"]
+        lo, hi = ram.base, ram.base + ram.size  # every buffer in RAM (ram.contains, inline)
         for addr, length in chain.readable + chain.writable:
-            if not ram.contains(addr, length):
+            if not (lo <= addr and addr + length <= hi):
                 return ST["EFAULT"]
         hdr_addr, hdr_len = chain.readable[0]
         if hdr_len < REQ.size:
             return ST["EINVAL"]
-        hdr = dict(zip(REQ_FIELDS, REQ_FMT.unpack_from(ram.slice(hdr_addr, REQ.size)),
+        hdr = dict(zip(REQ_FIELDS, REQ_FMT.unpack_from(ram.view, hdr_addr - ram.base),
                        strict=True))
         job.kind, job.reqid = hdr["type"], hdr["id"]
         self._write_resp(job, ST["RUNNING"])
@@ -491,7 +497,8 @@ class VirtioAi(VirtioMmio):
             return ST["ENOMODEL"]
         if n + npredict > lm.max_context:
             return ST["ETOOLONG"]
-        prompt = list(struct.unpack(f"<{n}I", self.ctx.ram.slice(tok_addr, 4 * n)))
+        ram = self.ctx.ram
+        prompt = _u32s(ram.view[tok_addr - ram.base: tok_addr - ram.base + 4 * n])  # in RAM
         sampling: dict[str, float | int] = {}
         if self.driver_features & F_SAMPLING and hdr["temp_milli"]:
             top_p = hdr["top_p_milli"] / 1000 if 0 < hdr["top_p_milli"] < 1000 else 1.0
@@ -669,7 +676,8 @@ class VirtioAi(VirtioMmio):
         data = RESP_FMT.pack(status, job.written, job.t_accept, job.t_first, job.t_done,
                              ncached, 0)
         if status == ST["RUNNING"]:
-            self.ctx.ram.slice(job.resp, RESP.size)[:] = data
+            ram = self.ctx.ram
+            ram.view[job.resp - ram.base: job.resp - ram.base + RESP.size] = data
         else:
             self.ctx.ram.write(job.resp, data)
         return 4 * job.written + RESP.size
@@ -697,6 +705,15 @@ class VirtioAi(VirtioMmio):
             self.injector.close()
 
 
+def _u32s(buf: memoryview) -> list[int]:
+    """Little-endian u32s as a list of ints (a cast view on a little-endian host: one C
+    call on the hand-off path)."""
+    if _LITTLE:
+        return buf.cast("I").tolist()
+    return list(struct.unpack(f"<{len(buf) // 4}I", buf))
+
+
+_LITTLE = sys.byteorder == "little" and struct.calcsize("I") == 4
 VENDOR_ID_REG = REG["VENDOR_ID"]
 CONFIG_GENERATION_REG = REG["CONFIG_GENERATION"]
 

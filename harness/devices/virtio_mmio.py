@@ -23,6 +23,7 @@ VirtioMmio and provides `device_id`, `device_features()`, `config_space()` and
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +33,7 @@ from harness.devices.base import Device, DeviceContext
 V = cheader.load("virtio.h")
 REG = V.prefixed("VIRTIO_MMIO_")  # register name -> offset
 MAGIC_VALUE, DEVICE_ID, VENDOR_ID = REG["MAGIC_VALUE"], REG["DEVICE_ID"], REG["VENDOR_ID"]
-CONFIG = REG["CONFIG"]
+CONFIG, QUEUE_NOTIFY = REG["CONFIG"], REG["QUEUE_NOTIFY"]
 F_VERSION_1 = 1 << V["VIRTIO_F_VERSION_1"]
 DESC_F_NEXT, DESC_F_WRITE = V["VRING_DESC_F_NEXT"], V["VRING_DESC_F_WRITE"]
 STATUS_FEATURES_OK = V["VIRTIO_STATUS_FEATURES_OK"]
@@ -50,6 +51,9 @@ USED_ELEM = V.struct("virtq_used_elem")
 USED_ELEM_SIZE = USED_ELEM.size
 USED_ELEM_ID, USED_ELEM_LEN = USED_ELEM.offset("id"), USED_ELEM.offset("len")
 AVAIL_ELEM_SIZE = _AVAIL.fields["ring"].size // (_AVAIL.fields["ring"].length or 1)
+CHAIN_MAX = 16  # harness/native/mmio.h FP_CHAIN_MAX: struct fp_virtq's head, n, nread, addr, len
+_CQ_HEAD = struct.Struct("=3I")
+_CQ_ADDR, _CQ_LEN = struct.Struct(f"={CHAIN_MAX}Q"), struct.Struct(f"={CHAIN_MAX}I")
 
 
 @dataclass
@@ -62,8 +66,21 @@ class Virtqueue:
     desc: int = 0    # physical address of the descriptor table
     driver: int = 0  # ... of the avail ring
     device: int = 0  # ... of the used ring
-    last_avail: int = 0  # next avail ring slot the device will look at (mod 2**16)
     used_idx: int = 0    # next used ring slot the device will fill (mod 2**16)
+    c: Any = None    # the C bus's struct fp_virtq, which then holds last_avail
+    _last_avail: int = 0
+
+    @property
+    def last_avail(self) -> int:
+        """The next avail ring slot the device will look at (mod 2**16)."""
+        return int(self.c.last_avail) if self.c is not None else self._last_avail
+
+    @last_avail.setter
+    def last_avail(self, value: int) -> None:
+        if self.c is not None:
+            self.c.last_avail = value
+        else:
+            self._last_avail = value
 
     def reset(self) -> None:
         self.num = 0
@@ -100,6 +117,7 @@ class VirtioMmio(Device):
     device_id = 0
     num_queues = 1
     queue_num_max = 256
+    chain_type: type[Chain] = Chain  # what _walk and take_chain make
 
     def __init__(self, name: str, ctx: DeviceContext) -> None:
         super().__init__(name, ctx)
@@ -110,8 +128,15 @@ class VirtioMmio(Device):
         self.driver_features = 0
         self.queue_sel = 0
         self.irqs: Any = IrqState()  # or the C bus's struct fp_virtio (use_native)
-        self.notifies = 0
+        self._notifies = 0  # QUEUE_NOTIFY writes Python served (see `notifies`)
         self.completed = 0
+        self._cq: Any = None  # the C bus's struct fp_virtq for queue 0 (use_native)
+        self._cq_view: tuple[memoryview, int, int, int] | None = None
+
+    @property
+    def notifies(self) -> int:
+        """QUEUE_NOTIFY writes served, by Python or by the C bus."""
+        return self._notifies + (int(self._cq.notifies) if self._cq is not None else 0)
 
     @property
     def interrupt_status(self) -> int:
@@ -123,10 +148,52 @@ class VirtioMmio(Device):
 
     def use_native(self, st: Any) -> None:
         """Keep the interrupt state in `st` (a `struct fp_virtio`, harness/native/mmio.h),
-        whose InterruptStatus read and InterruptACK write the C bus serves."""
+        whose InterruptStatus read and InterruptACK write the C bus serves; with its `vq`,
+        the C bus also walks queue 0's chains on QUEUE_NOTIFY (harness/native/virtq.c)
+        and hands each to `take_chain`, and that queue's last_avail lives there."""
         st.isr, st.line = self.irqs.isr, self.irqs.line
         st.isr_off, st.ack_off = REG["INTERRUPT_STATUS"], REG["INTERRUPT_ACK"]
         self.irqs = st
+        if st.vq:
+            from harness import native
+
+            ffi = native.load()[0]  # type: ignore[index]
+            q = self.queues[0]
+            st.vq.last_avail, st.vq.notify_off = q.last_avail, QUEUE_NOTIFY
+            st.vq.f_next, st.vq.f_write = DESC_F_NEXT, DESC_F_WRITE
+            q.c = st.vq
+            self._cq = st.vq
+            # the walked chain read as bytes (struct.unpack: cheaper than cdata fields)
+            self._cq_view = (memoryview(ffi.buffer(st.vq)),
+                             ffi.offsetof("struct fp_virtq", "head"),
+                             ffi.offsetof("struct fp_virtq", "addr"),
+                             ffi.offsetof("struct fp_virtq", "len"))
+            self._sync_cq()
+
+    def _sync_cq(self) -> None:
+        """Tell the C bus whether it may walk queue 0 (DRIVER_OK and QUEUE_READY), and
+        where the queue is (it cannot move while ready)."""
+        cq = self._cq
+        if cq is None:
+            return
+        q = self.queues[0]
+        on = bool(self.status & STATUS_DRIVER_OK and q.ready)
+        if on and not cq.enabled:
+            cq.desc, cq.avail, cq.num = q.desc, q.driver, q.num
+        cq.enabled = on
+
+    def take_chain(self) -> None:
+        """A chain of queue 0 the C bus walked (fp_virtq, as _walk would have found it):
+        what _notify does with each."""
+        view, o_head, o_addr, o_len = self._cq_view  # type: ignore[misc]
+        head, n, nread = _CQ_HEAD.unpack_from(view, o_head)
+        bufs = list(zip(_CQ_ADDR.unpack_from(view, o_addr)[:n],
+                        _CQ_LEN.unpack_from(view, o_len)[:n], strict=True))
+        chain = self.chain_type(head)
+        chain.readable, chain.writable = bufs[:nread], bufs[nread:]
+        written = self.handle(0, chain)
+        if written is not None:
+            self.complete(0, chain.head, written)
 
     # ---------------------------------------------------------------- device type hooks
     def device_features(self) -> int:
@@ -177,6 +244,9 @@ class VirtioMmio(Device):
         return super().read(offset, size)
 
     def write(self, offset: int, size: int, value: int) -> None:
+        if offset == QUEUE_NOTIFY and size == 4:  # the hot one first: a request's hand-off
+            self._notify(value, offset, size)
+            return
         if offset >= CONFIG:
             raise self.error(offset, size, "the configuration space is read-only")
         self.need_size(offset, size, 4)
@@ -194,6 +264,7 @@ class VirtioMmio(Device):
             self.queue_sel = value
         elif offset == REG["STATUS"]:
             self._write_status(value)
+            self._sync_cq()
         elif offset == REG["INTERRUPT_ACK"]:
             self.interrupt_status &= ~value
             self._update_irq()
@@ -201,6 +272,7 @@ class VirtioMmio(Device):
             self._notify(value, offset, size)
         elif offset in _QUEUE_REGS:
             self._write_queue(offset, size, value)
+            self._sync_cq()
         elif offset in REG.values():
             raise self.error(offset, size, f"{_name(offset)} is read-only")
         else:
@@ -271,7 +343,7 @@ class VirtioMmio(Device):
 
     # ---------------------------------------------------------------- queue processing
     def _notify(self, qi: int, offset: int, size: int) -> None:
-        self.notifies += 1
+        self._notifies += 1
         if qi >= len(self.queues):
             raise self.error(offset, size, f"notify of queue {qi}, which does not exist")
         q = self.queues[qi]

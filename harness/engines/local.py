@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from harness import cheader
 from harness.engines.base import Outcome, Sampling, SubmitError, guest_name
+from pyllm.errors import ContextOverflowError, PyllmError, TokenError  # light: no numpy
 
 if TYPE_CHECKING:
     from harness.engines.base import OnDone, OnToken
@@ -130,8 +131,7 @@ class LoadedModel:
     # ------------------------------------------------------------ requests
     def submit(self, prompt: Sequence[int], params: Sampling, on_token: OnToken,
                on_done: OnDone) -> LocalHandle:
-        from pyllm.engine import GenParams
-        from pyllm.errors import ContextOverflowError, PyllmError, TokenError
+        GenParams = self.engine.params_type  # noqa: N806  (no import on the hand-off path)
 
         # the guest's u32 ids as a list of ints: check_prompt checks a short one in plain
         # Python (numpy is 10-30x slower on the hand-off's cold caches) and names a bad id

@@ -27,6 +27,7 @@ extern "Python+C" int fp_py_invalid(void *uc, void *handle);
 extern "Python+C" int fp_py_mmio(void *handle, uint32_t win, uint64_t offset, uint32_t size,
                                  int write, uint64_t value, uint64_t *out);
 extern "Python+C" void fp_py_clint(void *handle, uint32_t win);
+extern "Python+C" int fp_py_chain(void *handle, uint32_t win);
 """)
 
 ffibuilder = EXTENSION.builder()

@@ -154,13 +154,16 @@ static int trace_write(struct fp_trace *t, uint64_t offset, uint32_t size, uint6
     return 1;
 }
 
-// VirtioMmio.write, INTERRUPT_ACK
-static int virtio_write(struct fp_virtio *v, uint64_t offset, uint32_t size, uint64_t value)
+// VirtioMmio.write, INTERRUPT_ACK, and QUEUE_NOTIFY of queue 0 (virtq.c)
+static int virtio_write(struct fp_window *w, struct fp_virtio *v, uint64_t offset,
+                        uint32_t size, uint64_t value)
 {
     if (trace_write(v->trace, offset, size, value)) {
         v->fast++;
         return 1;
     }
+    if (v->vq && v->vq->enabled && offset == v->vq->notify_off && size == 4 && value == 0)
+        return fp_virtq_notify(w, v->vq);
     if (offset != v->ack_off || size != 4)
         return 0;
     v->isr &= ~(uint32_t)value;
@@ -215,7 +218,7 @@ static void on_write(void *uc, uint64_t offset, unsigned size, uint64_t value, v
     else if (w->kind == FP_WIN_PLIC)
         done = plic_write(w->dev, offset, size, value);
     else if (w->kind == FP_WIN_VIRTIO)
-        done = virtio_write(w->dev, offset, size, value);
+        done = virtio_write(w, w->dev, offset, size, value);
     else if (w->kind == FP_WIN_CLINT)
         done = fp_clint_write(w, offset, size, value);
     if (!done && fp_py_mmio(w->bus->handle, w->index, offset, size, 1, value, &value))

@@ -3,7 +3,9 @@
 // Every device window of a hart is mapped with these callbacks (uc_mmio_map). A window
 // whose device has C state (`kind`) serves its hot registers here: the UART's THR write
 // and LSR read, the PLIC's claim/complete, a virtio device's InterruptStatus read and
-// InterruptACK write, and the AI device's trace register (a time-stamped event). Everything else goes to the device's Python read/write through
+// InterruptACK write, the AI device's trace register (a time-stamped event), and a virtio
+// QUEUE_NOTIFY's chain walk (virtq.c, each chain to Python's take_chain through
+// fp_py_chain). Everything else goes to the device's Python read/write through
 // fp_py_mmio (harness/mmio_native.py), which stays the owner of device logic and of the
 // errors (DeviceError). The C state is the device's own state, not a copy: the Python
 // device objects read and write the same structs (harness/devices/plic.py,
@@ -62,6 +64,23 @@ struct fp_trace {                    // the AI device's trace register (virtio_a
     uint64_t mtime[FP_TRACE];        // mtime at the write
 };
 
+#define FP_CHAIN_MAX 16
+
+struct fp_virtq {                    // queue 0 of a virtio device, its chains walked here (virtq.c)
+    int enabled;                     // DRIVER_OK and QUEUE_READY (VirtioMmio._sync_cq)
+    uint32_t notify_off;             // QUEUE_NOTIFY
+    uint32_t num;                    // queue size
+    uint64_t desc, avail;            // guest physical: descriptor table, avail ring
+    uint32_t last_avail;             // the device's next avail slot (Virtqueue.last_avail)
+    uint16_t f_next, f_write;        // VRING_DESC_F_NEXT, VRING_DESC_F_WRITE
+    uint8_t *ram;                    // PhysMem's host mapping
+    uint64_t ram_base, ram_size;
+    uint32_t head, n, nread;         // the chain handed to Python: n descriptors, the first
+    uint64_t addr[FP_CHAIN_MAX];     // nread device-readable
+    uint32_t len[FP_CHAIN_MAX];
+    uint64_t notifies, chains;       // served here
+};
+
 struct fp_virtio {                   // harness/devices/virtio_mmio.py's interrupt state
     uint32_t isr;                    // InterruptStatus
     uint8_t line;                    // the level last driven to the PLIC
@@ -69,6 +88,7 @@ struct fp_virtio {                   // harness/devices/virtio_mmio.py's interru
     uint32_t isr_off, ack_off;       // INTERRUPT_STATUS, INTERRUPT_ACK offsets
     struct fp_plic *plic;
     struct fp_trace *trace;          // the AI device's, or NULL
+    struct fp_virtq *vq;             // queue 0's notify in C, or NULL
     uint64_t fast;
 };
 
@@ -115,10 +135,11 @@ struct fp_bus {                      // one hart's bus
 
 int fp_bus_map(struct fp_window *w, uint64_t base, uint64_t size);
 void fp_plic_set_line(struct fp_plic *p, uint32_t src, int level);
-// cffi:end
-
-// Hart.set_mip on hart uc (mmio.c)
+// virtq.c: a QUEUE_NOTIFY of queue 0 served (1), or 0 for Python's _notify
+int fp_virtq_notify(struct fp_window *w, struct fp_virtq *q);
+// Hart.set_mip on hart uc (mmio.c; also Hart.set_mip's own, with the C bus)
 void fp_set_mip(void *uc, void *reg_read, void *reg_write, uint64_t mask, int level);
+// cffi:end
 // clint.c: a CLINT register served in C (1), or 0 for the Python device
 int fp_clint_read(struct fp_window *w, uint64_t offset, uint32_t size, uint64_t *value);
 int fp_clint_write(struct fp_window *w, uint64_t offset, uint32_t size, uint64_t value);
@@ -130,5 +151,8 @@ int fp_py_mmio(void *handle, uint32_t win, uint64_t offset, uint32_t size, int w
 // the CLINT's on_deadline (harness/mmio_native.py): a store moved a deadline earlier than
 // the one the waker sleeps to
 void fp_py_clint(void *handle, uint32_t win);
+// VirtioMmio.take_chain (harness/mmio_native.py): the chain virtq.c walked into the
+// device's fp_virtq; 0, or 1 if it failed (the run stops)
+int fp_py_chain(void *handle, uint32_t win);
 
 #endif

@@ -172,13 +172,15 @@ class Model(ABC):
         return out
 
     def check_prompt(self, tokens: Sequence[int] | np.ndarray, reserve: int = 0,
-                     state: ModelState | None = None) -> np.ndarray:
+                     state: ModelState | None = None, as_array: bool = True) -> np.ndarray:
         """Validate a prompt (ids in range, non-empty, fits with `reserve` more tokens).
 
         Returns it as a contiguous int32 array; raises TokenError / ContextOverflowError.
         A short list of Python ints (what the AI device hands over) is checked in plain
         Python: on a request's hand-off the CPU caches are cold, and there numpy's dtype
         discovery and ufuncs cost 10-30x their warm time. Both ways give the same errors.
+        `as_array=False` returns such a list as a checked copy (the engine converts it on
+        its own thread, off the hand-off).
         """
         vocab = self.info.vocab_size
         if (type(tokens) is list and 0 < len(tokens) <= SHORT_PROMPT
@@ -187,7 +189,7 @@ class Model(ABC):
                 i = next(i for i, t in enumerate(tokens) if not 0 <= t < vocab)
                 raise _out_of_vocab(tokens[i], i, vocab)
             self._check_fits(len(tokens), reserve, state)
-            return np.array(tokens, dtype=np.int32)
+            return np.array(tokens, dtype=np.int32) if as_array else tokens[:]  # type: ignore[return-value]
         arr = np.asarray(tokens)
         if arr.ndim != 1 or arr.size == 0:
             raise TokenError("the prompt is empty: give at least one token id")
