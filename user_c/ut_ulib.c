@@ -120,10 +120,42 @@ mallocmix(char *s)
   free(p);
 }
 
+// blocks freed downwards, then upwards (free's walk starts at the rover:
+// umalloc.c), with sizes that leave a small leftover in every sbrk chunk:
+// every order merges back into one piece
+static void
+mallocorder(char *s)
+{
+  static char *blocks[600];
+  char *brk0 = sbrk(0), *big;
+
+  for(int dir = 0; dir < 2; dir++){
+    for(int i = 0; i < 600; i++){
+      if((blocks[i] = malloc(10001)) == 0)
+        fail(s, "malloc(10001) failed");
+      memset(blocks[i], i, 10001);
+    }
+    for(int i = 0; i < 600; i++){
+      int j = dir == 0 ? 599 - i : i;
+      if(blocks[j][0] != (char)j || blocks[j][10000] != (char)j)
+        fail(s, "block %d overwritten", j);
+      free(blocks[j]);
+    }
+    uint64 grown = sbrk(0) - brk0;
+    if((big = malloc(grown - 4096)) == 0)
+      fail(s, "freed %s, the heap did not merge into one block",
+           dir == 0 ? "downwards" : "upwards");
+    if(sbrk(0) - brk0 != grown)
+      fail(s, "freed %s, the heap grew again", dir == 0 ? "downwards" : "upwards");
+    free(big);
+  }
+}
+
 struct test ulib_quick[] = {
   { printfmt, "printf" },
   { strings, "strings" },
   { mallocmix, "mallocmix" },
+  { mallocorder, "mallocorder" },
   { 0, 0 },
 };
 
