@@ -167,29 +167,28 @@ def _assemble(src: str, name: str, work: Path) -> ElfImage:
     return ElfImage.load(out)
 
 
-def raw_mips(spin: ElfImage, loops: int) -> float:
-    """The spin loop on a bare Unicorn: the speed ceiling for this host."""
+def _bare_seconds(stub: ElfImage, loops: int) -> float:
+    """Host seconds a loop stub (`loops` turns in a0, ending at `done`) takes on a bare
+    Unicorn: no machine, no kernel, no hooks."""
     uc = Uc(UC_ARCH_RISCV, UC_MODE_RISCV64)
     uc.mem_map(0x8000_0000, 1 << 20, UC_PROT_ALL)
-    for seg in spin.segments:
+    for seg in stub.segments:
         uc.mem_write(seg.paddr, seg.data)
     uc.reg_write(R.UC_RISCV_REG_A0, loops)
     t = time.perf_counter()
-    uc.emu_start(spin.entry, spin.symbol("done"))
-    return loops * 8 / (time.perf_counter() - t) / 1e6
+    uc.emu_start(stub.entry, stub.symbol("done"))
+    return time.perf_counter() - t
+
+
+def raw_mips(spin: ElfImage, loops: int) -> float:
+    """The spin loop on a bare Unicorn: the speed ceiling for this host."""
+    return loops * 8 / _bare_seconds(spin, loops) / 1e6
 
 
 def raw_csr_ns(csr: ElfImage, loops: int) -> float:
     """ns per CSR instruction of the csrr loop on a bare Unicorn (the loop's own two
-    instructions counted at the spin loop's speed are negligible)."""
-    uc = Uc(UC_ARCH_RISCV, UC_MODE_RISCV64)
-    uc.mem_map(0x8000_0000, 1 << 20, UC_PROT_ALL)
-    for seg in csr.segments:
-        uc.mem_write(seg.paddr, seg.data)
-    uc.reg_write(R.UC_RISCV_REG_A0, loops)
-    t = time.perf_counter()
-    uc.emu_start(csr.entry, csr.symbol("done"))
-    return (time.perf_counter() - t) / (loops * 8) * 1e9
+    instructions, at the spin loop's speed, are negligible)."""
+    return _bare_seconds(csr, loops) / (loops * 8) * 1e9
 
 
 def _stub_seconds(stub: ElfImage, traps: str, what: str, timeout: float = 0.0) -> float:
