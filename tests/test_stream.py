@@ -27,9 +27,13 @@ def _ids_while_running(smol_session: AiSession, cmd: str) -> tuple[int, str]:
     the request (read as the console produces them, on the emulation thread)."""
     machines: list[Machine] = []
     seen = {"early": 0}
-    lock = threading.Lock()
+    boot = bytearray()  # the console until the daemon is ready: its lines have digits too,
+    lock = threading.Lock()  # and may come while the model load's job is still on the device
 
     def echo(data: bytes) -> None:
+        if b"ai_daemon ready" not in boot:
+            boot.extend(data)
+            return
         with lock:
             dev = machines[0].devices.get("ai") if machines else None
         if dev is not None and dev.jobs:  # type: ignore[attr-defined]
