@@ -283,19 +283,16 @@ def micro(session: Session, iters: dict[str, int], ours: bool) -> dict[str, floa
     nulls = [i.seconds for i in ivs if i.kind == "null"]
     if nulls:
         out["null"] = statistics.median(nulls) * 1e3
-    short: set[str] = set()
     for i in ivs:
         if i.kind in iters:
-            if ours and i.seconds < RESOLVE_S:  # both lines in one slice's output: no figure
-                short.add(i.kind)
-                out[i.kind] = math.nan
-            else:
-                out[i.kind] = i.seconds / int(i.arg) * 1e6
-    missing = [k for k in ["null", *iters]
-               if k not in out or (math.isnan(out[k]) and k not in short)]
+            out[i.kind] = i.seconds / int(i.arg) * 1e6
+    missing = [k for k in ["null", *iters] if k not in out or math.isnan(out[k])]
     if missing:
         raise BenchError(f"xv6bench printed no figure for {', '.join(missing)}:\n"
                          f"{boot.text[-600:]}")
+    for k, n in iters.items() if ours else ():
+        if out[k] * n / 1e6 < RESOLVE_S:  # both lines in one slice's output: no figure
+            out[k] = math.nan
     if ours:
         for k, _, key in SYSBENCH:
             m = re.search(rf"{key}=([0-9.]+)", boot.text)
