@@ -8,6 +8,9 @@
 // worker that wakes late must never claim a chunk of a job it did not see
 // published whole (a newer job's argument with an older job's function).
 //
+// Then a few jobs of more chunks than one range word holds, which pool_run()
+// runs in segments.
+//
 // Usage: test_pool [JOBS] [THREADS] [ADAPTIVE]; prints "OK pool ..." or exits 1.
 // ADAPTIVE 0 (the default) makes every job use the workers: the pool's own
 // chooser would run most of these tiny jobs on the caller alone.
@@ -20,6 +23,7 @@
 #include "pool.h"
 
 #define MAXN 64
+#define BIGN 150001          // more chunks than one range word holds: run in segments
 #define MAGIC_A 0x41414141
 #define MAGIC_B 0x42424242
 
@@ -118,6 +122,22 @@ main(int argc, char **argv)
         missing++;               // pool_run returned before this chunk ran
       else if (c > (i < n))
         doubled++;               // a chunk ran twice, or one past n ran
+    }
+  }
+  // a few jobs longer than a segment (pool.c's SEGMENT): every chunk once
+  static _Atomic int big[BIGN];
+  for (int k = 0; k < 3; k++) {
+    int n = BIGN - k * 7;
+    for (int i = 0; i < BIGN; i++)
+      atomic_store(&big[i], 0);
+    struct job_a a = { MAGIC_A, n, big, k };
+    pool_run(run_a, &a, n);
+    for (int i = 0; i < BIGN; i++) {
+      int c = atomic_load(&big[i]);
+      if (i < n && c == 0)
+        missing++;
+      else if (c > (i < n))
+        doubled++;
     }
   }
   long long st[8];
