@@ -180,6 +180,16 @@ def run(models: list[str], rows: list[int], threads: int) -> Iterator[str]:
 
     _, lib = require_native()
     lib.pyllm_set_threads(threads)
+    # every product on all the threads: the pool's chooser would run the first
+    # windows on the caller alone, and the ceilings would be one thread's
+    lib.pyllm_pool_adaptive(0)
+    try:
+        yield from _report(lib, models, rows, threads)
+    finally:
+        lib.pyllm_pool_adaptive(1)
+
+
+def _report(lib: Any, models: list[str], rows: list[int], threads: int) -> Iterator[str]:
     peak, probe = vnni_peak_ops(threads), probe_ops()
     flush = flush_buffer()
     yield (f"threads {threads}; ceilings: VNNI peak {peak / 1e9:.0f} GOP/s, probe "
