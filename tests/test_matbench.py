@@ -56,3 +56,18 @@ def test_report_lines(monkeypatch: pytest.MonkeyPatch) -> None:
         cells = r.split("  ", 1)[1].split("|")
         assert len(cells) == 2
         assert all(float(c.split("(")[0].split()[-1]) > 0 for c in cells)
+
+
+def test_step_report_times_both_batch_sizes() -> None:
+    """--steps: one line with both medians and their ratio."""
+    native_or_skip()
+    import re
+
+    from pyllm.kernels import matbench
+
+    (line,) = matbench.step_report(str(smol_path()), 4, 1, 3)
+    m = re.search(r"1 sequence ([\d.]+) ms, 4 sequences ([\d.]+) ms = ([\d.]+)x", line)
+    assert m, line
+    one, many, ratio = (float(g) for g in m.groups())
+    assert one > 0 and many > 0
+    assert abs(ratio - many / one) < 0.02 * ratio + 0.01

@@ -7,6 +7,12 @@ ceilings measured in the same run:
                    a 3584 x 1024 Q8X16 matrix times 128 rows
 
     python -m pyllm.kernels.matbench -m smol,qwen --threads 1 --rows 1,2,4,8
+    python -m pyllm.kernels.matbench -m smol --threads 2 --steps 100
+
+`--steps N` then times whole decode steps of the model (the C forward pass, every kernel, the
+pool in its normal adaptive mode): a 1-sequence step and an R-sequence step (R = the largest of
+--rows) alternating N times in one process, at positions 32-48 as in `harness bench`'s
+concurrency sweep (32-token prompts, 16 generated), and prints the medians and their ratio.
 
 Every figure is the best of many single calls (on a shared machine the best sample is the one
 no other process interrupted), each after a read of a buffer larger than the last-level cache,
@@ -207,6 +213,37 @@ def _report(lib: Any, models: list[str], rows: list[int], threads: int) -> Itera
             yield f"{model:6s} {sh.name:22s} {sh.kind:6s} {len(sh.mats):6d}  " + " | ".join(cells)
 
 
+def step_report(model: str, batch: int, threads: int, steps: int) -> Iterator[str]:
+    """Median ms of 1-sequence and `batch`-sequence decode steps, alternating."""
+    import pyllm
+    from pyllm.kernels import require_native
+
+    _, lib = require_native()
+    m = pyllm.load(model, backend="c", n_threads=threads)
+    lib.pyllm_set_threads(threads)
+    rng = np.random.default_rng(0)
+    states = []
+    for _ in range(batch):
+        st = m.new_state(64)
+        m.prefill(rng.integers(0, 1000, 32).tolist(), st)
+        states.append(st)
+    times: dict[int, list[float]] = {1: [], batch: []}
+    tok = np.array([5], np.int32)
+    for i in range(steps):
+        if i % 8 == 0:  # back to position 32: the sweep's requests live at 32-48
+            for st in states:
+                st.pos = 32
+        for n in (1, batch):
+            t = time.perf_counter()
+            m.step([(st, tok) for st in states[:n]])
+            times[n].append(time.perf_counter() - t)
+    one, many = (float(np.median(times[n])) * 1e3 for n in (1, batch))
+    m.close()
+    yield (f"{model}: decode step, {threads} thread(s), medians of {steps}: 1 sequence "
+           f"{one:.2f} ms, {batch} sequences {many:.2f} ms = {many / one:.2f}x "
+           f"(tok/s {batch * one / many:.2f}x)")
+
+
 @click.command()
 @click.option("-m", "--models", default="smol,qwen", show_default=True,
               help="Comma-separated registry names or paths.")
@@ -214,12 +251,19 @@ def _report(lib: Any, models: list[str], rows: list[int], threads: int) -> Itera
               help="Activation rows (sequences in one decode step).")
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 16),
               help="Threads of the kernels' pool.")
-def main(models: str, rows: str, threads: int) -> None:
+@click.option("--steps", default=0, show_default=True, type=click.IntRange(0, 10000),
+              help="Also time this many alternating 1-sequence and R-sequence decode steps "
+                   "of each model (R = the largest --rows).")
+def main(models: str, rows: str, threads: int, steps: int) -> None:
     """GOP/s of the int8 matmul for 1..8 rows on a model's matrices, against the VNNI peak and
     the roofline's GEMM probe measured in the same run."""
     ns = [int(r) for r in rows.split(",") if r]
-    for line in run([m for m in models.split(",") if m], ns, threads):
+    names = [m for m in models.split(",") if m]
+    for line in run(names, ns, threads):
         click.echo(line)
+    for name in names if steps else []:
+        for line in step_report(name, max(ns), threads, steps):
+            click.echo(line)
 
 
 if __name__ == "__main__":

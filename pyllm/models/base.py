@@ -36,7 +36,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 
@@ -171,8 +171,19 @@ class Model(ABC):
                 out[i] = self.prefill(toks, state)
         return out
 
+    @overload
     def check_prompt(self, tokens: Sequence[int] | np.ndarray, reserve: int = 0,
-                     state: ModelState | None = None, as_array: bool = True) -> np.ndarray:
+                     state: ModelState | None = None,
+                     as_array: Literal[True] = True) -> np.ndarray: ...
+
+    @overload
+    def check_prompt(self, tokens: Sequence[int] | np.ndarray, reserve: int = 0,
+                     state: ModelState | None = None, *,
+                     as_array: Literal[False]) -> np.ndarray | list[int]: ...
+
+    def check_prompt(self, tokens: Sequence[int] | np.ndarray, reserve: int = 0,
+                     state: ModelState | None = None,
+                     as_array: bool = True) -> np.ndarray | list[int]:
         """Validate a prompt (ids in range, non-empty, fits with `reserve` more tokens).
 
         Returns it as a contiguous int32 array; raises TokenError / ContextOverflowError.
@@ -189,7 +200,7 @@ class Model(ABC):
                 i = next(i for i, t in enumerate(tokens) if not 0 <= t < vocab)
                 raise _out_of_vocab(tokens[i], i, vocab)
             self._check_fits(len(tokens), reserve, state)
-            return np.array(tokens, dtype=np.int32) if as_array else tokens[:]  # type: ignore[return-value]
+            return np.array(tokens, dtype=np.int32) if as_array else tokens[:]
         arr = np.asarray(tokens)
         if arr.ndim != 1 or arr.size == 0:
             raise TokenError("the prompt is empty: give at least one token id")
