@@ -217,12 +217,15 @@ def test_pool_threads_and_concurrent_callers(ck) -> None:  # noqa: ANN001
         lib.pyllm_set_threads(before)
 
 
-@pytest.mark.parametrize("threads", [3, 4])
-def test_pool_under_a_storm_of_tiny_jobs(tmp_path, threads: int) -> None:  # noqa: ANN001
+@pytest.mark.parametrize("threads, jobs, adaptive", [(3, 1000000, 0), (4, 1000000, 0),
+                                                    (3, 200000, 1)])
+def test_pool_under_a_storm_of_tiny_jobs(tmp_path, threads: int, jobs: int,  # noqa: ANN001
+                                         adaptive: int) -> None:
     """tests/host_c/test_pool.c drives pool.c alone with a million back-to-back jobs of two
     argument layouts, more threads than cores, every job on the workers: each chunk must run
     exactly once with its own job's function and argument. The old publication order (fn/arg
-    read before the generation check) failed this 9 times in 10 (chunks run twice)."""
+    read before the generation check) failed this 9 times in 10 (chunks run twice). The last
+    case lets the pool's chooser switch kinds of job between alone and the workers."""
     import shutil
     import subprocess
     from pathlib import Path
@@ -236,6 +239,6 @@ def test_pool_under_a_storm_of_tiny_jobs(tmp_path, threads: int) -> None:  # noq
     subprocess.run([cc, "-O2", "-std=gnu11", "-Wall", "-Werror", "-pthread", "-I", str(kdir),
                     "-o", str(exe), str(root / "tests" / "host_c" / "test_pool.c"),
                     str(kdir / "pool.c")], check=True, capture_output=True, text=True)
-    r = subprocess.run([str(exe), "1000000", str(threads)], capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run([str(exe), str(jobs), str(threads), str(adaptive)], capture_output=True,
+                       text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.startswith("OK pool "), r.stdout + r.stderr

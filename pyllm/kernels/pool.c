@@ -23,10 +23,16 @@
 //   a chunk of a newer job with an older job's function.
 // * Whether the workers help at all depends on who else wants the cores, which
 //   changes while we run (the emulator thread comes and goes). So the pool
-//   keeps measuring: it runs 40 ms with workers, 40 ms on the caller alone,
-//   compares the time per chunk, and uses the faster mode for the next 400 ms
-//   before measuring again. On a core shared with a busy thread, one thread
-//   beats two that keep preempting each other.
+//   keeps measuring, per kind of job (one function with one number of chunks:
+//   a decode step repeats the same kinds, one per matrix shape): a kind's
+//   first WARMUP jobs alternate between running with the workers and alone,
+//   and from then on each job runs in the mode whose moving average time is
+//   lower, except that every EXPLORE-th job of the kind runs in the other, so
+//   a change is noticed. On a
+//   core shared with a busy thread, one thread beats two that keep preempting
+//   each other. (One chooser for all jobs, comparing 40 ms windows of whatever
+//   jobs fell in them, picked the wrong mode often enough that an idle machine
+//   decoded ~20 % slower than with the workers always on.)
 // * If the caller still had to wait long for a claimed chunk (the worker was
 //   preempted mid-chunk), jobs run on the caller alone for a while (10 ms,
 //   doubling while it keeps happening, up to 0.5 s).
@@ -38,6 +44,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/syscall.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,8 +57,9 @@
 #define STALL_NS 300000      // a wait this long for a claimed chunk counts as a stall
 #define SOLO_MIN_NS 10000000  // first solo period after a stall
 #define SOLO_MAX_NS 500000000 // longest solo period
-#define PROBE_NS 40000000    // length of each measuring window
-#define EXPLOIT_WINDOWS 10   // windows in the chosen mode between measurements
+#define KINDS 64             // kinds of job the chooser tells apart (direct-mapped)
+#define EXPLORE 32           // every EXPLORE-th job of a kind runs in the other mode
+#define WARMUP 6             // a kind's first jobs alternate between the modes
 #define SEGMENT 0xffff       // most chunks per range word; longer jobs run in segments
 
 // A thread's share of the current job: chunks [lo, hi) of generation gen,
@@ -59,6 +67,14 @@
 // cache line: its owner claims from it at every chunk.
 struct range {
   _Alignas(64) _Atomic uint64_t word;
+};
+
+// The chooser's record of one kind of job (guarded by pool.run).
+struct kind {
+  pool_fn fn;
+  int n;
+  uint32_t jobs;
+  float ns[2];  // moving average of a job's time with the workers [0], alone [1]; 0 = none yet
 };
 
 static inline uint64_t
@@ -85,13 +101,9 @@ static struct {
   int fixed;                   // 1: never alone (pyllm_pool_adaptive(0))
   uint64_t solo_until;         // caller works alone until this time (ns)
   uint64_t solo_ns;            // length of the next solo period
-  // the mode chooser (guarded by run): phase 0 = measuring with workers,
-  // 1 = measuring alone, 2 = using the winner for `left` more windows
-  int phase, left, alone;
-  uint64_t win_start, win_ns, win_chunks;
-  double par_cost;             // ns per chunk measured with workers
+  struct kind kinds[KINDS];    // the mode chooser's records (guarded by run)
   _Atomic long long jobs, chunks_by_workers, sleeps, wakes;  // statistics
-  _Atomic long long stalls, solo_jobs, alone_windows, par_windows;
+  _Atomic long long stalls, solo_jobs, chosen_alone, chosen_par;
 } pool = {
   .lock = PTHREAD_MUTEX_INITIALIZER,
   .run = PTHREAD_MUTEX_INITIALIZER,
@@ -234,7 +246,7 @@ pyllm_pool_adaptive(int on)
   pthread_mutex_lock(&pool.run);
   pool.fixed = !on;
   pool.solo_until = pool.solo_ns = 0;
-  pool.phase = pool.alone = 0;
+  memset(pool.kinds, 0, sizeof(pool.kinds));
   pthread_mutex_unlock(&pool.run);
 }
 
@@ -245,7 +257,7 @@ pyllm_get_threads(void)
 }
 
 // jobs run in parallel, chunks run by workers, worker sleeps, wake-ups sent,
-// stalls seen, jobs run alone, measurements won by "alone", won by "workers".
+// stalls seen, jobs run alone, jobs the chooser ran alone, with the workers.
 void
 pyllm_pool_stats(long long *out8)
 {
@@ -255,45 +267,48 @@ pyllm_pool_stats(long long *out8)
   out8[3] = pool.wakes;
   out8[4] = pool.stalls;
   out8[5] = pool.solo_jobs;
-  out8[6] = pool.alone_windows;
-  out8[7] = pool.par_windows;
+  out8[6] = pool.chosen_alone;
+  out8[7] = pool.chosen_par;
 }
 
-// Account a job of n chunks that took ns, and move the mode chooser along.
-// Caller holds pool.run.
-static void
-choose_mode(uint64_t now, uint64_t ns, int n)
+// The record of jobs of fn with n chunks (a new one replaces whatever kind
+// shared its slot). Caller holds pool.run.
+static struct kind *
+kind_of(pool_fn fn, int n)
 {
-  if (pool.win_start == 0)
-    pool.win_start = now;
-  pool.win_ns += ns;
-  pool.win_chunks += n;
-  if (now - pool.win_start < PROBE_NS)
-    return;
-  double cost = (double)pool.win_ns / (pool.win_chunks ? pool.win_chunks : 1);
-  if (pool.phase == 0) {         // measured with workers; now measure alone
-    pool.par_cost = cost;
-    pool.phase = 1;
-    pool.alone = 1;
-  } else if (pool.phase == 1) {  // measured alone; keep the cheaper mode
-    pool.alone = cost < pool.par_cost;
-    atomic_fetch_add(pool.alone ? &pool.alone_windows : &pool.par_windows, 1);
-    pool.phase = 2;
-    pool.left = EXPLOIT_WINDOWS;
-  } else if (--pool.left <= 0) {  // time to measure again
-    pool.phase = 0;
-    pool.alone = 0;
-  }
-  pool.win_start = now;
-  pool.win_ns = pool.win_chunks = 0;
+  uint64_t h = ((uint64_t)(uintptr_t)fn >> 4) * 0x9e3779b97f4a7c15ull + (uint32_t)n;
+  struct kind *k = &pool.kinds[(h >> 32) % KINDS];
+  if (k->fn != fn || k->n != n)
+    *k = (struct kind){ fn, n, 0, { 0, 0 } };
+  return k;
+}
+
+// 1 if the next job of kind k should run on the caller alone.
+static int
+pick_alone(const struct kind *k)
+{
+  if (k->jobs < WARMUP)  // alternate first: a kind's first job may be a cold outlier
+    return k->jobs & 1;
+  int alone = k->ns[1] < k->ns[0];
+  return k->jobs % EXPLORE == 0 ? !alone : alone;
+}
+
+// A job of kind k took ns in mode `alone`.
+static void
+record(struct kind *k, int alone, uint64_t ns)
+{
+  float x = (float)ns, *avg = &k->ns[alone];
+  *avg = *avg == 0 ? x : *avg + (x - *avg) / 4;
+  k->jobs++;
+  atomic_fetch_add(alone ? &pool.chosen_alone : &pool.chosen_par, 1);
 }
 
 // After a job with workers: back off to solo work if a claimed chunk kept the
-// caller waiting from t0 to t1, and move the mode chooser along. Holds pool.run.
+// caller waiting `waited` ns too long (run_segment) until t1. Holds pool.run.
 static void
-adapt(uint64_t t0, uint64_t t1, uint64_t ns, int n)
+check_stall(uint64_t waited, uint64_t t1)
 {
-  if (t1 - t0 > STALL_NS) {  // a preempted worker held us up: go solo for a while
+  if (waited > STALL_NS) {  // a preempted worker held us up: go solo for a while
     atomic_fetch_add(&pool.stalls, 1);
     pool.solo_ns = pool.solo_ns ? pool.solo_ns * 2 : SOLO_MIN_NS;
     if (pool.solo_ns > SOLO_MAX_NS)
@@ -304,12 +319,13 @@ adapt(uint64_t t0, uint64_t t1, uint64_t ns, int n)
     if (pool.solo_ns < SOLO_MIN_NS)
       pool.solo_ns = 0;
   }
-  choose_mode(t1, ns, n);
 }
 
 // Publish chunks [base, base + m) as a new job, work on them with the
-// workers, and wait for the ones claimed elsewhere. Returns how long that
-// wait took (ns). Caller holds pool.run.
+// workers, and wait for the ones claimed elsewhere. Returns how much longer
+// that wait took than two of the caller's own chunks (ns): a worker's last
+// chunk may just have started when the caller ran out, and only a wait beyond
+// that says the worker was preempted. Caller holds pool.run.
 static uint64_t
 run_segment(pool_fn fn, void *arg, int base, int m)
 {
@@ -332,11 +348,13 @@ run_segment(pool_fn fn, void *arg, int base, int m)
     atomic_fetch_add(&pool.wakes, 1);
     futex(&pool.gen, FUTEX_WAKE, nr - 1);
   }
-  drain(g, 0);
+  uint64_t t_open = now_ns();
+  int ran = drain(g, 0);
   // every chunk is claimed; wait for the ones still running elsewhere
   uint64_t t0 = now_ns();
   if (atomic_load(&pool.done) >= m)
     return 0;
+  uint64_t two_chunks = ran ? 2 * (t0 - t_open) / ran : 0;
   int spins = 0;
   while (atomic_load(&pool.done) < m) {
     if (++spins % 16 == 0)
@@ -349,7 +367,8 @@ run_segment(pool_fn fn, void *arg, int base, int m)
     }
     cpu_relax();
   }
-  return now_ns() - t0;
+  uint64_t waited = now_ns() - t0;
+  return waited > two_chunks ? waited - two_chunks : 0;
 }
 
 void
@@ -364,24 +383,27 @@ pool_run(pool_fn fn, void *arg, int n)
   }
   pthread_mutex_lock(&pool.run);
   uint64_t t_start = now_ns();
-  if (!pool.fixed && (t_start < pool.solo_until || pool.alone)) {
+  struct kind *k = pool.fixed ? NULL : kind_of(fn, n);
+  int backoff = k && t_start < pool.solo_until;
+  if (backoff || (k && pick_alone(k))) {
     atomic_fetch_add(&pool.solo_jobs, 1);
     for (int i = 0; i < n; i++)
       fn(arg, i);
-    uint64_t t_end = now_ns();
-    if (t_start >= pool.solo_until)  // a measured alone-window, not a stall backoff
-      choose_mode(t_end, t_end - t_start, n);
+    if (!backoff)  // a chosen alone-run, not a stall backoff: it measures
+      record(k, 1, now_ns() - t_start);
     pthread_mutex_unlock(&pool.run);
     return;
   }
   atomic_fetch_add(&pool.jobs, 1);
-  uint64_t wait_ns = 0;
+  uint64_t wait_ns = 0;  // the longest excess wait of a segment (run_segment)
   for (int base = 0; base < n; base += SEGMENT) {
     uint64_t w = run_segment(fn, arg, base, n - base < SEGMENT ? n - base : SEGMENT);
     wait_ns = w > wait_ns ? w : wait_ns;
   }
   uint64_t t1 = now_ns();
-  if (!pool.fixed)
-    adapt(t1 - wait_ns, t1, t1 - t_start, n);
+  if (k) {
+    check_stall(wait_ns, t1);
+    record(k, 0, t1 - t_start);
+  }
   pthread_mutex_unlock(&pool.run);
 }
