@@ -7,7 +7,7 @@
 void pyllm_set_threads(int n);
 int pyllm_get_threads(void);
 void pyllm_pool_stats(long long *out8);
-// 1 (the default): the pool decides per window whether workers help (see pool.c);
+// 1 (the default): the pool decides per kind of job whether workers help (pool.c);
 // 0: every job with more than one chunk uses the workers (tests, experiments).
 void pyllm_pool_adaptive(int on);
 // cffi:end
