@@ -242,3 +242,30 @@ def test_pool_under_a_storm_of_tiny_jobs(tmp_path, threads: int, jobs: int,  # n
     r = subprocess.run([str(exe), str(jobs), str(threads), str(adaptive)], capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.startswith("OK pool "), r.stdout + r.stderr
+
+
+def test_argmax_rows_lowest_index_on_ties(lib) -> None:  # noqa: ANN001
+    """pyllm_argmax_rows (the greedy ids of a decode step) against numpy's argmax, which
+    also gives the first of equal maxima: random rows, ties, a maximum in the last and in
+    a tail element, all -inf; and a NaN, which never wins unless it comes first (the
+    scalar `>` loop's rule, on both paths)."""
+    from pyllm.kernels import native
+
+    ffi, _ = native()
+    rng = np.random.default_rng(3)
+    cols = 49152 + 5  # a tail after the 16-lane blocks
+    x = rng.standard_normal((7, cols)).astype(np.float32)
+    x[0, [45, 40]] = 8.0                     # a tie inside one 16-lane block
+    x[1, [100, 7000, 30000]] = 9.0           # a three-way tie across blocks
+    x[2, -1] = 50.0                          # in the tail
+    x[3, cols - 6] = 50.0                    # in the last whole block
+    x[4] = -np.inf
+    x[5, 10] = np.nan                        # skipped: the maximum elsewhere wins
+    x[5, 20] = 12.0
+    x[6, 0] = np.nan                         # first: nothing is > NaN
+    out = np.empty(7, np.int32)
+    lib.pyllm_argmax_rows(ffi.cast("float *", x.ctypes.data), 7, cols,
+                          ffi.cast("int32_t *", out.ctypes.data))
+    want = [int(np.argmax(r)) for r in x[:5]] + [20, 0]
+    assert out.tolist() == want
+    assert want[:3] == [40, 100, cols - 1] and want[4] == 0

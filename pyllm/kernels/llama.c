@@ -197,13 +197,6 @@ pyllm_llama_forward(const struct pyllm_llama *m, int n, const int32_t *tokens,
                   a.xb + (long long)o * dim, 1, dim, m->eps);
   linear(m->head, a.xb, n_out, &a.qa, logits);
   if (greedy)
-    for (int o = 0; o < n_out; o++) {
-      const float *row = logits + (long long)o * m->vocab;
-      int best = 0;
-      for (int v = 1; v < m->vocab; v++)
-        if (row[v] > row[best])
-          best = v;
-      greedy[o] = best;
-    }
+    pyllm_argmax_rows(logits, n_out, m->vocab, greedy);
   return 0;
 }

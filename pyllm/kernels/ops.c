@@ -335,3 +335,59 @@ pyllm_embed_q8_0(const uint8_t *table, int dim, const int32_t *tokens, int n, fl
     }
   }
 }
+
+// ------------------------------------------------------------ argmax
+
+static int
+argmax_scalar(const float *row, int n)
+{
+  int best = 0;
+  for (int v = 1; v < n; v++)
+    if (row[v] > row[best])
+      best = v;
+  return best;
+}
+
+// Two passes: the maximum 16 lanes at a time, then its first position. A row
+// with a NaN goes to the scalar loop, whose order of comparisons defines the
+// answer (vmaxps lets a NaN through or not by operand order).
+static PYLLM_TARGET_AVX512 int
+argmax_avx512(const float *row, int n)
+{
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  __mmask16 nan = 0;
+  int v = 0;
+  for (; v + 16 <= n; v += 16) {
+    __m512 x = _mm512_loadu_ps(row + v);
+    nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    mx = _mm512_max_ps(mx, x);
+  }
+  float m = _mm512_reduce_max_ps(mx);
+  for (; v < n; v++) {
+    if (row[v] != row[v])
+      nan = 1;
+    m = row[v] > m ? row[v] : m;
+  }
+  if (nan)
+    return argmax_scalar(row, n);
+  __m512 mv = _mm512_set1_ps(m);
+  for (v = 0; v + 16 <= n; v += 16) {
+    __mmask16 hit = _mm512_cmp_ps_mask(_mm512_loadu_ps(row + v), mv, _CMP_EQ_OQ);
+    if (hit)
+      return v + __builtin_ctz(hit);
+  }
+  for (; v < n; v++)
+    if (row[v] == m)
+      return v;
+  return 0;  // not reached: m is one of the row's values
+}
+
+void
+pyllm_argmax_rows(const float *x, int n, int cols, int32_t *out)
+{
+  int avx = pyllm_use_avx512() && cols >= 16;
+  for (int i = 0; i < n; i++) {
+    const float *row = x + (long long)i * cols;
+    out[i] = avx ? argmax_avx512(row, cols) : argmax_scalar(row, cols);
+  }
+}

@@ -23,6 +23,9 @@ void pyllm_attention(const float *q, int qstride, const float *k, const float *v
                      int n_kv_heads, int head_dim, float *out, int ostride);
 void pyllm_silu_mul(const float *gu, int n, int hidden, float *out);
 void pyllm_embed_q8_0(const uint8_t *table, int dim, const int32_t *tokens, int n, float *out);
+// out[i] = the index of the largest of x[i][0..cols), the lowest on ties
+// (NaNs never win unless x[i][0] is one: the order of `>` comparisons)
+void pyllm_argmax_rows(const float *x, int n, int cols, int32_t *out);
 // cffi:end
 
 // Attention of the query heads sharing one KV head, for one row at position
