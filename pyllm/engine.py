@@ -47,6 +47,8 @@ from pyllm.models.base import Model, ModelInfo, ModelState
 from pyllm.prefix_cache import DEFAULT_BLOCK, PrefixCache, default_budget
 from pyllm.sampling import Sampler, SamplingParams
 
+SPARE_BYTES = 256 << 20  # most memory the states kept for reuse may hold (Engine._spare)
+
 
 @dataclass(frozen=True)
 class GenParams:
@@ -219,6 +221,10 @@ class Engine:
             self.prefill_chunk = prefill_chunk // cache_block * cache_block
         self._pending: collections.deque[Request] = collections.deque()
         self._active: list[Request] = []
+        # states of finished requests, for the next ones (scheduler thread only): a fresh
+        # state's pages are faulted in and zeroed while the forward pass first writes them,
+        # on both cores at once (Qwen3.5's DeltaNet memory is 20 MB a sequence)
+        self._spare: list[ModelState] = []
         self._cv = threading.Condition()
         self._closed = False
         self._ids = itertools.count(1)
@@ -333,7 +339,7 @@ class Engine:
                     continue
                 if r.state is None:
                     r.timings.started = now
-                    r.state = self.model.new_state(int(r.prompt.size) + r.params.max_new_tokens)
+                    r.state = self._new_state(int(r.prompt.size) + r.params.max_new_tokens)
                     self._restore_prefix(r)
                 end = self._chunk_end(r, budget)
                 if not first and not self._clean_end(r, end):
@@ -380,6 +386,17 @@ class Engine:
                 self._finish(r, "eos" if r.params.stop_ids is None else "stop")
             elif len(r.tokens) >= r.params.max_new_tokens:
                 self._finish(r, "length")
+
+    def _new_state(self, capacity: int) -> ModelState:
+        """A spare state that holds `capacity` tokens, reset, or a new one."""
+        for i, st in enumerate(self._spare):
+            if st.fits(capacity):
+                del self._spare[i]
+                st.reuse(capacity)
+                return st
+        if self._spare:  # none fits: let the oldest go, so the spares follow the requests
+            self._spare.pop(0)
+        return self.model.new_state(capacity)
 
     # ------------------------------------------------------------------ prefix cache
     def _restore_prefix(self, r: Request) -> None:
@@ -435,7 +452,10 @@ class Engine:
         r.timings.done = time.perf_counter()
         r.timings.stop_reason = reason
         r.error = error
-        r.state = None  # frees the caches
+        if r.state is not None and error is None and len(self._spare) < self.max_batch \
+                and sum(st.nbytes for st in self._spare) + r.state.nbytes <= SPARE_BYTES:
+            self._spare.append(r.state)  # (a state a failed step left may be half-written)
+        r.state = None
         if r in self._active:
             self._active.remove(r)
         r._events.put(None)

@@ -201,3 +201,34 @@ def test_callbacks_run_on_the_engine_thread(engine) -> None:  # noqa: ANN001
 def test_lazy_api_names() -> None:
     assert pyllm.Engine is Engine and pyllm.GenParams is GenParams
     assert "smol" in pyllm.known_models()
+
+
+@pytest.mark.parametrize("which", ["smol", "qwen"])
+def test_a_finished_requests_state_serves_the_next(which: str, model) -> None:  # noqa: ANN001
+    """Engine._spare: the next request takes the finished one's state, reset, and samples
+    the tokens a fresh state gives (at temperature 2, so that any difference in the logits
+    shows: for Qwen3.5 a DeltaNet memory left over moves them by ~0.2); a request needing
+    more room than any spare gets a new state."""
+    if which == "qwen":
+        from pathlib import Path
+
+        from pyllm.kernels import native
+        from pyllm.models import qwen35 as Q
+
+        data = Path(__file__).parent / "data" / "qwen35" / "tiny_text"
+        model = Q.from_hf(data, name="tiny_text", backend="c" if native() else "numpy-f32",
+                          cache=False)
+    vocab = model.info.vocab_size
+    a = [(7 * i + 3) % vocab for i in range(40)]
+    b = [(11 * i + 5) % vocab for i in range(23)]
+    hot = GenParams(max_new_tokens=24, temperature=2.0, seed=5)
+    with Engine(model, kv_cache=0) as fresh:
+        want = fresh.submit(b, hot).wait()
+    with Engine(model, kv_cache=0) as e:
+        e.submit(a, max_new_tokens=6).wait()
+        (spare,) = e._spare
+        assert spare.pos > 0
+        got = e.submit(b, hot).wait()
+        assert e._spare == [spare] and got == want
+        long = [(13 * i + 1) % vocab for i in range(200)]
+        assert e.submit(long, max_new_tokens=60).wait() == _greedy(model, long, 60)

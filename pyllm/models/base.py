@@ -119,6 +119,18 @@ class ModelState:
     def reset(self) -> None:
         """Forget the sequence (the memory stays allocated for reuse)."""
         self.pos = 0
+        self.snap_block = 0
+        self.snapshots.clear()
+
+    def fits(self, capacity: int) -> bool:
+        """Whether this state, reset, can hold a sequence of `capacity` tokens without
+        growing (a state whose caches grow on demand fits any)."""
+        return True
+
+    def reuse(self, capacity: int) -> None:
+        """Reset for a new sequence of at most `capacity` tokens (fits() said so)."""
+        self.reset()
+        self.capacity = capacity
 
     def save_rows(self, start: int, end: int) -> dict[str, np.ndarray]:
         """A copy of the per-position caches (KV rows) of positions [start, end) < pos."""

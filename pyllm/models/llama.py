@@ -113,6 +113,9 @@ class LlamaState(ModelState):
     def cap_rounded(self) -> int:
         return self.k.shape[0] * KV_BLOCK
 
+    def fits(self, capacity: int) -> bool:
+        return capacity <= self.cap_rounded
+
     @property
     def nbytes(self) -> int:
         return self.k.nbytes + self.v.nbytes
