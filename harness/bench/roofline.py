@@ -222,12 +222,19 @@ class Probes:
         if self.native is not None:
             from pyllm.bench import stream_bandwidth
 
-            self.native[1].pyllm_set_threads(self.threads)
-            p.bandwidth.append(stream_bandwidth(self.buf))
-            self.qmat.matmul(self.x)  # warm-up (activation buffers, page faults)
-            t = time.perf_counter()
-            self.qmat.matmul(self.x)
-            p.gemm_int8.append(2 * GEMM_ROWS * GEMM_N * GEMM_K / (time.perf_counter() - t))
+            lib = self.native[1]
+            lib.pyllm_set_threads(self.threads)
+            # a ceiling: every job on all the threads (the pool's chooser would time some
+            # of these calls on one thread while it learns the new kinds of job)
+            lib.pyllm_pool_adaptive(0)
+            try:
+                p.bandwidth.append(stream_bandwidth(self.buf))
+                self.qmat.matmul(self.x)  # warm-up (activation buffers, page faults)
+                t = time.perf_counter()
+                self.qmat.matmul(self.x)
+                p.gemm_int8.append(2 * GEMM_ROWS * GEMM_N * GEMM_K / (time.perf_counter() - t))
+            finally:
+                lib.pyllm_pool_adaptive(1)
         else:
             t = time.perf_counter()
             float(self.buf.sum())
