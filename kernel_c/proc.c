@@ -100,7 +100,7 @@ cpuid(void)
 struct proc*
 myproc(void)
 {
-  uint64 slot = (TRAMPOLINE - r_sp()) / (KSTACKSIZE + PGSIZE);
+  uint64 slot = KSTACK_SLOT(r_sp());
 
   return slot < NPROC ? &proc[slot] : 0;
 }

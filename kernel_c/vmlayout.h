@@ -34,3 +34,6 @@
 // page below each so an overflow faults instead of corrupting memory
 #define KSTACKSIZE  (KSTACKPAGES * PGSIZE)
 #define KSTACK(p)   (TRAMPOLINE - ((p) + 1) * (KSTACKSIZE + PGSIZE))
+// the slot whose kernel stack holds address sp, from its bottom to its top
+// (NPROC or more for an address outside every stack): KSTACK's inverse
+#define KSTACK_SLOT(sp) ((TRAMPOLINE - 1 - (sp)) / (KSTACKSIZE + PGSIZE))
