@@ -28,11 +28,11 @@
 //   first WARMUP jobs alternate between running with the workers and alone,
 //   and from then on each job runs in the mode whose moving average time is
 //   lower, except that every EXPLORE-th job of the kind runs in the other, so
-//   a change is noticed. On a
-//   core shared with a busy thread, one thread beats two that keep preempting
-//   each other. (One chooser for all jobs, comparing 40 ms windows of whatever
-//   jobs fell in them, picked the wrong mode often enough that an idle machine
-//   decoded ~20 % slower than with the workers always on.)
+//   a change is noticed. On a core shared with a busy thread, one thread
+//   beats two that keep preempting each other. (One chooser for all jobs,
+//   comparing 40 ms windows of whatever jobs fell in them, picked the wrong
+//   mode often enough that an idle machine decoded ~20 % slower than with
+//   the workers always on.)
 // * If the caller still had to wait long for a claimed chunk (the worker was
 //   preempted mid-chunk), jobs run on the caller alone for a while (10 ms,
 //   doubling while it keeps happening, up to 0.5 s).
