@@ -27,6 +27,7 @@ def test_bench_system_reports_every_figure(tmp_path: Path) -> None:
                   "IPI wake-up, store to run (us)", "Host CPU at the prompt",
                   "fork + exit + wait (us)", "pipe to a child (KiB/s)",
                   "Trap floor, no kernel, C (us)", "Ratio Python / C: getpid",
+                  "Minimal kernel path, stub (us)",
                   "UART LSR load, C register (us)", "Console output, C bus (KiB/s)",
                   "CLINT mtimecmp store, C register (us)", "CSR instruction, bare Unicorn (ns)"):
         assert label in r.stdout
@@ -38,6 +39,7 @@ def test_bench_system_reports_every_figure(tmp_path: Path) -> None:
                 "console_python_kib_s"):
         assert med[key] >= 0
     assert med["csr_ns"] > 0 and med["csr_in_insns"] > 1  # a CSR costs more than an add
+    assert med["minpath_us"] > 0 and med["minpath_over_floor"] > 0
     for n in (1, 2):
         for key in ("boot_ms", "guest_mips_total", "guest_mips_per_hart", "syscall_us",
                     "pingpong_us", "idle_cpu_percent", "fork_us", "pipe_kib_s"):

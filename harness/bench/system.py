@@ -12,6 +12,9 @@ medians reported:
       reference         an ecall loop on the machine with a 5-instruction S handler and
                         no kernel: the floor set by the harness's trap delivery, the C
                         path's (harness/native) and the Python path's beside it
+      minimal path      the same loop through the least a kernel must do (a Linux-style
+                        entry and exit, paging on, MINPATH_S): what any kernel's getpid
+                        costs at best on this emulator, against the floor
       CSR instruction   a loop of `csrr` on a bare Unicorn, in ns and in plain instructions:
                         each ends a translated block, so a kernel's trap path costs about
                         its CSR instructions times this (docs/BENCH.md)
@@ -132,6 +135,113 @@ off:
   sw t1, 0(t0)
 2: j 2b
 """
+# The least any kernel's system call can cost here: FLOOR_S's ecall loop (the user side
+# through a call, as ulib's stubs are) with a Linux-style minimal path behind stvec: no
+# satp or stvec switch, sscratch holding the kernel stack, all 31 registers saved and
+# restored, sepc and scause read, a dispatch through a table of C-like functions. Paging
+# is on, with our kernel's permissions (text R+X, data R+W): a store to a page mapped
+# executable (as all memory is with paging off) costs the emulator ~45 ns, not ~2, as
+# it checks the page for translated code every time. Page 0 is the kernel's code, 1 the
+# user's, 2 the kernel stack, 3.. the page tables (Sv39, identity: L2, L1, L0, and an L1
+# megapage over the power register).
+_PG = 0x1000
+_V, _R, _W, _X, _U, _A, _D = 1, 2, 4, 8, 16, 64, 128
+_KTEXT, _UTEXT, _KSTACK, _L2, _L1, _L0, _L1LOW = (0x8000_0000 + i * _PG for i in range(7))
+
+
+def _pte(pa: int, flags: int) -> int:
+    return (pa >> 12) << 10 | flags
+
+
+def _table(entries: dict[int, int]) -> str:
+    return "\n".join(f"  .dword {entries.get(i, 0):#x}" for i in range(512))
+
+
+_SAVE = "\n".join(f"  sd x{i}, {8 * i}(sp)" for i in range(1, 32) if i != 2)
+_RESTORE = "\n".join(f"  ld x{i}, {8 * i}(sp)" for i in range(1, 32) if i != 2)
+MINPATH_S = f"""
+.option norelax
+.globl _start
+_start:
+  la t0, svec
+  csrw stvec, t0
+  li t0, {_KSTACK + _PG:#x}
+  csrw sscratch, t0
+  li t0, {8 << 60 | _L2 >> 12:#x}
+  csrw satp, t0
+  sfence.vma
+  li t0, {_UTEXT:#x}
+  csrw sepc, t0
+  li t0, 0x100
+  csrc sstatus, t0
+  li s1, {FLOOR_ECALLS}
+  sret
+.align 4
+svec:
+  csrrw sp, sscratch, sp
+  addi sp, sp, -272
+{_SAVE}
+  csrr t0, sscratch
+  sd t0, 16(sp)
+  csrr t0, sepc
+  sd t0, 256(sp)
+  csrr t0, scause
+  sd t0, 264(sp)
+  mv a0, sp
+  call handle
+  ld t0, 256(sp)
+  addi t0, t0, 4
+  csrw sepc, t0
+  addi t0, sp, 272
+  csrw sscratch, t0
+{_RESTORE}
+  ld sp, 16(sp)
+  sret
+handle:
+  addi sp, sp, -16
+  sd ra, 8(sp)
+  sd s0, 0(sp)
+  mv s0, a0
+  ld t1, 136(a0)
+  bnez t1, off
+  la t0, table
+  slli t1, t1, 3
+  add t0, t0, t1
+  ld t0, 0(t0)
+  jalr t0
+  sd a0, 80(s0)
+  ld s0, 0(sp)
+  ld ra, 8(sp)
+  addi sp, sp, 16
+  ret
+sys_getpid:
+  li a0, 42
+  ret
+off:
+  li t0, {_ML["POWER"]}
+  li t1, {_ML["POWER_PASS"]}
+  sw t1, 0(t0)
+2: j 2b
+.align 3
+table: .dword sys_getpid
+.org {_UTEXT - _KTEXT:#x}
+ucode:
+1: call getpid
+  addi s1, s1, -1
+  bnez s1, 1b
+  li a7, 1
+  ecall
+getpid:
+  li a7, 0
+  ecall
+  ret
+.org {_L2 - _KTEXT:#x}
+{_table({0: _pte(_L1LOW, _V), 2: _pte(_L1, _V)})}
+{_table({0: _pte(_L0, _V)})}
+{_table({0: _pte(_KTEXT, _V | _R | _X | _A), 1: _pte(_UTEXT, _V | _R | _X | _U | _A),
+         2: _pte(_KSTACK, _V | _R | _W | _A | _D)})}
+{_table({0: _pte(0, _V | _R | _W | _A | _D)})}
+"""
 # MMIO_LOADS accesses (`{insn}` on t0 = `{base}`; t2 = mtime + 1 hour), then power off
 MMIO_S = f"""
 .globl _start
@@ -209,6 +319,11 @@ def _stub_seconds(stub: ElfImage, traps: str, what: str, timeout: float = 0.0) -
 def floor_trap_us(floor: ElfImage, traps: str = "") -> float:
     """µs per ecall round trip on the machine without a kernel."""
     return _stub_seconds(floor, traps, "trap floor") / FLOOR_ECALLS * 1e6
+
+
+def minpath_us(minpath: ElfImage) -> float:
+    """µs per getpid through MINPATH_S's minimal kernel path on the C trap path."""
+    return _stub_seconds(minpath, "c", "minimal trap path") / FLOOR_ECALLS * 1e6
 
 
 def mmio_floor_us(stub: ElfImage, traps: str) -> float:
@@ -309,18 +424,20 @@ def _row(label: str, value: float, fmt: str = "{:<10.2f}") -> str:
 
 
 def measure(kernel: Path, fs: Path, cpus: list[int], reps: int, idle_seconds: float,
-            spin: ElfImage, floor: ElfImage, csr: ElfImage, mmio: dict[str, ElfImage],
+            spin: ElfImage, floor: ElfImage, minpath: ElfImage, csr: ElfImage,
+            mmio: dict[str, ElfImage],
             progress: Callable[[Iterable[int]], Any] = nullcontext) -> dict[str, list[float]]:
     """Every figure, `reps` interleaved rounds; keys end in _<harts> where they depend
     on the hart count."""
     r: dict[str, list[float]] = {"raw_mips": [], "csr_ns": [], "floor_us": [], "floor_py_us": [],
-                                 "syscall_py_us": [], "fork_py_us": []}
+                                 "minpath_us": [], "syscall_py_us": [], "fork_py_us": []}
     with progress(range(reps)) as bar:
         for _ in bar:
             r["raw_mips"].append(raw_mips(spin, LOOPS))
             r["csr_ns"].append(raw_csr_ns(csr, CSR_LOOPS))
             r["floor_us"].append(floor_trap_us(floor, "c"))
             r["floor_py_us"].append(floor_trap_us(floor, "python"))
+            r["minpath_us"].append(minpath_us(minpath))
             for path in ("c", "python"):
                 for reg, stub in mmio.items():
                     r.setdefault(f"mmio_{reg}_{path}_us", []).append(mmio_floor_us(stub, path))
@@ -370,6 +487,7 @@ def measure(kernel: Path, fs: Path, cpus: list[int], reps: int, idle_seconds: fl
     r["csr_in_insns"] = [c * m / 1e3 for c, m in zip(r["csr_ns"], r["raw_mips"], strict=True)]
     r["syscall_over_floor"] = [s / f for s, f in zip(r[f"syscall_us_{base}"], r["floor_us"],
                                                     strict=True)]
+    r["minpath_over_floor"] = [m / f for m, f in zip(r["minpath_us"], r["floor_us"], strict=True)]
     r["floor_py_over_c"] = [p / c for p, c in zip(r["floor_py_us"], r["floor_us"], strict=True)]
     r["syscall_py_over_c"] = [p / c for p, c in zip(r["syscall_py_us"], r[f"syscall_us_{base}"],
                                                    strict=True)]
@@ -386,13 +504,15 @@ def run(cpus: list[int], reps: int, idle_seconds: float, kernel: Path, fs: Path,
     with tempfile.TemporaryDirectory(prefix="bench-system-") as tmp:
         spin = _assemble(SPIN_S, "spin", Path(tmp))
         floor = _assemble(FLOOR_S, "floor", Path(tmp))
+        minpath = _assemble(MINPATH_S, "minpath", Path(tmp))
         csr = _assemble(CSR_S, "csr", Path(tmp))
         uart, cmp = _ML["UART0"], _ML["CLINT_MTIMECMP"]
         mmio = {name: _assemble(MMIO_S.format(base=base, insn=insn), f"mmio_{name}", Path(tmp))
                 for name, base, insn in (("lsr", uart, f"lbu t1, {Reg.LSR}(t0)"),
                                          ("scr", uart, f"lbu t1, {Reg.SCR}(t0)"),
                                          ("mtimecmp", cmp, "sd t2, 0(t0)"))}
-        r = measure(kernel, fs, cpus, reps, idle_seconds, spin, floor, csr, mmio, progress)
+        r = measure(kernel, fs, cpus, reps, idle_seconds, spin, floor, minpath, csr, mmio,
+                    progress)
     med = {k: statistics.median(v) for k, v in r.items() if v}
     return {"reps": reps, "idle_seconds": idle_seconds, "cpus": cpus, "median": med, "runs": r}
 
@@ -426,6 +546,8 @@ def format_report(data: dict[str, Any]) -> str:
              _row("Trap floor, no kernel, C (us)", med["floor_us"]),
              _row("Trap floor, no kernel, Python (us)", med["floor_py_us"]),
              _row("Ratio getpid / C trap floor", med["syscall_over_floor"]),
+             _row("Minimal kernel path, stub (us)", med["minpath_us"]),
+             _row("Ratio minimal path / C trap floor", med["minpath_over_floor"]),
              _row("CSR instruction, bare Unicorn (ns)", med["csr_ns"]),
              _row("  in plain instructions of the loop", med["csr_in_insns"], "{:<10.0f}"),
              row("fork + exit + wait (us)", "fork_us"),
