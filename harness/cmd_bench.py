@@ -56,6 +56,19 @@ def _ints(lo: int, hi: int, what: str, example: str = "8,16,32") -> Any:
     return parse
 
 
+def _sweep_lens(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, int]:
+    """--sweep-lens IN,OUT: one prompt length and one output length (2 or more: TPOT)."""
+    try:
+        n_in, n_out = (int(x) for x in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"'{value}' is not two integers IN,OUT. E.g. 8,16") from None
+    if not 1 <= n_in <= LIMITS["prompt"] or not 2 <= n_out <= LIMITS["predict"]:
+        raise click.BadParameter(f"'{value}': a sweep request has 1..{LIMITS['prompt']} prompt "
+                                 f"tokens and generates 2..{LIMITS['predict']} (AI_MAX_TOKENS, "
+                                 "AI_MAX_PREDICT in kernel_c/ai.h; TPOT needs 2). E.g. 8,16")
+    return n_in, n_out
+
+
 def _ai_limits() -> dict[str, int]:
     """The AI service's limits, from kernel_c/ai.h (the one definition)."""
     from harness import cheader
@@ -106,6 +119,10 @@ MAX_CLIENTS = 32  # aibench -c
                    "echo 1 > /proc/sys/vm/drop_caches for the whole machine.")
 @click.option("--per-client", type=click.IntRange(1, 64), default=2, show_default=True,
               help="Requests each client of the concurrency sweep sends.")
+@click.option("--sweep-lens", default="32,16", show_default=True, callback=_sweep_lens,
+              help="Prompt and generated tokens of each request of the concurrency sweep, "
+                   "e.g. 8,16 for aibench's defaults (a longer prompt gives 8 clients more "
+                   "compute-bound prefill per generated token).")
 @click.option("--no-guest", is_flag=True,
               help="Skip the guest path (engine and load figures only).")
 @click.option("--no-llamacpp", is_flag=True, help="Skip llama.cpp even if it is installed.")
@@ -117,8 +134,8 @@ MAX_CLIENTS = 32  # aibench -c
 @click.pass_context
 def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: list[int],
           reps: int, concurrency: list[int], out: Path, quick: bool, load_reps: int, cold: str,
-          per_client: int, no_guest: bool, no_llamacpp: bool, no_plots: bool,
-          no_tokenizer: bool = False, no_prefix: bool = False,
+          per_client: int, sweep_lens: tuple[int, int], no_guest: bool, no_llamacpp: bool,
+          no_plots: bool, no_tokenizer: bool = False, no_prefix: bool = False,
           engine_url: str | None = None, engine_timeout: float | None = None) -> None:
     """The inference lifecycle: load time, TTFT, TPOT, roofline, concurrency.
 
@@ -164,8 +181,8 @@ def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: l
     opts = Options(models=names, input_lens=input_lens, output_lens=output_lens, reps=reps,
                    concurrency=concurrency, out=out, quick=quick, cold=cold,
                    guest=not no_guest, llamacpp=not no_llamacpp, load_reps=load_reps,
-                   per_client=per_client, plots=not no_plots, tokenizer=not no_tokenizer,
-                   prefix=not no_prefix)
+                   per_client=per_client, conc_in=sweep_lens[0], conc_out=sweep_lens[1],
+                   plots=not no_plots, tokenizer=not no_tokenizer, prefix=not no_prefix)
     if quick:
         given = {k for k in ("input_lens", "output_lens", "reps", "concurrency", "load_reps",
                              "per_client")

@@ -171,6 +171,10 @@ def test_cli_rejects_bad_options() -> None:
     assert r.returncode == 2 and "255" in r.stderr
     r = run("--concurrency", "1,64")
     assert r.returncode == 2 and "1..32 concurrent clients" in r.stderr
+    r = run("--sweep-lens", "8")
+    assert r.returncode == 2 and "two integers IN,OUT" in r.stderr
+    r = run("--sweep-lens", "8,1")
+    assert r.returncode == 2 and "TPOT needs 2" in r.stderr
     r = run("--reps", "2", "system")
     assert r.returncode == 2 and "do not apply to 'bench system'" in r.stderr
     r = run("--models", "no-such-model", "--no-guest", "--out", "/tmp/never")
@@ -194,7 +198,7 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, str
     env = dict(os.environ, PYLLM_CACHE_DIR=str(tmp / "cache"))
     r = subprocess.run([sys.executable, "-m", "harness", "bench", "--quick", "--models",
                         ",".join(models), "--input-lens", "8,128", "--output-lens", "4,8",
-                        "--concurrency", "1,16", "--out", str(out)],
+                        "--concurrency", "1,16", "--sweep-lens", "16,8", "--out", str(out)],
                        cwd=ROOT, capture_output=True, text=True, timeout=1200, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     return out, json.loads((out / "results.json").read_text()), r.stdout
@@ -225,6 +229,7 @@ def test_quick_run_writes_every_output(quick_run: tuple[Path, dict, str]) -> Non
 def test_quick_run_json_is_complete_and_consistent(quick_run: tuple[Path, dict, str]) -> None:
     out, doc, _ = quick_run
     assert doc["schema"] == "harness-bench-lifecycle/1"
+    assert (doc["options"]["conc_in"], doc["options"]["conc_out"]) == (16, 8)  # --sweep-lens
     for key in ("meta", "options", "definitions", "machine", "models", "headline", "skipped"):
         assert key in doc
     assert doc["definitions"]["start_stop"]["guest.ttft"] == ["submit", "first"]
