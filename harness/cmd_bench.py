@@ -248,8 +248,11 @@ def _guest_options(command: Any) -> Any:
               help="Also write the figures to this JSON file.")
 def system(cpus: list[int], reps: int, idle_seconds: float, kernel: Path, fs: Path,
            json_path: Path | None) -> None:
-    """Boot time, guest MIPS, syscall round trip, context switch, IPI wake-up and idle host
-    CPU of the machine, for each hart count of --cpus."""
+    """Boot time, guest MIPS, syscall round trip, fork, pipe, context switch, IPI wake-up and
+    idle host CPU of the machine, for each hart count of --cpus, against references measured
+    in the same run: the same loop on a bare Unicorn, the trap floor (an ecall loop with no
+    kernel), the minimal kernel path (a Linux-style stub: the least any kernel's getpid costs
+    here), one CSR instruction, the MMIO floor."""
     import json
     import sys
 

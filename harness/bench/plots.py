@@ -308,6 +308,9 @@ def concurrency(res: Results, out: Path) -> Path | None:
     a3.set_title("TPOT per request, and the floors")
     a2.set_ylabel("TTFT (ms)")
     a2.set_title("TTFT under load (queueing)")
+    o = res.opts
+    fig.suptitle(f"Concurrency sweep: each client sends {o.per_client} request(s) of "
+                 f"{o.conc_in} prompt tokens -> {o.conc_out} generated, one after the other")
     fig.tight_layout()
     path = out / "concurrency.png"
     fig.savefig(path, dpi=110, bbox_inches="tight")  # the legends below the panels too
