@@ -104,6 +104,11 @@ _start:
 .globl done
 done: j done
 """
+# every stub's end: power the machine off with a pass (memlayout.h)
+_POWEROFF = f"""  li t0, {_ML["POWER"]}
+  li t1, {_ML["POWER_PASS"]}
+  sw t1, 0(t0)
+2: j 2b"""
 FLOOR_S = f"""
 .globl _start
 _start:
@@ -130,10 +135,7 @@ svec:
   bnez a7, off
   sret
 off:
-  li t0, 0x100000
-  li t1, 0x5555
-  sw t1, 0(t0)
-2: j 2b
+{_POWEROFF}
 """
 # The least any kernel's system call can cost here: FLOOR_S's ecall loop (the user side
 # through a call, as ulib's stubs are) with a Linux-style minimal path behind stvec: no
@@ -218,10 +220,7 @@ sys_getpid:
   li a0, 42
   ret
 off:
-  li t0, {_ML["POWER"]}
-  li t1, {_ML["POWER_PASS"]}
-  sw t1, 0(t0)
-2: j 2b
+{_POWEROFF}
 .align 3
 table: .dword sys_getpid
 .org {_UTEXT - _KTEXT:#x}
@@ -255,10 +254,7 @@ _start:
 1: {{insn}}
   addi a0, a0, -1
   bnez a0, 1b
-  li t0, {_ML["POWER"]}
-  li t1, {_ML["POWER_PASS"]}
-  sw t1, 0(t0)
-2: j 2b
+{_POWEROFF}
 """
 LINK = "SECTIONS { . = 0x80000000; .text : { *(.text*) } }"
 
