@@ -71,3 +71,27 @@ def test_step_report_times_both_batch_sizes() -> None:
     one, many, ratio = (float(g) for g in m.groups())
     assert one > 0 and many > 0
     assert abs(ratio - many / one) < 0.02 * ratio + 0.01
+
+
+def test_rows_are_timed_on_the_threads_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading a model sets the pool to its default thread count; the report must set it back
+    (it once timed every matrix of `--threads 1` on two threads)."""
+    _, lib = native_or_skip()
+    from pyllm.kernels import matbench
+
+    monkeypatch.setattr(matbench, "SAMPLES", 1)
+    monkeypatch.setattr(matbench, "PEAK_ITERS", 1000)
+    seen: list[int] = []
+    timed = matbench.best_call_s
+
+    def spy(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        seen.append(lib.pyllm_get_threads())
+        return timed(*a, **kw)
+
+    monkeypatch.setattr(matbench, "best_call_s", spy)
+    before = lib.pyllm_get_threads()
+    try:
+        list(matbench.run([str(smol_path())], [1], 1))
+    finally:
+        lib.pyllm_set_threads(before)
+    assert seen and set(seen) == {1}

@@ -203,7 +203,9 @@ def _report(lib: Any, models: list[str], rows: list[int], threads: int) -> Itera
     head = " | ".join(f"{n} row{'s' if n > 1 else ''}" for n in rows)
     yield f"{'model':6s} {'matrix':22s} {'format':6s} {'copies':>6s}  GOP/s (% of probe): {head}"
     for model in models:
-        for sh in model_shapes(model):
+        shapes = model_shapes(model)
+        lib.pyllm_set_threads(threads)  # loading the model set its own default count
+        for sh in shapes:
             check_shape(sh, max(rows))
             cells = []
             for n in rows:

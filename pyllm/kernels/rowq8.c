@@ -9,6 +9,7 @@
 #include "pool.h"
 #include "quant.h"
 #include "rowq8.h"
+#include "vmath.h"
 
 #define QK 32
 #define TILE 8       // tokens per pass over a row group's weights
@@ -136,14 +137,6 @@ group_generic(const uint8_t *grp, int nb, const struct pyllm_qact *x, int t, flo
     out[r] = acc[r] * sc[r];
 }
 
-static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 __m512i
-bcast4(const int8_t *p)
-{
-  int32_t v;
-  memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
 // One row group, T tokens (a constant at each call site, so facc[] stays in
 // registers).
 static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 void
@@ -164,11 +157,11 @@ q8r16_tile(const uint8_t *grp, int nb, const struct pyllm_qact *x, int t0, int T
     for (int t = 0; t < T; t++) {
       int tt = t0 + t;
       const int8_t *xq = x->q + (long long)tt * x->cols + b * QK;
-      __m512i a0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], bcast4(xq));
-      __m512i a1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], bcast4(xq + 4));
+      __m512i a0 = dp_bcast(_mm512_setzero_si512(), w[0], xq);
+      __m512i a1 = dp_bcast(_mm512_setzero_si512(), w[1], xq + 4);
       for (int j = 2; j < 8; j += 2) {
-        a0 = _mm512_dpbusd_epi32(a0, w[j], bcast4(xq + 4 * j));
-        a1 = _mm512_dpbusd_epi32(a1, w[j + 1], bcast4(xq + 4 * j + 4));
+        a0 = dp_bcast(a0, w[j], xq + 4 * j);
+        a1 = dp_bcast(a1, w[j + 1], xq + 4 * j + 4);
       }
       __m512i acc = _mm512_sub_epi32(_mm512_add_epi32(a0, a1),
                                      _mm512_set1_epi32(128 * x->s[tt * nb + b]));
