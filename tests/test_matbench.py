@@ -49,7 +49,7 @@ def test_report_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(matbench, "SAMPLES", 2)
     monkeypatch.setattr(matbench, "PEAK_ITERS", 1000)
     lines = list(matbench.run([str(smol_path())], [1, 8], 1))
-    assert "VNNI peak" in lines[0] and "probe" in lines[0]
+    assert "VNNI peak" in lines[0] and "float work" in lines[0] and "probe" in lines[0]
     rows = lines[2:]
     assert [r.split()[1] for r in rows] == ["wqkv", "wo", "wgu", "wdown", "head"]
     for r in rows:  # two cells, each "GOP/s (share %)", with positive figures
