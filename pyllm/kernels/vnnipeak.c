@@ -19,7 +19,6 @@
 
 struct peak_job {
   long long iters;
-  int epilogue;
   _Atomic long long sum;
 };
 
@@ -111,7 +110,7 @@ pyllm_vnni_peak(long long iters, int chunks, int epilogue)
 {
   if (!pyllm_use_avx512())
     return -1;
-  struct peak_job j = { iters, epilogue, 0 };
+  struct peak_job j = { iters, 0 };
   pool_run(epilogue ? peak_mix_chunk : peak_chunk, &j, chunks);
   return j.sum & 0x7fffffffffffffffLL;  // >= 0: -1 means "no VNNI"
 }
