@@ -249,5 +249,5 @@ pyllm_qmatmul(const struct pyllm_qmat *w, const struct pyllm_qact *x, float *out
   if (per > maxper)
     per = maxper;
   j.per = per < 1 ? 1 : per;
-  pool_run(mm_chunk, &j, (j.groups + j.per - 1) / j.per);
+  pool_run_par(mm_chunk, &j, (j.groups + j.per - 1) / j.per);
 }

@@ -24,15 +24,21 @@
 // * Whether the workers help at all depends on who else wants the cores, which
 //   changes while we run (the emulator thread comes and goes). So the pool
 //   keeps measuring, per kind of job (one function with one number of chunks:
-//   a decode step repeats the same kinds, one per matrix shape): a kind's
-//   first WARMUP jobs alternate between running with the workers and alone,
-//   and from then on each job runs in the mode whose moving average time is
-//   lower, except that every EXPLORE-th job of the kind runs in the other, so
-//   a change is noticed. On a core shared with a busy thread, one thread
-//   beats two that keep preempting each other. (One chooser for all jobs,
-//   comparing 40 ms windows of whatever jobs fell in them, picked the wrong
-//   mode often enough that an idle machine decoded ~20 % slower than with
-//   the workers always on.)
+//   a decode step repeats the same kinds): a kind's first WARMUP jobs
+//   alternate between running with the workers and alone, and from then on
+//   each job runs in the mode whose moving average time is lower, except that
+//   every EXPLORE-th job of the kind runs in the other, so a change is
+//   noticed. On a core shared with a busy thread, one thread beats two that
+//   keep preempting each other. (One chooser for all jobs, comparing 40 ms
+//   windows of whatever jobs fell in them, picked the wrong mode often enough
+//   that an idle machine decoded ~20 % slower than with the workers always
+//   on.) The matrix products skip the chooser (pool_run_par): two threads do
+//   them ~2x faster on an idle machine at any batch size, and choosing cost
+//   time -- with per-shape records SmolLM2's 8-sequence decode step ran ~10 %
+//   slower than with the products always on the workers (20 alternating
+//   blocks of 80 steps). Until 2026-12-02 they went through the chooser, but
+//   a hash that dropped the chunk count let one layer's products reset each
+//   other's record at every job, which kept them on the workers anyway.
 // * If the caller still had to wait long for a claimed chunk (the worker was
 //   preempted mid-chunk), jobs run on the caller alone for a while (10 ms,
 //   doubling while it keeps happening, up to 0.5 s).
@@ -276,7 +282,11 @@ pyllm_pool_stats(long long *out8)
 static struct kind *
 kind_of(pool_fn fn, int n)
 {
-  uint64_t h = ((uint64_t)(uintptr_t)fn >> 4) * 0x9e3779b97f4a7c15ull + (uint32_t)n;
+  // n goes in before the multiply: added after it, n changed only the bits the
+  // slot index drops, so one function's jobs of different sizes (a layer's
+  // products) shared a slot and reset each other's record at every job
+  uint64_t h = (((uint64_t)(uintptr_t)fn >> 4) + (uint64_t)(uint32_t)n * 0x100000001b3ull) *
+               0x9e3779b97f4a7c15ull;
   struct kind *k = &pool.kinds[(h >> 32) % KINDS];
   if (k->fn != fn || k->n != n)
     *k = (struct kind){ fn, n, 0, { 0, 0 } };
@@ -371,8 +381,9 @@ run_segment(pool_fn fn, void *arg, int base, int m)
   return waited > two_chunks ? waited - two_chunks : 0;
 }
 
-void
-pool_run(pool_fn fn, void *arg, int n)
+// pool_run with the chooser (choose = 1) or without it (pool_run_par).
+static void
+run_job(pool_fn fn, void *arg, int n, int choose)
 {
   if (n <= 0)
     return;
@@ -383,8 +394,8 @@ pool_run(pool_fn fn, void *arg, int n)
   }
   pthread_mutex_lock(&pool.run);
   uint64_t t_start = now_ns();
-  struct kind *k = pool.fixed ? NULL : kind_of(fn, n);
-  int backoff = k && t_start < pool.solo_until;
+  struct kind *k = pool.fixed || !choose ? NULL : kind_of(fn, n);
+  int backoff = !pool.fixed && t_start < pool.solo_until;
   if (backoff || (k && pick_alone(k))) {
     atomic_fetch_add(&pool.solo_jobs, 1);
     for (int i = 0; i < n; i++)
@@ -401,9 +412,21 @@ pool_run(pool_fn fn, void *arg, int n)
     wait_ns = w > wait_ns ? w : wait_ns;
   }
   uint64_t t1 = now_ns();
-  if (k) {
+  if (!pool.fixed)
     check_stall(wait_ns, t1);
+  if (k)
     record(k, 0, t1 - t_start);
-  }
   pthread_mutex_unlock(&pool.run);
+}
+
+void
+pool_run(pool_fn fn, void *arg, int n)
+{
+  run_job(fn, arg, n, 1);
+}
+
+void
+pool_run_par(pool_fn fn, void *arg, int n)
+{
+  run_job(fn, arg, n, 0);
 }

@@ -235,7 +235,7 @@ pyllm_q8r16_matmul(const struct pyllm_qmat *w, const struct pyllm_qact *x, float
   if (per > maxper)
     per = maxper;
   j.per = per < 1 ? 1 : per;
-  pool_run(mm_chunk, &j, (j.groups + j.per - 1) / j.per);
+  pool_run_par(mm_chunk, &j, (j.groups + j.per - 1) / j.per);
 }
 
 // ------------------------------------------------------------ float32 activations
@@ -325,5 +325,5 @@ pyllm_rowq8_matmul_f32(const float *scale, const int8_t *q, int rows, int cols, 
   if (per > maxper)
     per = maxper;
   j.per = per < F32_ROWS ? F32_ROWS : per;
-  pool_run(f32_chunk, &j, (rows + j.per - 1) / j.per);
+  pool_run_par(f32_chunk, &j, (rows + j.per - 1) / j.per);
 }
