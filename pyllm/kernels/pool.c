@@ -33,7 +33,7 @@
 //   windows of whatever jobs fell in them, picked the wrong mode often enough
 //   that an idle machine decoded ~20 % slower than with the workers always
 //   on.) The matrix products skip the chooser (pool_run_par): two threads do
-//   them ~2x faster on an idle machine at any batch size, and choosing cost
+//   them 1.3-2.2x faster on an idle machine (1 to 8 rows), and choosing cost
 //   time -- with per-shape records SmolLM2's 8-sequence decode step ran ~10 %
 //   slower than with the products always on the workers (20 alternating
 //   blocks of 80 steps). Until 2026-12-02 they went through the chooser, but
