@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from pyllm import naming
+from pyllm.backend import hugepages
 from pyllm.backend.ops import Ops, make_ops
 from pyllm.backend.tensors import tensor_f32
 from pyllm.backend.threads import blas_threads, default_threads, set_blas_threads
@@ -106,8 +107,9 @@ class LlamaState(ModelState):
         super().__init__(capacity)
         blocks = -(-capacity // KV_BLOCK)
         shape = (blocks, cfg.n_layers, cfg.n_kv_heads)
-        self.k = np.empty(shape + (cfg.head_dim, KV_BLOCK), np.float32)
-        self.v = np.empty(shape + (KV_BLOCK, cfg.head_dim), np.float32)
+        # one mapping on 2 MB pages: every decode step touches each layer's slice
+        self.k, self.v = hugepages.zeros_pair(shape + (cfg.head_dim, KV_BLOCK),
+                                              shape + (KV_BLOCK, cfg.head_dim))
 
     @property
     def cap_rounded(self) -> int:

@@ -42,6 +42,7 @@ from pyllm.backend.reference import (  # noqa: F401  (also this module's public 
     silu,
 )
 from pyllm import naming
+from pyllm.backend import hugepages
 from pyllm.errors import FormatError, UnsupportedArchitectureError
 from pyllm.models.base import Model, ModelInfo, ModelState
 
@@ -208,22 +209,22 @@ class Qwen35State(ModelState):
         # pre-conv qkv rows of the last Kc-1 tokens, oldest first  (n_lin, Kc-1, C)
         self.conv = np.zeros((n_lin, cfg.conv_kernel - 1, cfg.conv_dim), F32)
         # DeltaNet memory S: per value head a (dk, dv) matrix  (n_lin, Hv, dk, dv)
-        self.ssm = np.zeros((n_lin, cfg.lin_v_heads, cfg.lin_k_dim, cfg.lin_v_dim), F32)
+        # (on 2 MB pages, as the KV cache: a decode step reads and writes all of it)
+        self.ssm = hugepages.zeros((n_lin, cfg.lin_v_heads, cfg.lin_k_dim, cfg.lin_v_dim), F32)
         # KV cache, grown on demand up to `capacity` positions  (n_full, KV, cap, hd)
         self._alloc = min(capacity, 256)
-        self.k = np.zeros((n_full, cfg.n_kv_heads, self._alloc, cfg.head_dim), F32)
-        self.v = np.zeros_like(self.k)
+        shape = (n_full, cfg.n_kv_heads, self._alloc, cfg.head_dim)
+        self.k, self.v = hugepages.zeros_pair(shape, shape, F32)
 
     def reserve(self, n: int) -> None:
         """Make room for positions [0, n) in the KV cache."""
         if n <= self._alloc:
             return
         new = min(self.capacity, max(n, 2 * self._alloc))
-        for name in ("k", "v"):
-            old = getattr(self, name)
-            grown = np.zeros(old.shape[:2] + (new, old.shape[3]), F32)
-            grown[:, :, :self.pos] = old[:, :, :self.pos]
-            setattr(self, name, grown)
+        shape = self.k.shape[:2] + (new, self.k.shape[3])
+        k, v = hugepages.zeros_pair(shape, shape, F32)
+        k[:, :, :self.pos], v[:, :, :self.pos] = self.k[:, :, :self.pos], self.v[:, :, :self.pos]
+        self.k, self.v = k, v
         self._alloc = new
 
     @property

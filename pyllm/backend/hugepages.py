@@ -1,0 +1,49 @@
+"""Zeroed arrays in memory that Linux backs with 2 MB pages: the per-sequence state.
+
+A decode step touches every sequence's KV cache (and Qwen3.5's DeltaNet memory) once per layer,
+each layer's slice in other pages, while ~100 MB of weights stream through the caches between
+two visits, so with 4 KB pages most of those touches were TLB misses too. From 2 MB pages
+SmolLM2's 8-sequence step stores its new K/V rows ~1.7x faster and runs 4-12 % faster as a
+whole; one sequence's step is unchanged (docs/ARCHITECTURE.md, "Batched decode"). The weights
+already come in 2 MB pages (pyllm/loaders/safetensors.py).
+
+Transparent huge pages are usually in `madvise` mode, so a region gets them only if it asks
+(MADV_HUGEPAGE) and is 2 MB aligned: `zeros` maps anonymous memory with 2 MB of slack and
+places the array on a 2 MB boundary. Untouched slack is never backed. Small arrays, and
+systems without MADV_HUGEPAGE, get plain numpy memory.
+"""
+
+from __future__ import annotations
+
+import mmap
+
+import numpy as np
+
+HUGE = 2 << 20
+MIN_BYTES = HUGE  # below this a huge page would mostly hold nothing
+
+
+def zeros(shape: tuple[int, ...], dtype: np.dtype | type = np.float32) -> np.ndarray:
+    """np.zeros(shape, dtype), on 2 MB pages where the kernel will give them."""
+    dt = np.dtype(dtype)
+    nbytes = int(np.prod(shape)) * dt.itemsize
+    advice = getattr(mmap, "MADV_HUGEPAGE", None)
+    if nbytes < MIN_BYTES or advice is None:
+        return np.zeros(shape, dt)
+    region = mmap.mmap(-1, nbytes + HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        region.madvise(advice)
+    except OSError:  # THP compiled out: the pages stay small, the memory is still good
+        pass
+    raw = np.frombuffer(region, np.uint8)  # keeps `region` mapped while any view lives
+    start = (-raw.ctypes.data) % HUGE
+    return raw[start:start + nbytes].view(dt).reshape(shape)
+
+
+def zeros_pair(shape_a: tuple[int, ...], shape_b: tuple[int, ...],
+               dtype: np.dtype | type = np.float32) -> tuple[np.ndarray, np.ndarray]:
+    """Two zeroed arrays in one mapping (a KV cache's k and v), so that together they fill
+    whole huge pages rather than each rounding up on its own."""
+    na, nb = int(np.prod(shape_a)), int(np.prod(shape_b))
+    flat = zeros((na + nb,), dtype)
+    return flat[:na].reshape(shape_a), flat[na:].reshape(shape_b)
