@@ -60,8 +60,8 @@ def test_pair_shares_one_mapping_and_the_views_do_not_overlap() -> None:
 @pytest.mark.skipif(_thp_mode() == "never" or not hasattr(mmap, "MADV_HUGEPAGE"),
                     reason="transparent huge pages are off here")
 def test_touched_state_is_backed_by_huge_pages() -> None:
-    """The point of the module: a touched 2 MB-aligned region is one huge page, not 512 small
-    ones (the kernel may still refuse when memory is fragmented, hence `some`)."""
+    """The point of the module: a touched 2 MB-aligned region comes in huge pages, not 4 KB
+    ones (at least one of the eight: the kernel may refuse some when memory is fragmented)."""
     a = hugepages.zeros((16 << 20,), np.uint8)
     a[::4096] = 1  # touch every small page
     assert _anon_huge_kb(a.ctypes.data) >= 2048
