@@ -67,6 +67,37 @@ def test_quantize_act_exact(lib) -> None:  # noqa: ANN001
     assert np.allclose(act.ds, d * s.astype(np.float32), rtol=1e-7, atol=0)
 
 
+@pytest.mark.parametrize("cols", [32 * 15, 32 * 16, 576, 32 * 33, 1536, 3584])
+def test_quantize_act_paths_agree(cols: int) -> None:
+    """The AVX-512 quantizer (16 blocks at a time where a row has them, then one by one) gives
+    the generic C path's bits, zero, negative-zero and tiny blocks included."""
+    from pyllm.kernels.cstructs import QAct
+
+    _, lib = native_or_skip()
+    if not lib.pyllm_cpu_has_avx512vnni():
+        pytest.skip("CPU without AVX-512 VNNI")
+    rng = np.random.default_rng(cols)
+    n = 6
+    x = (rng.standard_normal((n, cols)) * rng.uniform(1e-3, 50, (n, 1))).astype(np.float32)
+    x[0, :64] = 0.0
+    x[1, 32:96] = -0.0
+    x[2, ::5] *= np.float32(1e-30)
+    x[3, 7] = 3e4
+    x[4] = rng.integers(-3, 4, cols).astype(np.float32) * np.float32(0.5)  # ties round to even
+    out = []
+    for generic in (1, 0):
+        lib.pyllm_force_generic(generic)
+        try:
+            act = QAct(n, cols)
+            lib.pyllm_quantize_act(P(x), n, cols, act.c)
+        finally:
+            lib.pyllm_force_generic(0)
+        out.append(act)
+    for f in ("q", "d", "ds", "s"):
+        generic, avx = (getattr(a, f).view(np.uint8) for a in out)
+        assert np.array_equal(generic, avx), f
+
+
 @pytest.mark.parametrize("n", [1, 3, 8, 13])
 @pytest.mark.parametrize("name", ["blk.0.attn_q.weight", "blk.1.ffn_down.weight",
                                   "token_embd.weight"])

@@ -129,13 +129,79 @@ pyllm_quantize_f32_q8x16(const float *src, int rows, int cols, uint8_t *dst)
   return 0;
 }
 
+// The 16 lanes of v[k] reduced to one lane per k, for 16 vectors at once: a
+// tree of 15 shuffle-and-combine steps instead of 16 horizontal reductions
+// of 4 dependent steps each. OP combines two vectors; the reductions come out
+// in the lane order that TREE_ORDER puts back.
+#define HREDUCE16(OP, v, out)                                                        \
+  do {                                                                               \
+    __m512 h1[8], h2[4], h3[2];                                                      \
+    for (int k = 0; k < 8; k++)  /* 256-bit halves of v[2k], then of v[2k+1] */      \
+      h1[k] = OP(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0x44),                 \
+                 _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], 0xEE));                \
+    for (int k = 0; k < 4; k++)  /* one 128-bit lane per source vector */            \
+      h2[k] = OP(_mm512_shuffle_f32x4(h1[2 * k], h1[2 * k + 1], 0x88),               \
+                 _mm512_shuffle_f32x4(h1[2 * k], h1[2 * k + 1], 0xDD));              \
+    for (int k = 0; k < 2; k++)  /* two floats per source vector */                  \
+      h3[k] = OP(_mm512_shuffle_ps(h2[2 * k], h2[2 * k + 1], 0x44),                  \
+                 _mm512_shuffle_ps(h2[2 * k], h2[2 * k + 1], 0xEE));                 \
+    out = OP(_mm512_shuffle_ps(h3[0], h3[1], 0x88), _mm512_shuffle_ps(h3[0], h3[1], 0xDD)); \
+  } while (0)
+
+// lane k of a permutexvar with this index = the tree's result for vector k
+#define TREE_ORDER _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)
+
+static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 __m512
+add_i32(__m512 a, __m512 b)
+{
+  return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
+}
+
+// 16 blocks (512 floats) of a row -> their int8 values, scales and sums: the
+// per-block code below, with the two reductions of the 16 blocks done
+// together and the divisions as vectors. Max and integer sums are exact in any
+// order and vdivps rounds like the scalar division, so the bits are the same;
+// an 8-sequence decode step of SmolLM2 ran ~3 % faster (alternating steps).
+static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 void
+quantize16(const float *xb, int8_t *q, float *d_out, int32_t *s_out, float *ds_out)
+{
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  __m512 m[16], sums[16], amax, sv;
+  for (int k = 0; k < 16; k++)
+    m[k] = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(xb + 32 * k)),
+                         _mm512_andnot_ps(sign, _mm512_loadu_ps(xb + 32 * k + 16)));
+  HREDUCE16(_mm512_max_ps, m, amax);
+  amax = _mm512_permutexvar_ps(TREE_ORDER, amax);
+  __m512 d = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
+  __mmask16 nz = _mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_OQ);
+  float id[16];
+  _mm512_storeu_ps(id, _mm512_maskz_div_ps(nz, _mm512_set1_ps(127.0f), amax));
+  for (int k = 0; k < 16; k++) {
+    __m512 iv = _mm512_set1_ps(id[k]);
+    __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 32 * k), iv));
+    __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 32 * k + 16), iv));
+    _mm_storeu_si128((__m128i *)(q + 32 * k), _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128((__m128i *)(q + 32 * k + 16), _mm512_cvtepi32_epi8(q1));
+    sums[k] = _mm512_castsi512_ps(_mm512_add_epi32(q0, q1));
+  }
+  HREDUCE16(add_i32, sums, sv);
+  __m512i s = _mm512_permutexvar_epi32(TREE_ORDER, _mm512_castps_si512(sv));
+  _mm512_storeu_ps(d_out, d);
+  _mm512_storeu_si512(s_out, s);
+  _mm512_storeu_ps(ds_out, _mm512_mul_ps(d, _mm512_cvtepi32_ps(s)));
+}
+
 static PYLLM_TARGET_AVX512 void
 quantize_rows_avx512(const float *x, int i0, int i1, int cols, struct pyllm_qact *out)
 {
   int nb = cols / QK;
   const __m512 sign = _mm512_set1_ps(-0.0f);
-  for (int i = i0; i < i1; i++)
-    for (int b = 0; b < nb; b++) {
+  for (int i = i0; i < i1; i++) {
+    int b = 0;
+    for (; b + 16 <= nb; b += 16)
+      quantize16(x + (long long)i * cols + b * QK, out->q + (long long)i * cols + b * QK,
+                 out->d + i * nb + b, out->s + i * nb + b, out->ds + i * nb + b);
+    for (; b < nb; b++) {  // the rest one block at a time
       const float *xb = x + (long long)i * cols + b * QK;
       __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
       __m512 a = _mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_andnot_ps(sign, x1));
@@ -153,6 +219,7 @@ quantize_rows_avx512(const float *x, int i0, int i1, int cols, struct pyllm_qact
       out->s[i * nb + b] = sum;
       out->ds[i * nb + b] = d * (float)sum;
     }
+  }
 }
 
 // Rows [i0, i1) of x[n][cols] -> int8 blocks. Same rounding (half to even)
