@@ -254,6 +254,21 @@ def test_batching_line_judges_each_target_from_the_same_run() -> None:
                                 none.models["smol"].conc["engine"]) == ""
 
 
+def test_batching_line_gives_the_floor_at_the_median_probe_too() -> None:
+    """With several bandwidth probes the single-stream ratio is also given against their
+    median (the best one is a quiet moment), with the probes' range; one probe, no note."""
+    res = _conc_results({1: 100.0, 8: 600.0}, {1: 6.0, 8: 9.0}, bw=20e9)
+    res.probes.bandwidth[:] = [20e9, 10e9, 15e9]
+    line = report.batching_line(res, "smol", "engine", res.models["smol"].conc["engine"])
+    best = float(line.split("single-stream TPOT 6.00 ms = ")[1].split("x")[0])
+    at_median = float(line.split("x the floor at the median probe")[0].split("; ")[-1])
+    assert at_median == pytest.approx(best * 15 / 20, abs=0.01)
+    assert "median probe (15.0 GB/s; the run's 3 probes read 10.0-20.0 GB/s)" in line
+    one = _conc_results({1: 100.0, 8: 600.0}, {1: 6.0, 8: 9.0}, bw=20e9)
+    assert "median probe" not in report.batching_line(one, "smol", "engine",
+                                                       one.models["smol"].conc["engine"])
+
+
 def test_concurrency_plot_has_tpot_and_the_floor(tmp_path: Path) -> None:
     from harness.bench import plots
 
