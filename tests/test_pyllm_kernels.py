@@ -138,6 +138,27 @@ def test_quantize_f32_q8x16(lib) -> None:  # noqa: ANN001
     assert np.abs(got - x @ w.T).max() < 0.05 * np.abs(x @ w.T).max()  # int8 precision
 
 
+@pytest.mark.parametrize("nb", [3, 4, 35])
+def test_q8x16_row_groups(lib, nb: int) -> None:  # noqa: ANN001
+    """A Q8X16 row group is its blocks' int8 chunks, then their scales, then 32 zero bytes if
+    the block count is odd (quant.h): the size, the repacked bytes against the twin, and the
+    product against the Q8_0 twin, for odd and even block counts."""
+    from pyllm.kernels.cstructs import QMat
+
+    rows, cols = 48, 32 * nb
+    rng = np.random.default_rng(nb)
+    blocks = np.zeros((rows, nb), dtype=[("d", "<f2"), ("qs", "i1", 32)])
+    blocks["d"] = rng.uniform(0.001, 0.02, (rows, nb)).astype(np.float16)
+    blocks["qs"] = rng.integers(-127, 128, (rows, nb, 32))
+    raw = blocks.view(np.uint8).reshape(-1)
+    m = QMat.from_gguf("Q8_0", raw, rows, cols)
+    assert m.data.nbytes == rows // 16 * (544 * nb + 32 * (nb % 2))
+    assert np.array_equal(m.data, twins.repack_q8_0(raw, rows, cols))
+    x = rng.standard_normal((3, cols)).astype(np.float32)
+    want = twins.qmatmul_q8_0(raw, rows, cols, x)
+    assert np.abs(m.matmul(x) - want).max() <= MATMUL_RTOL * np.abs(want).max()
+
+
 def test_rmsnorm_rope_silu(lib) -> None:  # noqa: ANN001
     from pyllm.models.llama import rmsnorm, rope
 

@@ -1,5 +1,5 @@
 """Repacked matrices kept on disk, so the next load maps them instead of repacking
-(Qwen3.5-0.8B: ~0.9 GB quantized once; SmolLM2: 0.1 GB of Q4X16 records).
+(Qwen3.5-0.8B: ~0.8 GB quantized once; SmolLM2: 0.1 GB of Q4X16 records).
 
 File: `<cache dir>/<name>-<key>.<records>.safetensors`, a safetensors file of U8 tensors
 (one per fused matrix, 64-byte aligned). `name` says whose it is (model family and a tag of
@@ -18,7 +18,7 @@ import numpy as np
 
 from pyllm.errors import PyllmError
 
-FORMAT = "q8x16-v2"  # bump when the records or the file layout change
+FORMAT = "q8x16-v3"  # bump when the records or the file layout change
 
 
 class RepackCache:
@@ -87,7 +87,7 @@ class RepackCache:
 
 
 def _format_key(base: str) -> str:
-    """Fold the record format into a cache key: record size and the repacking sources."""
+    """Fold the record format into a cache key: record sizes and the repacking sources."""
     import hashlib
 
     from pyllm.kernels import native
@@ -95,7 +95,8 @@ def _format_key(base: str) -> str:
     h = hashlib.sha256(base.encode())
     nat = native()
     if nat is not None:
-        h.update(str(nat[1].PYLLM_Q8X16_RECORD).encode())
+        lib = nat[1]
+        h.update(f"{lib.PYLLM_Q4X16_RECORD} {lib.PYLLM_Q8X16_QS} {lib.PYLLM_Q8X16_SCALES}".encode())
     kernels = Path(__file__).resolve().parent.parent / "kernels"
     for name in ("quant.h", "quant.c"):
         src = kernels / name

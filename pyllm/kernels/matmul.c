@@ -30,6 +30,7 @@
 // made the 8-sequence step ~18 % slower.
 #define PF_AHEAD_Q4 16
 #define PF_AHEAD_Q8 8
+#define Q8_SHARE (PYLLM_Q8X16_QS + PYLLM_Q8X16_SCALES)  // a Q8X16 block's bytes on average
 
 static inline float
 h2f(const uint8_t *p)
@@ -69,7 +70,7 @@ q8x16_generic(const uint8_t *rec0, int nb, const struct pyllm_qact *x, int t, fl
 {
   float acc[16] = { 0 };
   for (int b = 0; b < nb; b++) {
-    const uint8_t *rec = rec0 + (long long)b * PYLLM_Q8X16_RECORD;
+    const uint8_t *rec = rec0 + q8x16_qs_at(b), *sc = rec0 + q8x16_scales_at(nb, b);
     const int8_t *xq = x->q + (long long)t * x->cols + b * QK;
     int32_t isum[16] = { 0 };
     for (int j = 0; j < 8; j++)
@@ -79,7 +80,7 @@ q8x16_generic(const uint8_t *rec0, int nb, const struct pyllm_qact *x, int t, fl
     int32_t off = 128 * x->s[t * nb + b];
     float dx = x->d[t * nb + b];
     for (int r = 0; r < 16; r++)
-      acc[r] += (float)(isum[r] - off) * (h2f(rec + 512 + 2 * r) * dx);
+      acc[r] += (float)(isum[r] - off) * (h2f(sc + 2 * r) * dx);
   }
   memcpy(out, acc, sizeof(acc));
 }
@@ -137,13 +138,16 @@ q8x16_tile(const uint8_t *rec0, int nb, const struct pyllm_qact *x, int t0, int 
   for (int t = 0; t < T; t++)
     facc[t] = _mm512_setzero_ps();
   for (int b = 0; b < nb; b++) {
-    const uint8_t *rec = rec0 + (long long)b * PYLLM_Q8X16_RECORD;
-    for (int p = 0; p < PYLLM_Q8X16_RECORD; p += 64)
-      _mm_prefetch((const char *)rec + PF_AHEAD_Q8 * PYLLM_Q8X16_RECORD + p, _MM_HINT_T1);
+    const uint8_t *rec = rec0 + q8x16_qs_at(b), *sc = rec0 + q8x16_scales_at(nb, b);
+    // a block's share of the stream (544 bytes, 8.5 lines: 9 prefetches
+    // cover it wherever it starts), PF_AHEAD_Q8 blocks ahead
+    const char *ahead = (const char *)rec0 + (long long)(b + PF_AHEAD_Q8) * Q8_SHARE;
+    for (int p = 0; p < Q8_SHARE + 32; p += 64)
+      _mm_prefetch(ahead + p, _MM_HINT_T1);
     __m512i w[8];
     for (int j = 0; j < 8; j++)
       w[j] = _mm512_load_si512(rec + 64 * j);
-    __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(rec + 512)));
+    __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)sc));
     for (int t = 0; t < T; t++) {
       int tt = t0 + t;
       const int8_t *xq = x->q + (long long)tt * x->cols + b * QK;
@@ -187,7 +191,7 @@ group_avx512(const struct pyllm_qmat *w, const struct pyllm_qact *x, int g, floa
       const uint8_t *rec = w->data + (long long)g * nb * PYLLM_Q4X16_RECORD;
       TILE_CASES(q4x16_tile)
     } else {
-      const uint8_t *rec = w->data + (long long)g * nb * PYLLM_Q8X16_RECORD;
+      const uint8_t *rec = w->data + g * pyllm_q8x16_group_bytes(w->cols);
       TILE_CASES(q8x16_tile)
     }
   }
@@ -197,8 +201,7 @@ static void
 group_generic(const struct pyllm_qmat *w, const struct pyllm_qact *x, int g, float *out)
 {
   int nb = w->cols / QK;
-  long long rb = w->type == PYLLM_Q4X16 ? PYLLM_Q4X16_RECORD : PYLLM_Q8X16_RECORD;
-  const uint8_t *rec = w->data + (long long)g * nb * rb;
+  const uint8_t *rec = w->data + g * pyllm_qmat_bytes(w->type, 16, w->cols);
   for (int t = 0; t < x->n; t++) {
     float *o = out + (long long)t * w->rows + g * 16;
     if (w->type == PYLLM_Q4X16)

@@ -17,12 +17,21 @@ pyllm_qmat_bytes(int type, int rows, int cols)
 {
   if (rows <= 0 || cols <= 0 || rows % 16 || cols % QK)
     return -1;
-  long long recs = (long long)(rows / 16) * (cols / QK);
+  long long nb = cols / QK;
   if (type == PYLLM_Q4X16)
-    return recs * PYLLM_Q4X16_RECORD;
+    return rows / 16 * nb * PYLLM_Q4X16_RECORD;
   if (type == PYLLM_Q8X16)
-    return recs * PYLLM_Q8X16_RECORD;
+    return rows / 16 * pyllm_q8x16_group_bytes(cols);
   return -1;
+}
+
+// Bytes of one 16-row Q8X16 group of `cols` columns (quant.h): the blocks, the
+// scales, and the 32 bytes that round an odd block count to whole lines.
+long long
+pyllm_q8x16_group_bytes(int cols)
+{
+  long long nb = cols / QK;
+  return nb * (PYLLM_Q8X16_QS + PYLLM_Q8X16_SCALES) + (nb & 1) * 32;
 }
 
 struct repack_job {
@@ -50,17 +59,19 @@ repack_group(void *arg, int g)
       }
     }
   } else {
+    uint8_t *grp = j->dst + g * pyllm_q8x16_group_bytes(nb * QK);
     for (int b = 0; b < nb; b++) {
-      uint8_t *rec = j->dst + ((long long)g * nb + b) * PYLLM_Q8X16_RECORD;
+      uint8_t *rec = grp + q8x16_qs_at(b), *sc = grp + q8x16_scales_at(nb, b);
       for (int r = 0; r < 16; r++) {
         const uint8_t *blk = j->src + ((long long)(g * 16 + r) * nb + b) * 34;
         for (int c = 0; c < 8; c++)
           for (int t = 0; t < 4; t++)
             rec[64 * c + 4 * r + t] = blk[2 + 4 * c + t] ^ 0x80;  // +128 as u8
-        memcpy(rec + 512 + 2 * r, blk, 2);
+        memcpy(sc + 2 * r, blk, 2);
       }
-      memset(rec + 544, 0, 32);
     }
+    if (nb & 1)
+      memset(grp + q8x16_scales_at(nb, nb - 1) + PYLLM_Q8X16_SCALES, 0, 32);
   }
 }
 
@@ -105,9 +116,13 @@ pyllm_quantize_f32_q8x16(const float *src, int rows, int cols, uint8_t *dst)
   if (pyllm_qmat_bytes(PYLLM_Q8X16, rows, cols) < 0)
     return -1;
   int nb = cols / QK;
-  for (int g = 0; g < rows / 16; g++)
+  long long gbytes = pyllm_q8x16_group_bytes(cols);
+  for (int g = 0; g < rows / 16; g++) {
+    uint8_t *grp = dst + g * gbytes;
+    if (nb & 1)
+      memset(grp + q8x16_scales_at(nb, nb - 1) + PYLLM_Q8X16_SCALES, 0, 32);
     for (int b = 0; b < nb; b++) {
-      uint8_t *rec = dst + ((long long)g * nb + b) * PYLLM_Q8X16_RECORD;
+      uint8_t *rec = grp + q8x16_qs_at(b), *sc = grp + q8x16_scales_at(nb, b);
       for (int r = 0; r < 16; r++) {
         const float *x = src + (long long)(g * 16 + r) * cols + b * QK;
         float amax = 0;
@@ -122,10 +137,10 @@ pyllm_quantize_f32_q8x16(const float *src, int rows, int cols, uint8_t *dst)
           q = q < -127 ? -127 : q > 127 ? 127 : q;
           rec[64 * (k / 4) + 4 * r + k % 4] = (uint8_t)(q + 128);
         }
-        memcpy(rec + 512 + 2 * r, &dh, 2);
+        memcpy(sc + 2 * r, &dh, 2);
       }
-      memset(rec + 544, 0, 32);
     }
+  }
   return 0;
 }
 

@@ -8,13 +8,16 @@
 //     4 x 64 bytes: chunk j, byte 4r+t = GGUF Q4_1 qs[4j+t] of row r
 //                   (low nibble = column 4j+t, high nibble = column 16+4j+t)
 //     f16 d[16], f16 m[16]          weight = q * d[r] + m[r]
-//   Q8X16 record (16 rows x 32 columns, 576 bytes):
+//   Q8X16 record (16 rows x 32 columns, 512 + 32 bytes):
 //     8 x 64 bytes: chunk j, byte 4r+t = Q8_0 qs[4j+t] of row r, plus 128
 //     f16 d[16]                     weight = (byte - 128) * d[r]
-//     32 zero bytes                 (keeps every record 64-byte aligned)
 //
 // Records are stored row group by row group, each group's records in column
-// order, so a row group is one contiguous stream.
+// order, so a row group is one contiguous stream. Q8X16 records go in pairs,
+// so that every 512-byte block stays 64-byte aligned without 32 bytes of
+// padding per record (6 % of the bytes streamed): blocks 2p and 2p+1, then
+// their scales (1088 bytes); an odd last block is followed by its scales and
+// 32 zero bytes (576).
 //
 // Activations are quantized per 32-column block like GGUF Q8_0: xq = rint(x/dx),
 // dx = max|x|/127, with the block sums sx = sum(xq) kept for the offset terms.
@@ -28,7 +31,8 @@
 #define PYLLM_Q4X16 1
 #define PYLLM_Q8X16 2
 #define PYLLM_Q4X16_RECORD 320
-#define PYLLM_Q8X16_RECORD 576
+#define PYLLM_Q8X16_QS 512     // int8 bytes of a Q8X16 record
+#define PYLLM_Q8X16_SCALES 32  // its f16 scales (stored after the pair's blocks)
 
 // A weight matrix of the fast path: rows x cols, both multiples of 16 / 32.
 struct pyllm_qmat {
@@ -55,6 +59,26 @@ int pyllm_quantize_f32_q8x16(const float *src, int rows, int cols, uint8_t *dst)
 void pyllm_quantize_act(const float *x, int n, int cols, struct pyllm_qact *out);
 void pyllm_qmatmul(const struct pyllm_qmat *w, const struct pyllm_qact *x, float *out);
 // cffi:end
+
+// Bytes of one 16-row Q8X16 group of cols columns.
+long long pyllm_q8x16_group_bytes(int cols);
+
+// Where block b of a Q8X16 group of nb blocks has its int8 chunks, and its scales.
+#define PYLLM_Q8X16_PAIR (2 * (PYLLM_Q8X16_QS + PYLLM_Q8X16_SCALES))
+static inline long long
+q8x16_qs_at(int b)
+{
+  return (long long)PYLLM_Q8X16_PAIR * (b >> 1) + PYLLM_Q8X16_QS * (b & 1);
+}
+
+static inline long long
+q8x16_scales_at(int nb, int b)
+{
+  long long pair = (long long)PYLLM_Q8X16_PAIR * (b >> 1);
+  if ((nb & 1) && b == nb - 1)  // the odd last block: scales right after it
+    return pair + PYLLM_Q8X16_QS;
+  return pair + 2 * PYLLM_Q8X16_QS + PYLLM_Q8X16_SCALES * (b & 1);
+}
 
 // Rows [i0, i1) of pyllm_quantize_act (out->n and out->cols are not touched).
 void quantize_rows(const float *x, int i0, int i1, int cols, struct pyllm_qact *out);

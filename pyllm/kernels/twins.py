@@ -60,11 +60,15 @@ def repack_q4_1(raw: np.ndarray, rows: int, cols: int) -> np.ndarray:
 
 
 def repack_q8_0(raw: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    """GGUF Q8_0 -> Q8X16 records (see quant.h), as bytes."""
-    nb = cols // QK
-    b = raw.view(np.uint8).reshape(rows // 16, 16, nb, 34)
-    qs = (b[..., 2:] ^ 0x80).reshape(rows // 16, 16, nb, 8, 4).transpose(0, 2, 3, 1, 4)
-    d = b[..., :2].transpose(0, 2, 1, 3)
-    pad = np.zeros((rows // 16, nb, 32), np.uint8)
-    return np.concatenate([qs.reshape(rows // 16, nb, 512), d.reshape(rows // 16, nb, 32), pad],
-                          axis=2).reshape(-1)
+    """GGUF Q8_0 -> Q8X16 row groups (see quant.h), as bytes: records in pairs (two blocks'
+    int8 chunks, then their scales); an odd last block, then its scales and 32 zero bytes."""
+    nb, g = cols // QK, rows // 16
+    b = raw.view(np.uint8).reshape(g, 16, nb, 34)
+    qs = (b[..., 2:] ^ 0x80).reshape(g, 16, nb, 8, 4).transpose(0, 2, 3, 1, 4).reshape(g, nb, 512)
+    d = b[..., :2].transpose(0, 2, 1, 3).reshape(g, nb, 32)
+    even = nb - nb % 2
+    pairs = np.concatenate([qs[:, :even].reshape(g, even // 2, 1024),
+                            d[:, :even].reshape(g, even // 2, 64)], axis=2).reshape(g, -1)
+    tail = [qs[:, even:].reshape(g, -1), d[:, even:].reshape(g, -1),
+            np.zeros((g, 32 * (nb % 2)), np.uint8)]
+    return np.concatenate([pairs, *tail], axis=1).reshape(-1)
