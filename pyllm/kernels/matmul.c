@@ -184,14 +184,13 @@ static PYLLM_TARGET_AVX512 void
 group_avx512(const struct pyllm_qmat *w, const struct pyllm_qact *x, int g, float *out)
 {
   int nb = w->cols / QK, rows = w->rows;
+  const uint8_t *rec = w->data + g * pyllm_qmat_bytes(w->type, 16, w->cols);
   for (int t0 = 0; t0 < x->n; t0 += TILE) {
     int T = x->n - t0 < TILE ? x->n - t0 : TILE;
     float *o = out + (long long)t0 * rows + g * 16;
     if (w->type == PYLLM_Q4X16) {
-      const uint8_t *rec = w->data + (long long)g * nb * PYLLM_Q4X16_RECORD;
       TILE_CASES(q4x16_tile)
     } else {
-      const uint8_t *rec = w->data + g * pyllm_q8x16_group_bytes(w->cols);
       TILE_CASES(q8x16_tile)
     }
   }

@@ -34,6 +34,14 @@ pyllm_q8x16_group_bytes(int cols)
   return nb * (PYLLM_Q8X16_QS + PYLLM_Q8X16_SCALES) + (nb & 1) * 32;
 }
 
+// The 32 zero bytes after an odd last block's scales (quant.h).
+static void
+q8x16_zero_tail(uint8_t *grp, int nb)
+{
+  if (nb & 1)
+    memset(grp + q8x16_scales_at(nb, nb - 1) + PYLLM_Q8X16_SCALES, 0, 32);
+}
+
 struct repack_job {
   const uint8_t *src;
   uint8_t *dst;
@@ -70,8 +78,7 @@ repack_group(void *arg, int g)
         memcpy(sc + 2 * r, blk, 2);
       }
     }
-    if (nb & 1)
-      memset(grp + q8x16_scales_at(nb, nb - 1) + PYLLM_Q8X16_SCALES, 0, 32);
+    q8x16_zero_tail(grp, nb);
   }
 }
 
@@ -119,8 +126,7 @@ pyllm_quantize_f32_q8x16(const float *src, int rows, int cols, uint8_t *dst)
   long long gbytes = pyllm_q8x16_group_bytes(cols);
   for (int g = 0; g < rows / 16; g++) {
     uint8_t *grp = dst + g * gbytes;
-    if (nb & 1)
-      memset(grp + q8x16_scales_at(nb, nb - 1) + PYLLM_Q8X16_SCALES, 0, 32);
+    q8x16_zero_tail(grp, nb);
     for (int b = 0; b < nb; b++) {
       uint8_t *rec = grp + q8x16_qs_at(b), *sc = grp + q8x16_scales_at(nb, b);
       for (int r = 0; r < 16; r++) {

@@ -165,7 +165,8 @@ class SafetensorsFile:
         small ones stay as they are). The matmul kernels stream every weight once per token,
         and on 4 KB pages the stream stalls on a TLB miss every 4 KB: int8 products on cold
         weights ran 1.1-1.7x faster from 2 MB pages, SmolLM2's 1-sequence decode step
-        1.04-1.23x (docs/ARCHITECTURE.md, "Batched decode: what bounds it")."""
+        1.04-1.23x (docs/ARCHITECTURE.md, "Batched decode: what bounds it"; a retest on
+        2026-12-02 found no difference in whole steps)."""
         if self._mm is not None and hasattr(mmap, "MADV_HUGEPAGE"):
             try:
                 self._mm.madvise(mmap.MADV_HUGEPAGE)
