@@ -98,15 +98,15 @@ struct ai_work {
 // the device's prefix cache (ai_info.cache): the counters of the course's
 // `aitest --cacheprobe` line, read from the VIRTIO_AI_CACHE registers
 struct ai_cache {
-  uint32 valid;         // 1 if any block is cached
+  uint32 valid;         // 1 if anything is cached
   uint32 prefix_len;    // prompt tokens the latest request took from the cache
   uint32 hits;          // requests that reused a prefix
-  uint32 misses;        // requests that found none
-  uint32 restores;      // blocks copied into requests
-  uint32 saves;         // blocks cached
-  uint32 bypasses;      // requests that could not use it (off, one block or less)
-  uint32 evictions;     // blocks dropped to stay within the budget
-  uint32 blocks;        // blocks held now
+  uint32 misses;        // requests that looked and found none
+  uint32 restores;      // requests whose state was loaded from it (one per hit)
+  uint32 saves;         // requests that put something into it
+  uint32 bypasses;      // requests that did not use it (off, a one-token prompt)
+  uint32 evictions;     // entries dropped to stay within the budget
+  uint32 blocks;        // entries held now (blocks of kv_block tokens, and tails)
   uint32 kib;           // KiB held now
 };
 

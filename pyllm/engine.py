@@ -15,12 +15,17 @@ for at most one chunk, and clients that arrive together start decoding together.
 
 Prefix caching (pyllm/prefix_cache.py, on unless `kv_cache=0`): when a request is first scheduled
 it takes the longest cached prefix of its prompt into its fresh state and prefills only the rest
-(`Timings.n_cached` tokens came from the cache). Prefill chunks end on block boundaries, and the
-full blocks of every chunk are cached after it; the blocks of the generated text are cached too
-(the next turn of a conversation reuses them), when a request ends, and for a model with a
-recurrent state also as decode reaches each block's end, where the snapshot is taken. Inside a
-prompt chunk the forward pass hands out the recurrent state at every block boundary
-(`ModelState.snap_block`), so every full block of a hybrid model's prompt can be resumed from.
+(`Timings.n_cached` tokens came from the cache; up to prompt_n - 1 of them). Prefill chunks end on
+block boundaries, and what every chunk computed is cached after it (the last chunk's unfinished
+block as a tail); the generated text is cached too (the next turn of a conversation reuses it),
+when a request ends, and for a model with a recurrent state also as decode reaches each block's
+end. Inside a prompt chunk the forward pass hands out the recurrent state at every block boundary
+and at prompt_n - 1 (`ModelState.snap_block`, `snap_at`), where a hybrid model can resume.
+
+Log-probabilities (`GenParams.logprobs`, `prompt_logprobs`, what OpenAI's `logprobs` and `echo`
+need): a generated token's come with its TokenEvent; a prompt's are computed from every row's
+logits (`Model.logits_all`), in chunks of at most SCORE_CHUNK tokens run apart from the batched
+step, and such a request bypasses the prefix cache (a cached position has no logits).
 
 Times are `time.perf_counter()` seconds, recorded on the scheduler thread:
 submitted (submit called) -> started (first scheduled) -> first_token (after prefill + sampling)
@@ -43,11 +48,15 @@ from typing import Any
 import numpy as np
 
 from pyllm.errors import EngineClosedError, PyllmError
+from pyllm.logprobs import TokenLogprob, token_logprobs
 from pyllm.models.base import Model, ModelInfo, ModelState
-from pyllm.prefix_cache import DEFAULT_BLOCK, PrefixCache, default_budget
+from pyllm.prefix_cache import DEFAULT_BLOCK, PrefixCache, Use, default_budget
 from pyllm.sampling import Sampler, SamplingParams
 
 SPARE_BYTES = 256 << 20  # most memory the states kept for reuse may hold (Engine._spare)
+# prompt tokens of one prompt-logprobs chunk: its logits are (chunk, vocab) floats at once
+# (Qwen3.5: 64 x 248320 x 4 B = 64 MB)
+SCORE_CHUNK = 64
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,12 @@ class GenParams:
     top_p: float = 1.0  # 1 = no nucleus cut
     seed: int | None = None  # random stream of this request
     stop_ids: tuple[int, ...] | None = None  # None = the model's EOS ids; () = only max_new_tokens
+    # log-probabilities (of the model's own distribution, before temperature and cuts): with
+    # each generated token its own and the `logprobs` most likely ids' (TokenEvent.logprob,
+    # .top); `prompt_logprobs` the same for each prompt token after the first
+    # (Request.prompt_logprobs). None = not computed.
+    logprobs: int | None = None
+    prompt_logprobs: int | None = None
 
     def sampling(self) -> SamplingParams:
         return SamplingParams(self.temperature, self.top_k, self.top_p, self.seed)
@@ -70,6 +85,7 @@ class TokenEvent:
     token: int  # the generated id
     index: int  # 0 for the first generated token
     t: float  # perf_counter() when it was sampled
+    logprob: TokenLogprob | None = None  # with GenParams.logprobs
 
 
 @dataclass
@@ -153,7 +169,9 @@ class Request:
         # scheduler-side
         self.state: ModelState | None = None
         self.fed = 0  # prompt tokens consumed so far
-        self.saved = 0  # blocks of this sequence in the prefix cache (restored or saved)
+        self.cache_use: Use | None = None  # its use of the prefix cache (None: bypassed)
+        # with GenParams.prompt_logprobs: one entry per prompt token, None for the first
+        self.prompt_logprobs: list[TokenLogprob | None] = []
         self._sampler: Sampler | None = None
 
     @property
@@ -251,6 +269,8 @@ class Engine:
         if params.temperature < 0 or not 0 < params.top_p <= 1 or params.top_k < 0:
             raise PyllmError("sampling parameters out of range: temperature >= 0, top_k >= 0, "
                              "0 < top_p <= 1")
+        if min(params.logprobs or 0, params.prompt_logprobs or 0) < 0:
+            raise PyllmError("logprobs and prompt_logprobs must be >= 0 (alternatives per token)")
         arr = self.model.check_prompt(prompt, reserve=params.max_new_tokens, as_array=False)
         req = Request(next(self._ids), arr, params, self.info.load_seconds, on_token, on_done)
         with self._cv:
@@ -324,6 +344,7 @@ class Engine:
         now = time.perf_counter()
         batch: list[tuple[ModelState, np.ndarray]] = []
         owners: list[Request] = []
+        solo: list[tuple[Request, int, np.ndarray]] = []  # prompt chunks wanting every row
         budget = self.prefill_chunk  # prompt tokens this step may still take
         for r in list(self._active):
             if r._cancel:
@@ -345,47 +366,76 @@ class Engine:
                 if not first and not self._clean_end(r, end):
                     budget = 0  # the rest of the budget would end mid-block: next step
                     continue
-                chunk = r.prompt[r.fed: end]
+                chunk, start = r.prompt[r.fed: end], r.fed
                 r.fed += chunk.size
                 budget -= chunk.size
+                if r.params.prompt_logprobs is not None:
+                    solo.append((r, start, chunk))
+                    continue
                 batch.append((r.state, chunk))
             else:
                 batch.append((r.state, np.array([r.tokens[-1]], dtype=np.int32)))
             owners.append(r)
-        if not batch:
+        rows: list[tuple[Request, np.ndarray, int | None]] = []
+        if batch:
+            logits = self.model.step(batch)
+            greedy = getattr(logits, "greedy", None)  # argmax from the kernels, if they made it
+            rows = [(r, row, None if greedy is None else int(greedy[k]))
+                    for k, (r, row) in enumerate(zip(owners, logits, strict=True))]
+        for r, start, chunk in solo:
+            assert r.state is not None
+            every = self.model.logits_all(chunk, r.state)
+            self._score_prompt(r, start, every)
+            rows.append((r, every[-1], None))
+        for r, row, argmax in rows:
+            self._advance(r, row, argmax)
+
+    def _advance(self, r: Request, row: np.ndarray, argmax: int | None) -> None:
+        """After a step: cache what r's state now holds; then, unless r is still in
+        prefill, its next token (`argmax`: the kernels' greedy pick, if they made one)."""
+        if not r.tokens:  # a prefill chunk went in: cache its blocks
+            self._save_prefix(r, r.prompt)
+        elif self.model.recurrent and r.state is not None \
+                and r.state.pos % self.cache.block == 0:  # decode reached a block's end
+            self._save_prefix(r, self._text(r))
+        if r.fed < r.prompt.size:  # a chunk of a longer prompt: no token yet
             return
-        logits = self.model.step(batch)
-        greedy = getattr(logits, "greedy", None)  # argmax from the kernels, if they made it
-        for k, (r, row) in enumerate(zip(owners, logits, strict=True)):
-            if not r.tokens:  # a prefill chunk went in: cache its blocks
-                self._save_prefix(r, r.prompt)
-            elif self.model.recurrent and r.state is not None \
-                    and r.state.pos % self.cache.block == 0:  # decode reached a block's end
-                self._save_prefix(r, self._text(r))
-            if r.fed < r.prompt.size:  # a chunk of a longer prompt: no token yet
-                continue
-            if greedy is not None and r.params.temperature <= 0.0:
-                tok = int(greedy[k])
-            else:
-                tok = r.sampler(np.asarray(row))
-            t = time.perf_counter()
-            if not r.tokens:
-                r.timings.first_token = t
-            r.tokens.append(tok)
-            r.timings.token_times.append(t)
-            ev = TokenEvent(tok, len(r.tokens) - 1, t)
-            r._events.put(ev)
-            if r.on_token is not None:
-                try:
-                    r.on_token(r, ev)
-                except Exception as exc:
-                    self._finish(r, "error", exc)
-                    continue
-            stops = r.params.stop_ids if r.params.stop_ids is not None else self.info.eos_ids
-            if tok in stops:
-                self._finish(r, "eos" if r.params.stop_ids is None else "stop")
-            elif len(r.tokens) >= r.params.max_new_tokens:
-                self._finish(r, "length")
+        if argmax is not None and r.params.temperature <= 0.0:
+            tok = argmax
+        else:
+            tok = r.sampler(np.asarray(row))
+        t = time.perf_counter()
+        if not r.tokens:
+            r.timings.first_token = t
+        r.tokens.append(tok)
+        r.timings.token_times.append(t)
+        lp = None
+        if r.params.logprobs is not None:
+            lp = token_logprobs(np.asarray(row)[None], [tok], r.params.logprobs)[0]
+        ev = TokenEvent(tok, len(r.tokens) - 1, t, lp)
+        r._events.put(ev)
+        if r.on_token is not None:
+            try:
+                r.on_token(r, ev)
+            except Exception as exc:
+                self._finish(r, "error", exc)
+                return
+        stops = r.params.stop_ids if r.params.stop_ids is not None else self.info.eos_ids
+        if tok in stops:
+            self._finish(r, "eos" if r.params.stop_ids is None else "stop")
+        elif len(r.tokens) >= r.params.max_new_tokens:
+            self._finish(r, "length")
+
+    @staticmethod
+    def _score_prompt(r: Request, start: int, every: np.ndarray) -> None:
+        """r.prompt_logprobs of the prompt tokens the logits of positions start.. predict."""
+        if start == 0:
+            r.prompt_logprobs.append(None)  # nothing predicts the first token
+        m = min(len(every), int(r.prompt.size) - start - 1)
+        if m > 0:
+            assert r.params.prompt_logprobs is not None
+            r.prompt_logprobs += token_logprobs(every[:m], r.prompt[start + 1:start + 1 + m],
+                                                r.params.prompt_logprobs)
 
     def _new_state(self, capacity: int) -> ModelState:
         """A spare state that holds `capacity` tokens, reset, or a new one."""
@@ -400,24 +450,20 @@ class Engine:
 
     # ------------------------------------------------------------------ prefix cache
     def _restore_prefix(self, r: Request) -> None:
-        """Take the longest cached prefix of r's prompt into its new state."""
-        cache = self.cache
-        if not cache.enabled or r.prompt.size <= cache.block:  # nothing to reuse
-            cache.stats.bypasses += 1
-            r.saved = 0 if cache.enabled else -1  # -1: nothing of it goes into the cache
-            return
-        n = cache.restore(r.prompt, r.state)
-        r.fed = r.timings.n_cached = n
-        r.saved = n // cache.block
-        if self.model.recurrent:  # the state at each block boundary a chunk passes
-            r.state.snap_block = cache.block
+        """Take the longest cached prefix of r's prompt into its new state (PrefixCache.begin;
+        a request that wants prompt logprobs needs every position's logits: it bypasses)."""
+        r.cache_use = self.cache.begin(r.prompt, r.state,
+                                       bypass=r.params.prompt_logprobs is not None)
+        r.fed = r.timings.n_cached = r.cache_use.reused if r.cache_use else 0
 
     def _chunk_end(self, r: Request, budget: int) -> int:
-        """Where r's next prefill chunk ends: at most `budget` tokens on, on a block
-        boundary while the cache is on."""
+        """Where r's next prefill chunk ends: at most `budget` tokens on (SCORE_CHUNK for
+        prompt logprobs), on a block boundary while r uses the cache."""
         size, b = int(r.prompt.size), self.cache.block
         end = min(size, r.fed + budget)
-        if r.saved < 0 or end == r.fed:
+        if r.params.prompt_logprobs is not None:
+            end = min(end, r.fed + SCORE_CHUNK)
+        if r.cache_use is None or end == r.fed:
             return end
         if end < size and end // b * b > r.fed:
             end = end // b * b
@@ -426,16 +472,14 @@ class Engine:
     def _clean_end(self, r: Request, end: int) -> bool:
         """True if a chunk ending at `end` ends r's prompt or (cache on) a block, so that a
         request sharing a step's leftover budget never leaves its cache blocks half fed."""
-        return (end == r.prompt.size or r.saved < 0 or end % self.cache.block == 0) \
+        return (end == r.prompt.size or r.cache_use is None or end % self.cache.block == 0) \
             and end > r.fed
 
-    def _save_prefix(self, r: Request, ids: np.ndarray) -> None:
-        """Cache the full blocks of `ids` r's state holds and the cache does not (a
-        recurrent model's with the snapshots at their ends: PrefixCache.save)."""
-        if r.saved >= 0 and r.state is not None:
-            r.saved = self.cache.save(r.state, ids, r.saved)
-            if r.saved < 0:  # nothing more of it goes into the cache: no more snapshots
-                r.state.snap_block = 0
+    def _save_prefix(self, r: Request, ids: np.ndarray, final: bool = False) -> None:
+        """Cache what r's state holds of `ids` and the cache does not (PrefixCache.save;
+        `final`: the request has ended)."""
+        if r.cache_use is not None and r.state is not None:
+            self.cache.save(r.cache_use, r.state, ids, final)
 
     @staticmethod
     def _text(r: Request) -> np.ndarray:
@@ -446,9 +490,8 @@ class Engine:
         if r.done:
             return
         if error is None and r.tokens and r.fed == r.prompt.size:
-            # the generated text's blocks too (the last token was never fed: a text ending on
-            # a block boundary leaves a short block)
-            self._save_prefix(r, self._text(r))
+            # the generated text too, up to its last token (which was never fed)
+            self._save_prefix(r, self._text(r), final=True)
         r.timings.done = time.perf_counter()
         r.timings.stop_reason = reason
         r.error = error

@@ -1,27 +1,39 @@
-"""Automatic prefix caching (as in vLLM): a request reuses the caches of the longest prompt
-prefix an earlier request already computed, and prefills only the rest.
+"""Automatic prefix caching: a request reuses the caches of the longest prefix of its prompt
+that earlier requests computed, down to the token, and prefills only the rest.
 
-The token sequence is cut into blocks of `block` tokens. A full block is keyed by a hash of the
-whole prefix up to its end: blake2b(key of the previous block + the block's token ids), so one
-key names one prefix and equal keys mean equal prefixes (the block's ids are kept and compared
-as well, so a hash collision can only cost a miss). Each entry holds a copy of the block's
-per-position caches (KV rows) and, for a model with a recurrent state (Qwen3.5's DeltaNet
-layers), a snapshot of that state at the block's end (the forward pass hands out the state at
-every block boundary inside a prompt chunk: ModelState.snap_block; the engine saves a block as
-decode reaches its end). A "short" block holds the rows of all its positions but the last,
-and its snapshot there: a sequence whose text ended on a block boundary never fed its last
-token (the last generated one), and the next turn of a conversation resumes right before it.
+The course's rule (its bonus keeps one snapshot, of the previous request): reuse the longest
+common prefix with the cached tokens, capped at prompt_n - 1 (the last prompt token is always
+run: its logits give the first generated token); bypass a prompt of one token. Here the cached
+tokens are those of every earlier request, held in a table of blocks:
 
-A lookup walks the prompt block by block while the keys are cached (a short block ends the
-walk); it may end only where the model can resume: anywhere inside the matched blocks for a
-KV-only model, only at a block with a snapshot for a hybrid one. At least one prompt token is
-always left to prefill (its logits give the first generated token).
+* full blocks of `block` tokens, each keyed by a hash of the whole prefix up to its end:
+  blake2b(key of the previous block + the block's ids), so one key names one prefix (the ids are
+  kept and compared as well: a hash collision can only cost a miss). A lookup walks the prompt's
+  full blocks by key, so a long shared prefix is found without comparing its tokens;
+* tails: the unfinished last block of a sequence (fewer than `block` tokens), a leaf under the
+  full block before it. Where the walk stops, the children of the last matched block (tails and
+  full blocks alike) are compared with the rest of the prompt token by token.
+
+An entry holds a copy of its positions' per-position caches (KV rows: ModelState.save_rows)
+and, for a model with a recurrent state (Qwen3.5's DeltaNet layers), a snapshot of that state
+at its end. Where a request may resume:
+
+* KV-only model (SmolLM2): anywhere. The rows of a prefix of any entry are that prefix's rows,
+  so the reuse is min(longest common prefix, prompt_n - 1), the course's rule, and a prompt that
+  leaves a cached one inside a block still reuses the block's shared part.
+* hybrid model (Qwen3.5): the recurrent state is not per position, so only where a snapshot was
+  taken: the end of a full block, or of a tail whose ids all match. The engine has them taken
+  at every block boundary a prompt passes, at prompt_n - 1 of every prompt (inside the forward
+  pass: ModelState.snap_at), as decode reaches each block's end, and at the end of every
+  finished request's text. So an identical prompt resumes at prompt_n - 1 on both kinds of
+  model, and the next turn of a conversation right after the previous answer.
 
 Entries are immutable once made, so any number of requests use one entry: a hit copies its rows
-into the request's own state (one memcpy per block), never the other way. Eviction is LRU
-within `budget` bytes; a hit touches its chain from the last block to the first, so leaves go
-before the prefixes they extend, and evicting an entry evicts its descendants (they could no
-longer be reached). Not thread-safe: the engine uses it from its scheduler thread only.
+into the request's own state, never the other way. For a KV-only model a new entry replaces the
+tails under the same block that its ids extend (they hold nothing it does not). Eviction is LRU
+within `budget` bytes; a hit touches its entries from the last to the first, so leaves go before
+the prefixes they extend, and evicting an entry evicts its descendants (they could no longer be
+reached). Not thread-safe: the engine uses it from its scheduler thread only.
 """
 
 from __future__ import annotations
@@ -37,6 +49,7 @@ import numpy as np
 
 DEFAULT_BUDGET = 256 << 20  # bytes of cached blocks (and snapshots) per engine
 DEFAULT_BLOCK = 64  # tokens per block
+ROOT = b""  # the parent key of a sequence's first block
 
 Arrays = dict[str, np.ndarray]
 
@@ -60,9 +73,17 @@ def default_budget() -> int:
 
 
 def block_key(parent: bytes, ids: np.ndarray) -> bytes:
-    """The key of a block: the hash of the whole prefix up to its end (chained)."""
+    """The key of an entry: the hash of the whole prefix up to its end (chained). A tail's
+    ids are fewer than a full block's, so its key never equals one."""
     return hashlib.blake2b(parent + np.ascontiguousarray(ids, np.int32).tobytes(),
                            digest_size=16).digest()
+
+
+def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    """How many leading ids `a` and `b` share."""
+    m = min(len(a), len(b))
+    diff = np.flatnonzero(a[:m] != b[:m])
+    return int(diff[0]) if diff.size else m
 
 
 def nbytes_of(arrays: Arrays | None) -> int:
@@ -71,18 +92,14 @@ def nbytes_of(arrays: Arrays | None) -> int:
 
 @dataclass(eq=False)
 class Block:
-    """One cached block: the prefix's key, its ids, the cache rows and maybe a snapshot."""
+    """One cached entry: a full block or a tail; its rows cover exactly its ids."""
 
     key: bytes
-    parent: bytes  # b"" for the first block
-    ids: np.ndarray  # (block,) int32
+    parent: bytes  # ROOT for the first block of a sequence
+    ids: np.ndarray  # int32: `block` ids, or fewer for a tail
     rows: Arrays  # the model state's rows of these positions (ModelState.save_rows)
     snapshot: Arrays | None = None  # the recurrent state at the rows' end (hybrid models)
-    size: int = 0  # positions the rows cover: len(ids), or one less for a short block
     children: set[bytes] = field(default_factory=set)
-
-    def __post_init__(self) -> None:
-        self.size = self.size or len(self.ids)
 
     @property
     def nbytes(self) -> int:
@@ -91,16 +108,27 @@ class Block:
 
 @dataclass
 class CacheStats:
-    """Counters, named as the course's cacheprobe line (prefix_cache: valid=.. ...)."""
+    """Counters. The first five are the course's (`aitest --cacheprobe` prints them):
+    requests, not blocks."""
 
-    hits: int = 0  # lookups that reused at least one token
-    misses: int = 0  # lookups that reused nothing
-    restores: int = 0  # blocks copied into a request's state
-    saves: int = 0  # blocks put into the cache
-    bypasses: int = 0  # requests that did not use the cache (off, or shorter than a block)
-    evictions: int = 0  # blocks dropped for the budget
+    hits: int = 0  # requests that reused at least one token
+    misses: int = 0  # requests that looked and reused nothing
+    restores: int = 0  # requests whose state was loaded from the cache (one per hit)
+    saves: int = 0  # requests that put something into the cache
+    bypasses: int = 0  # requests that did not use the cache (off, one token, prompt logprobs)
+    evictions: int = 0  # entries dropped for the budget
+    entries_saved: int = 0  # entries put into the cache (full blocks and tails)
     tokens_reused: int = 0  # prompt tokens not prefilled, all requests
-    last_prefix_len: int = 0  # tokens the latest lookup reused
+    last_prefix_len: int = 0  # tokens the latest request reused (0 when it bypassed)
+
+
+@dataclass
+class Use:
+    """One request's dealings with the cache (the engine keeps one per request)."""
+
+    reused: int = 0  # prompt tokens its state took from the cache
+    saved: int = 0  # leading full blocks of its sequence the cache holds; -1: no more saves
+    wrote: bool = False  # it put an entry into the cache (counted once in stats.saves)
 
 
 class PrefixCache:
@@ -112,6 +140,7 @@ class PrefixCache:
             raise ValueError(f"prefix cache block must be at least 1 token, got {block}")
         self.budget, self.block, self.recurrent = budget, block, recurrent
         self.blocks: collections.OrderedDict[bytes, Block] = collections.OrderedDict()  # LRU first
+        self.roots: set[bytes] = set()  # keys of the entries under ROOT
         self.used = 0  # bytes held
         self.stats = CacheStats()
 
@@ -123,81 +152,103 @@ class PrefixCache:
         """The chained keys of the full blocks of `ids` (the first n_blocks of them)."""
         b = self.block
         n = len(ids) // b if n_blocks is None else n_blocks
-        out, parent = [], b""
+        out, parent = [], ROOT
         for i in range(n):
             parent = block_key(parent, ids[i * b:(i + 1) * b])
             out.append(parent)
         return out
 
+    def children(self, key: bytes) -> set[bytes]:
+        """The keys of the entries right under `key` (ROOT: the first blocks)."""
+        return self.roots if key == ROOT else self.blocks[key].children
+
+    # ------------------------------------------------------------------ a request's side
+    def begin(self, prompt: np.ndarray, state: Any, bypass: bool = False) -> Use | None:
+        """A request's first step. None (counted in stats.bypasses) when the cache is off,
+        the prompt is one token or the caller says `bypass`; else its longest cached prefix
+        is loaded into `state` (a fresh ModelState) and, for a recurrent model, the forward
+        pass is asked for the snapshots `save` will want: at every block boundary and at
+        prompt_n - 1."""
+        if not self.enabled or len(prompt) <= 1 or bypass:
+            self.stats.bypasses += 1
+            self.stats.last_prefix_len = 0
+            return None
+        n = self.restore(prompt, state)
+        if self.recurrent:
+            state.snap_block = self.block
+            state.snap_at = {len(prompt) - 1}
+        return Use(reused=n, saved=n // self.block)
+
     def lookup(self, prompt: np.ndarray) -> tuple[list[Block], int]:
-        """The cached blocks of `prompt`'s longest resumable prefix and how many tokens of it
-        to reuse (< len(prompt)); ([], 0) on a miss. Touches the blocks (LRU)."""
-        b, last = self.block, len(prompt) - 1
-        chain: list[Block] = []
-        for i, key in enumerate(self.keys(prompt)):
-            blk = self.blocks.get(key)
-            if blk is None or not np.array_equal(blk.ids, prompt[i * b:(i + 1) * b]):
-                break
-            chain.append(blk)
-            if blk.size < b:  # short: no rows past it
-                break
-
-        def end() -> int:
-            return (len(chain) - 1) * b + chain[-1].size if chain else 0
-
-        if self.recurrent:  # resume only at a snapshot, and before the prompt's last token
-            while chain and (chain[-1].snapshot is None or end() > last):
-                chain.pop()
-            n = end()
-        else:
-            n = min(end(), last)
-        for blk in reversed(chain):
+        """The entries holding `prompt`'s longest resumable cached prefix, in position order
+        (full blocks, then maybe a tail or a block used in part), and its length, less than
+        len(prompt); ([], 0) on a miss. Counts the hit or miss; touches the entries (LRU)."""
+        chain = self._walk(prompt)
+        picks, n = (self._resume_hybrid if self.recurrent else self._resume_kv)(prompt, chain)
+        for blk in reversed(picks):
             self.blocks.move_to_end(blk.key)
         st = self.stats
         st.last_prefix_len = n
         if n:
             st.hits += 1
-            st.restores += len(chain)
+            st.restores += 1
             st.tokens_reused += n
         else:
             st.misses += 1
-        return chain, n
+        return (picks, n) if n else ([], 0)
 
     def restore(self, prompt: np.ndarray, state: Any) -> int:
         """Load the longest cached prefix of `prompt` into a fresh ModelState; returns its
-        length (state.pos), 0 on a miss."""
-        chain, n = self.lookup(prompt)
-        if not n:
-            return 0
-        for i, blk in enumerate(chain):
+        length (state.pos), 0 on a miss. Rows past it (the rest of a block used in part) go
+        in too: the prefill overwrites them before anything reads them."""
+        picks, n = self.lookup(prompt)
+        for i, blk in enumerate(picks):
             state.load_rows(i * self.block, blk.rows)
-        if self.recurrent:
-            state.restore(chain[-1].snapshot)
+        if n and self.recurrent:
+            state.restore(picks[-1].snapshot)
         state.pos = n
         return n
 
-    def save(self, state: Any, ids: np.ndarray, start: int = 0) -> int:
-        """Cache full blocks `start`.. of `ids` that `state` (a ModelState at least that far
-        into `ids`) holds, a recurrent model's with the snapshot at their end (state.snapshots
-        or the state itself), and a short block when `ids` is a whole number of blocks and
-        the state one token short of its end. Returns the full blocks of `ids` now cached, or
-        -1 when one did not fit (the later ones would have no parent)."""
+    def save(self, use: Use, state: Any, ids: np.ndarray, final: bool = False) -> None:
+        """Cache what `state` (a ModelState that has consumed ids[:state.pos]) holds of
+        `ids` and the cache lacks: its full blocks from use.saved on, then its tail. For a
+        recurrent model an entry needs the snapshot at its end (state.snapshots, or the
+        state itself), so its tails are the snapshots taken past a block boundary, and with
+        `final` (the request ended) the state itself. When an entry does not fit, nothing
+        more of this sequence goes in (use.saved = -1: the later blocks would have no
+        parent)."""
+        if use.saved < 0:
+            return
         b = self.block
-        n_full = min(state.pos, len(ids)) // b
-        short = state.pos == len(ids) - 1 and len(ids) % b == 0 and n_full >= start
+        covered = min(state.pos, len(ids))
+        n_full = covered // b
         try:
-            if n_full <= start and not short:
-                return start
-            keys = self.keys(ids, n_full + short)
-            for i in range(start, n_full + short):
-                end = min((i + 1) * b, state.pos)
-                if not self.insert(keys[i], keys[i - 1] if i else b"", ids[i * b:(i + 1) * b],
-                                   state.save_rows(i * b, end), self._snapshot(state, end),
-                                   end - i * b):
-                    return -1
-            return max(n_full, start)
+            keys = self.keys(ids, n_full)
+            for i in range(use.saved, n_full):
+                end = (i + 1) * b
+                if not self._put(use, keys[i], keys[i - 1] if i else ROOT, ids[i * b:end],
+                                 state.save_rows(i * b, end), self._snapshot(state, end)):
+                    self._stop(use, state)
+                    return
+            use.saved = max(use.saved, n_full)
+            for end in self._tail_ends(state, covered, final):
+                start = end // b * b
+                parent = keys[start // b - 1] if start else ROOT
+                ids_t = ids[start:end]
+                self._put(use, block_key(parent, ids_t), parent, ids_t,
+                          state.save_rows(start, end), self._snapshot(state, end))
         finally:
             state.snapshots.clear()
+
+    def _tail_ends(self, state: Any, covered: int, final: bool) -> list[int]:
+        """Where the tails of a save end (never on a block boundary: a full block is there)."""
+        b = self.block
+        if not self.recurrent:
+            return [covered] if covered % b else []
+        ends = {p for p in state.snapshots if p % b and p <= covered}
+        if final and state.pos % b and state.pos <= covered:
+            ends.add(state.pos)
+        return sorted(ends)
 
     def _snapshot(self, state: Any, end: int) -> Arrays | None:
         """A recurrent model's state at position `end`, if `state` has it."""
@@ -205,50 +256,123 @@ class PrefixCache:
             return None
         return state.snapshot() if end == state.pos else state.snapshots.pop(end, None)
 
+    def _put(self, use: Use, key: bytes, parent: bytes, ids: np.ndarray, rows: Arrays,
+             snapshot: Arrays | None) -> bool:
+        """insert, counting the request's first new entry in stats.saves."""
+        before = self.stats.entries_saved
+        ok = self.insert(key, parent, ids, rows, snapshot)
+        if self.stats.entries_saved > before and not use.wrote:
+            use.wrote = True
+            self.stats.saves += 1
+        return ok
+
+    @staticmethod
+    def _stop(use: Use, state: Any) -> None:
+        """Nothing more of this sequence goes into the cache: no more snapshots either."""
+        use.saved = -1
+        state.snap_block = 0
+        state.snap_at = set()
+
+    # ------------------------------------------------------------------ lookups
+    def _walk(self, prompt: np.ndarray) -> list[Block]:
+        """The cached full blocks that begin `prompt`, by key."""
+        b, chain, parent = self.block, [], ROOT
+        for i in range(len(prompt) // b):
+            ids = prompt[i * b:(i + 1) * b]
+            key = block_key(parent, ids)
+            blk = self.blocks.get(key)
+            if blk is None or not np.array_equal(blk.ids, ids):
+                break
+            chain.append(blk)
+            parent = key
+        return chain
+
+    def _resume_kv(self, prompt: np.ndarray, chain: list[Block]) -> tuple[list[Block], int]:
+        """KV-only: the chain, then the child of its last block sharing the most ids with
+        the rest of the prompt; capped at prompt_n - 1."""
+        b, last = self.block, len(prompt) - 1
+        base = len(chain) * b
+        best, shared = None, 0
+        for key in self.children(chain[-1].key if chain else ROOT):
+            blk = self.blocks[key]
+            m = common_prefix(blk.ids, prompt[base:])
+            if m > shared:
+                best, shared = blk, m
+        n = min(base + shared, last)
+        picks = chain[:-(-n // b)]  # the blocks holding positions < n
+        if best is not None and n > base:
+            picks.append(best)
+        return picks, n
+
+    def _resume_hybrid(self, prompt: np.ndarray, chain: list[Block]
+                       ) -> tuple[list[Block], int]:
+        """Hybrid: the furthest snapshot at or before prompt_n - 1 whose entry's ids all
+        match: a chain block's end, or a tail under one."""
+        b, last = self.block, len(prompt) - 1
+        best, picks = 0, []
+        for d in range(len(chain) + 1):
+            start = d * b
+            if start > last:
+                break
+            if d and chain[d - 1].snapshot is not None:
+                best, picks = start, chain[:d]
+            for key in self.children(chain[d - 1].key if d else ROOT):
+                blk = self.blocks[key]
+                end = start + len(blk.ids)
+                if len(blk.ids) < b and blk.snapshot is not None and best < end <= last \
+                        and np.array_equal(blk.ids, prompt[start:end]):
+                    best, picks = end, chain[:d] + [blk]
+        return picks, best
+
+    # ------------------------------------------------------------------ the table
     def insert(self, key: bytes, parent: bytes, ids: np.ndarray, rows: Arrays,
-               snapshot: Arrays | None = None, size: int = 0) -> bool:
-        """Cache one block (its parent must be cached, unless it is the first) whose rows
-        cover `size` positions (0: all of `ids`). An existing entry is kept, gaining
-        `snapshot` if it had none, or replaced by a fuller one (a short block by the whole
-        block, with a snapshot for a recurrent model). False if it does not fit."""
-        size = size or len(ids)
+               snapshot: Arrays | None = None) -> bool:
+        """Cache one entry (its parent must be cached, unless it is ROOT): a full block of
+        `block` ids or a tail. An existing entry is kept, gaining `snapshot` if it had none;
+        for a KV-only model a tail whose ids a cached sibling begins with is not needed, and
+        a new entry replaces the sibling tails its ids begin with. False if it does not fit."""
         old = self.blocks.get(key)
         if old is not None:
-            if size > old.size and (snapshot is not None or not self.recurrent):
-                self._replace(old, rows, snapshot, size)
-            elif size == old.size and snapshot is not None and old.snapshot is None:
-                self._replace(old, old.rows, snapshot, size)
+            if snapshot is not None and old.snapshot is None:
+                self._add_snapshot(old, snapshot)
             self.blocks.move_to_end(key)
             return True
-        if parent and parent not in self.blocks:
+        if parent != ROOT and parent not in self.blocks:
             return False
-        blk = Block(key, parent, np.array(ids, np.int32), rows, snapshot, size)
+        siblings = [self.blocks[k] for k in self.children(parent)]
+        if not self.recurrent and any(len(s.ids) > len(ids) and
+                                      np.array_equal(s.ids[:len(ids)], ids) for s in siblings):
+            return True
+        blk = Block(key, parent, np.array(ids, np.int32), rows, snapshot)
         if not self._make_room(blk.nbytes, keep=parent):
             return False
+        if not self.recurrent:
+            for s in siblings:
+                if len(s.ids) < len(ids) and np.array_equal(ids[:len(s.ids)], s.ids) \
+                        and s.key in self.blocks:
+                    self._evict(s.key, counted=False)
         self.blocks[key] = blk
-        if parent:
-            self.blocks[parent].children.add(key)
+        self.children(parent).add(key)
         self.used += blk.nbytes
-        self.stats.saves += 1
+        self.stats.entries_saved += 1
         return True
 
-    def _replace(self, blk: Block, rows: Arrays, snapshot: Arrays | None, size: int) -> None:
-        """Give a cached block fuller contents, if they fit (else it stays as it was)."""
-        need = nbytes_of(rows) + nbytes_of(snapshot) - nbytes_of(blk.rows) \
-            - nbytes_of(blk.snapshot)
+    def _add_snapshot(self, blk: Block, snapshot: Arrays) -> None:
+        """Give a cached entry the snapshot it lacked, if it fits (else it stays as it was)."""
+        need = nbytes_of(snapshot)
         if self._make_room(need, keep=blk.key):
-            blk.rows, blk.snapshot, blk.size = rows, snapshot, size
+            blk.snapshot = snapshot
             self.used += need
 
     def _make_room(self, need: int, keep: bytes) -> bool:
-        """Evict LRU blocks (never `keep` or its ancestors) until `need` more bytes fit."""
+        """Evict LRU entries (never `keep` or its ancestors) until `need` more bytes fit."""
         if need > self.budget:
             return False
         protected = set()
         k = keep
-        while k:
+        while k != ROOT:
             protected.add(k)
-            k = self.blocks[k].parent if k in self.blocks else b""
+            k = self.blocks[k].parent if k in self.blocks else ROOT
         for key in list(self.blocks):
             if self.used + need <= self.budget:
                 break
@@ -256,26 +380,31 @@ class PrefixCache:
                 self._evict(key)
         return self.used + need <= self.budget
 
-    def _evict(self, key: bytes) -> None:
+    def _evict(self, key: bytes, counted: bool = True) -> None:
         blk = self.blocks.pop(key)
         self.used -= blk.nbytes
-        self.stats.evictions += 1
+        if counted:
+            self.stats.evictions += 1
         for child in list(blk.children):
             if child in self.blocks:
-                self._evict(child)
-        parent = self.blocks.get(blk.parent)
-        if parent is not None:
-            parent.children.discard(key)
+                self._evict(child, counted)
+        if blk.parent == ROOT:
+            self.roots.discard(key)
+        elif blk.parent in self.blocks:
+            self.blocks[blk.parent].children.discard(key)
 
     def clear(self) -> None:
         self.blocks.clear()
+        self.roots.clear()
         self.used = 0
 
     def status(self) -> dict[str, Any]:
         """The counters and sizes (the device and `aitest --cacheprobe` show these)."""
         st = self.stats
+        tails = sum(len(blk.ids) < self.block for blk in self.blocks.values())
         return {"valid": int(bool(self.blocks)), "prefix_len": st.last_prefix_len,
                 "hits": st.hits, "misses": st.misses, "restores": st.restores,
                 "saves": st.saves, "bypasses": st.bypasses, "evictions": st.evictions,
-                "tokens_reused": st.tokens_reused, "blocks": len(self.blocks),
-                "bytes": self.used, "budget": self.budget, "block": self.block}
+                "entries_saved": st.entries_saved, "tokens_reused": st.tokens_reused,
+                "blocks": len(self.blocks), "tails": tails, "bytes": self.used,
+                "budget": self.budget, "block": self.block}

@@ -722,10 +722,7 @@ def test_smol_requests_equal_the_engine(smol: ai.LoadedModel) -> None:
     r = Rig(smol)
     r.handshake()
     c = r.cfg()
-    from pyllm.loaders.gguf import open_gguf
-
-    gguf_name = open_gguf(smol.model.info.path).metadata["general.name"]
-    assert c["name"].rstrip(b"\0") == gguf_name.encode() and c["vocab_size"] == 49152
+    assert c["name"].rstrip(b"\0") == b"SmolLM2-135M-Instruct" and c["vocab_size"] == 49152
     assert (c["n_layers"], c["dim"], c["eos_token"]) == (30, 576, 2)
     tok = smol.model.tokenizer
     prompts = [tok.encode(t) for t in ("The capital of France is", "Once upon a time",

@@ -73,7 +73,7 @@ def test_session_llmrun_timings_are_ordered(smol_session: AiSession) -> None:
     res = smol_session.llmrun(ids, 8)
     t = res.timing
     assert t["model"] == smol_session.lm.model.info.title and t["synthetic"] == 0
-    assert " " in t["model"]  # GGUF general.name "Smollm2 135M ...": quoted, parsed whole
+    assert t["model"] == "SmolLM2-135M-Instruct"
     assert t["load_us"] > 0 and t["prompt"] == len(ids) and t["generated"] == 8
     assert t["submit"] <= t["dispatch"] <= t["accept"] <= t["first"] <= t["done"] <= t["waited"]
     assert t["ttft_us"] == t["first"] - t["submit"]
@@ -210,6 +210,22 @@ def test_kv_cache_option_reaches_the_guest() -> None:
     p = harness("run", "-q", "--model", "smol", "--kv-cache", "0", "-c",
                 "aitest --cacheprobe 1 2 3")
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "[aitest] cacheprobe cache: 0 blocks of 64 tokens, 0 KiB of 0\n" in p.stdout
+    assert "[aitest] cacheprobe cache: 0 entries (blocks of 64 tokens and tails), 0 KiB of " \
+           "0\n" in p.stdout
     assert "prefix_cache: valid=0 prefix_len=0 hits=0 misses=0 restores=0 saves=0 " \
            "bypasses=2\n" in p.stdout
+    assert "cacheprobe note: the device has no prefix cache" in p.stdout
+
+
+def test_cacheprobe_fails_where_the_cache_applies_and_missed() -> None:
+    """A cache too small for the cold run's 5 tokens (230 KB of SmolLM2 K/V): the warm run
+    cannot hit, and the course's probe says FAIL instead of a PASS with hits=0."""
+    _need_smol()
+    p = harness("run", "-q", "--model", "smol", "--kv-cache", "64k", "-c",
+                "aitest --cacheprobe 504 3575 282 4649 314")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "prefix_cache: valid=0 prefix_len=0 hits=0 misses=2 restores=0 saves=0 " \
+           "bypasses=0\n" in p.stdout
+    assert "[aitest] cacheprobe: FAIL" in p.stdout
+    assert "aitest: the warm run reused 0 of 5 prompt tokens from the prefix cache (expected " \
+           "a hit of 4)" in p.stdout + p.stderr

@@ -56,10 +56,12 @@ def generate(model: str, prompt: tuple[int, ...], n: int) -> list[int]:
 
 @functools.cache
 def smol_name() -> str:
-    """SmolLM2's display name: its GGUF general.name, what the AI device reports."""
+    """SmolLM2's display name, what the AI device reports (pyllm/naming.py)."""
+    from pyllm import naming
     from pyllm.loaders.gguf import open_gguf
 
-    return open_gguf(ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf").metadata["general.name"]
+    path = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    return naming.from_gguf(open_gguf(path).metadata, path)
 
 
 def ids_line(ids: list[int]) -> str:
@@ -290,6 +292,8 @@ def test_aitest_course_checks() -> None:
                      r"prefix_cache: valid=\d prefix_len=0 hits=\d+ misses=\d+ restores=\d+ "
                      r"saves=\d+ bypasses=[1-9]\d*\n"  # one token: nothing to reuse
                      r"\[aitest\] cacheprobe cache: .*\n"
+                     r"\[aitest\] cacheprobe note: the warm run bypassed the cache \(a prompt "
+                     r"of 1 token\)\n"
                      r"\[aitest\] cacheprobe: PASS\n", blocks[4])
     assert blocks[5] == "0\naitest: invalid predict count 33\n"
     assert blocks[6] == "1\naitest: batch too large\n"
@@ -302,9 +306,9 @@ def test_aitest_course_checks() -> None:
 
 @pytest.mark.parametrize("model", [SMOL, QWEN_TINY], ids=["smol", "qwen"])
 def test_cacheprobe_warm_run_reuses_the_prompt(model: str, tmp_path: Path) -> None:
-    """A prompt of 200 ids, twice: the warm run takes its prefix from the device's prefix
-    cache (the course's counters line says so, llmrun --timing and the trace), with the same
-    result."""
+    """A prompt of 200 ids, twice: the warm run takes all of it but its last token from the
+    device's prefix cache (the course's counters line says so, llmrun --timing and the trace),
+    with the same result."""
     write = "; ".join("echo " + " ".join(str(10 + 25 * k + i) for i in range(25)) + " >> p.txt"
                       for k in range(8))  # 200 ids, in pieces (exec takes 32 arguments)
     r = ai_guest(f"{write}; aitest --cacheprobe --predict 4 --prompt-file p.txt; echo rc=$?; "
@@ -312,17 +316,16 @@ def test_cacheprobe_warm_run_reuses_the_prompt(model: str, tmp_path: Path) -> No
                  "--trace", str(tmp_path / "t.json"))
     out = r.output
     assert "[aitest] cacheprobe: PASS" in out and "rc=0" in out
-    m = re.search(r"prefix_cache: valid=1 prefix_len=(\d+) hits=1 misses=1 restores=(\d+) "
-                  r"saves=(\d+) bypasses=0\n", out)
-    # the 3 full blocks of 64 (Qwen3.5: its DeltaNet snapshot at 192 too)
-    assert m and int(m.group(1)) == 192 and int(m.group(2)) == 3 and int(m.group(3)) >= 3, out
+    # 3 full blocks of 64 and 7 ids of a tail (Qwen3.5: its DeltaNet snapshot at 199 too)
+    assert "prefix_cache: valid=1 prefix_len=199 hits=1 misses=1 restores=1 saves=1 " \
+           "bypasses=0\n" in out, out
     cold, warm = map(int, re.search(r"cold us: (\d+) warm us: (\d+)", out).groups())
     print(f"[cacheprobe {Path(model).name}] cold {cold} us, warm {warm} us")  # not asserted
-    assert re.search(r"Prefix cache: 192 of 200 prompt tokens\n", out), out
-    assert re.search(r"timing: .* cached=192 repack_us=\d+ ", out)
+    assert re.search(r"Prefix cache: 199 of 200 prompt tokens\n", out), out
+    assert re.search(r"timing: .* cached=199 repack_us=\d+ ", out)
     events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
     firsts = [e["args"]["cached_prompt_tokens"] for e in events if e["name"] == "first"]
-    assert firsts == [0, 192, 192]  # cold, warm, llmrun
+    assert firsts == [0, 199, 199]  # cold, warm, llmrun
 
 
 def test_aitest_our_checks() -> None:

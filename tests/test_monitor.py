@@ -84,6 +84,7 @@ def test_end_workers_idle_and_counts_equal_ai_stats(recorded) -> None:
     text = "\n".join(render(last))
     for panel in PANELS:
         assert panel in text
+    assert "DEVICE: SmolLM2-135M-Instruct: " in text  # the name its users know it by
 
 
 def test_replay_frames_and_bad_record(recorded, tmp_path: Path) -> None:

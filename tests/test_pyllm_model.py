@@ -193,7 +193,9 @@ def test_model_info() -> None:
     assert i.eos_ids == (2,) and i.load_seconds > 0
     d = i.as_dict()
     assert (d["n_layers"], d["model_width"], d["ffn_width"]) == (30, 576, 1536)
-    assert i.title == "Smollm2 135M 8k Lc100K Mix1 Ep2"  # the file's GGUF general.name
+    # its GGUF general.name ("Smollm2 135M 8k Lc100K Mix1 Ep2") is the converter's title-cased
+    # folder name: the file's own name is what it was published as
+    assert i.title == "SmolLM2-135M-Instruct"
 
 
 def test_display_names_from_metadata_then_the_whole_file_name() -> None:
@@ -204,6 +206,15 @@ def test_display_names_from_metadata_then_the_whole_file_name() -> None:
                             "/m/a.b.gguf") == "smollm2-135M"
     assert naming.from_gguf({}, "/m/SmolLM2-135M-Instruct.Q4_1.gguf") == \
         "SmolLM2-135M-Instruct.Q4_1"
+    made = {"general.name": "Smollm2 135M 8k Lc100K Mix1 Ep2", "general.basename": "smollm2",
+            "general.size_label": "135M", "general.finetune": "8k-lc100k-mix1-ep2"}
+    assert naming.from_gguf(made, "/m/SmolLM2-135M-Instruct.Q4_1.gguf") == \
+        "SmolLM2-135M-Instruct"
+    assert naming.from_gguf(made, "/m/smollm2-135m-instruct-q4_k_m.gguf") == \
+        "smollm2-135m-instruct"
+    assert naming.from_gguf(made, "/m/model.gguf") == "smollm2-135M-8k-lc100k-mix1-ep2"
+    assert naming.from_gguf(made | {"general.name": "SmolLM2 135M Instruct"},
+                            "/m/x.gguf") == "SmolLM2 135M Instruct"  # chosen, not made
     assert naming.from_hf({"_name_or_path": "Qwen/Qwen3.5-0.8B"}, "/m/x") == "Qwen3.5-0.8B"
     assert naming.from_hf({}, "/m/qwen3.5-0.8b-synthetic") == "qwen3.5-0.8b-synthetic"
     assert naming.from_course("SmolLM", "SMOL", "/m/SMOL") == "SmolLM course assets (SMOL)"

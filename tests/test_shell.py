@@ -79,6 +79,9 @@ def test_script_file_and_multiline() -> None:
 def test_exec_failure_message() -> None:
     r = run_guest("nosuchprogram arg; echo $?")
     assert r.output == "exec nosuchprogram failed\n127\n"
+    words = " ".join(str(i) for i in range(31))  # echo + 31 = MAXARG (32) arguments: fine
+    r = run_guest(f"echo {words}; echo {words} 31; echo $?")
+    assert r.output == (f"{words}\nexec echo failed: too many arguments: at most 32\n127\n")
 
 
 def test_syntax_errors() -> None:

@@ -12,7 +12,10 @@
 //   --doublewait    (with --async) a second ai_wait on the id must fail
 //   --badwait       ai_wait on an id that is not ours (9999) must fail
 //   --batch N       N (<= 8) submits, then N waits in order
-//   --cacheprobe    two identical ai_calls, cold and warm ticks
+//   --cacheprobe    two identical ai_calls, cold and warm ticks, and the
+//                   device's prefix-cache counters: where the cache applies
+//                   (it is on and the prompt has 2 tokens or more) the warm
+//                   run must have hit and reused prompt_n - 1 tokens
 //   --predict N     tokens to generate (1..32), default: EXP.BIN's count or 1
 // Ours:
 //   --nonblock      fill every free slot with AI_NONBLOCK submits; the
@@ -28,8 +31,7 @@
 //   --killdaemon    kill the ai_daemon supervisor: init starts a new one,
 //                   which retires the old workers; the service answers again
 //   --prompt-file F the prompt's ids from text file F (more than exec's
-//                   MAXARG allows: a --cacheprobe prompt must exceed one
-//                   block of the device's prefix cache)
+//                   MAXARG arguments allow)
 // `--` ends the flags. Without token ids the prompt is PMT.BIN of /AI/SMOL
 // or /AI/QWEN when present (u32 count, then count u32 ids), else the
 // single token 0; without --predict the count is EXP.BIN's (the prompt's
@@ -241,28 +243,33 @@ check_batch(int n)
   pass("batch");
 }
 
-// The device's prefix cache, as the course's counters line.
+// The device's prefix cache now: the course's counters line, then ours.
 static void
-print_prefix_cache(void)
+read_cache(struct ai_info *info, int print)
 {
-  struct ai_info info;
-
-  if(ai_info(&info) < 0)
+  if(ai_info(info) < 0)
     die("ai_info failed");
-  struct ai_cache *c = &info.cache;
+  struct ai_cache *c = &info->cache;
+  if(!print)
+    return;
   printf("prefix_cache: valid=%d prefix_len=%d hits=%d misses=%d restores=%d "
          "saves=%d bypasses=%d\n", c->valid, c->prefix_len, c->hits, c->misses,
          c->restores, c->saves, c->bypasses);
-  printf("[aitest] cacheprobe cache: %d blocks of %d tokens, %d KiB of %lu\n",
-         c->blocks, info.kv_block, c->kib, info.kv_cache_bytes >> 10);
+  printf("[aitest] cacheprobe cache: %d entries (blocks of %d tokens and "
+         "tails), %d KiB of %lu\n", c->blocks, info->kv_block, c->kib,
+         info->kv_cache_bytes >> 10);
 }
 
-// Two identical ai_calls: the warm one finds the cold one's prompt in the
-// device's prefix cache (a prompt longer than one cache block is needed).
+// Two identical ai_calls: the warm one must find the cold one's prompt in
+// the device's prefix cache, as the course's rule says: every token of it
+// but the last (which is always run: its logits give the first token).
+// The counters are the device's, so run the probe while nothing else uses
+// the AI service.
 static void
 check_cacheprobe(void)
 {
   char cold[RESULT_MAX], warm[RESULT_MAX];
+  struct ai_info mid, end;
 
   printf("[aitest] cacheprobe: cold run\n");
   int t0 = uptime();
@@ -272,20 +279,36 @@ check_cacheprobe(void)
   int t1 = uptime();
   uint64 u1 = time_us();
   printf("[aitest] cacheprobe cold ticks: %d\n", t1 - t0);
+  read_cache(&mid, 0);
   printf("[aitest] cacheprobe: warm run\n");
+  uint64 u2 = time_us();
   if(ai_call(tokens, ntokens, predict, warm, sizeof(warm)) < 0)
     die("ai_call failed");
   printf("[aitest] cacheprobe warm ticks: %d\n", uptime() - t1);
   printf("[aitest] cacheprobe cold us: %lu warm us: %lu\n", u1 - u0,
-         time_us() - u1);
-  print_prefix_cache();
+         time_us() - u2);
+  read_cache(&end, 1);
   if(strcmp(cold, warm) != 0){
     printf("[aitest] cacheprobe note: result mismatch between cold and warm "
            "runs\n");
     fail("cacheprobe", "cold and warm results differ");
-  } else {
-    pass("cacheprobe");
+    return;
   }
+  if(end.kv_cache_bytes == 0){
+    printf("[aitest] cacheprobe note: the device has no prefix cache (off, or "
+           "a remote engine's): nothing to probe\n");
+  } else if(end.cache.bypasses > mid.cache.bypasses){
+    printf("[aitest] cacheprobe note: the warm run bypassed the cache (a "
+           "prompt of %d token%s)\n", ntokens, ntokens == 1 ? "" : "s");
+  } else if(end.cache.hits == mid.cache.hits ||
+            end.cache.prefix_len != (uint32)(ntokens - 1)){
+    fail("cacheprobe", "the warm run reused %d of %d prompt tokens from the "
+         "prefix cache (expected a hit of %d)",
+         end.cache.hits == mid.cache.hits ? 0 : end.cache.prefix_len, ntokens,
+         ntokens - 1);
+    return;
+  }
+  pass("cacheprobe");
 }
 
 // Fill every free slot without blocking, then expect AI_EBUSY at once.

@@ -24,6 +24,7 @@
 #include "types.h"
 #include "stat.h"
 #include "fcntl.h"
+#include "param.h"
 #include "user.h"
 #include "sh.h"
 
@@ -147,6 +148,11 @@ runchild(struct node *n)
   if(builtin(n->argc, n->argv, &status))
     exit(status);
   char *name = n->argv[0];
+  if(n->argc > MAXARG){         // exec would refuse it: say why
+    fprintf(2, "exec %s failed: too many arguments: at most %d\n", name,
+            MAXARG);
+    exit(127);
+  }
   if(strchr(name, '/') == 0){
     char *path = shalloc(strlen(name) + 2);
     path[0] = '/';

@@ -159,7 +159,7 @@ def first_character(lm: Any, reps: int = 5, kernel: Path | None = None,
         return statistics.median(fn(t) for t in ts) / 1e3
 
     info = lm.model.info
-    return FirstChar(info.label, info.synthetic, len(ts), int(ts[0]["prompt"]),
+    return FirstChar(lm.spec, info.synthetic, len(ts), int(ts[0]["prompt"]),
                      med(lambda t: t["shown"] - t["tokenize"]),
                      med(lambda t: t["tokenized"] - t["tokenize"]),
                      med(lambda t: t["submit"] - t["tokenized"]),

@@ -17,7 +17,7 @@ A snapshot is a plain dict (JSON for the socket and the record file):
     sleepers     [{pid, name, where, why, waker, request}]  (every process asleep in
                    the AI service; other sleepers are only counted in `others_asleep`)
     stats        the kernel's counters as ai_stats reports them
-    device       {chains, running, queued, tokens} or null without a device
+    device       {chains, running, queued, model, tokens} or null without a device
 """
 
 from __future__ import annotations
@@ -195,6 +195,7 @@ class ServiceReader:
         if dev.loaded is not None:
             running, queued = dev.loaded.queue_depth()
         return {"chains": len(dev.jobs), "running": running, "queued": queued,
+                "model": dev.loaded.label if dev.loaded is not None else None,
                 "requests": dev.requests,
                 "tokens": sum(j.written for j in dev.jobs.values())}
 

@@ -50,8 +50,10 @@ def render(s: dict, title: str = "") -> list[str]:
     if d is None:
         out.append("DEVICE: none")
     else:
-        out.append(f"DEVICE: {d['chains']} chains in flight, engine batch {d['running']} "
-                   f"(+{d['queued']} waiting), {c.get('tokens_per_s', 0):.1f} tokens/s")
+        model = f" {d['model']}:" if d.get("model") else ""
+        out.append(f"DEVICE:{model} {d['chains']} chains in flight, engine batch "
+                   f"{d['running']} (+{d['queued']} waiting), "
+                   f"{c.get('tokens_per_s', 0):.1f} tokens/s")
     out.append("")
     out.append(f"ASLEEP IN THE AI SERVICE ({len(s['sleepers'])}; "
                f"{s['others_asleep']} asleep elsewhere)")

@@ -169,14 +169,17 @@ struct gdn_job {
 };
 
 // The snapshot row i of sequence s fills (see struct pyllm_qwen35_seq), or -1.
+// A chunk asks for a handful, so a scan is cheaper than anything cleverer.
 static int
 snap_index(const struct gdn_job *j, int s, int i)
 {
   const struct pyllm_qwen35_seq *sq = &j->seqs[s];
-  int b = sq->snap_block, first = j->rows->row0[s], end = j->pos[i] + 1;
-  if (b <= 0 || i == j->rows->row0[s + 1] - 1 || end % b != 0)
+  if (sq->nsnap <= 0 || i == j->rows->row0[s + 1] - 1)
     return -1;
-  return end / b - (j->pos[first] / b + 1);
+  for (int k = 0; k < sq->nsnap; k++)
+    if (sq->snap_end[k] == j->pos[i] + 1)
+      return k;
+  return -1;
 }
 
 // Row i of sequence s (see gdn_prep).
@@ -464,7 +467,7 @@ check_rows(const struct pyllm_qwen35 *m, int n, const int32_t *tokens, const int
       if (seq[i] != s + 1)
         return -2;
       row0[++s] = i;
-      if (seqs[s].snap_block > 0 && (!seqs[s].snap_conv || !seqs[s].snap_ssm))
+      if (seqs[s].nsnap > 0 && (!seqs[s].snap_end || !seqs[s].snap_conv || !seqs[s].snap_ssm))
         return -2;
     } else if (pos[i] != pos[i - 1] + 1) {
       return -2;

@@ -47,12 +47,12 @@ struct pyllm_qwen35_seq {
   float *ssm;                         // [n_lin][lv_heads][lk_dim][lv_dim]
   float *k, *v;                       // [n_attn][n_kv_heads][cap][head_dim]
   int cap;                            // positions allocated in k, v
-  // snap_block > 0: after each row but the call's last of this sequence whose
-  // position + 1 is a multiple of snap_block, copy the DeltaNet state into
-  // snap_conv[k], snap_ssm[k] (shaped as conv, ssm), k counting those
-  // multiples after the call's first position from 0 (the prefix cache's
-  // snapshots at block boundaries inside a prompt chunk)
-  int snap_block;
+  // nsnap > 0: after the row (never the call's last of this sequence) whose
+  // position + 1 is snap_end[k], copy the DeltaNet state into snap_conv[k],
+  // snap_ssm[k] (shaped as conv, ssm): the prefix cache's snapshots inside a
+  // prompt chunk (block boundaries, prompt_n - 1)
+  int nsnap;
+  const int32_t *snap_end;
   float **snap_conv, **snap_ssm;
 };
 

@@ -78,8 +78,10 @@ class ModelInfo:
 
     @property
     def label(self) -> str:
-        """Display name, marking synthetic weights: 'qwen (synthetic weights)'."""
-        return f"{self.name} (synthetic weights)" if self.synthetic else self.name
+        """Display name (the title, what users call the model), marking synthetic weights:
+        'SmolLM2-135M-Instruct', 'Qwen3.5-0.8B (synthetic weights)'."""
+        name = self.title or self.name
+        return f"{name} (synthetic weights)" if self.synthetic else name
 
 
 class GreedyLogits(np.ndarray):
@@ -105,10 +107,11 @@ class ModelState:
     def __init__(self, capacity: int) -> None:
         self.pos = 0  # tokens consumed so far (the next token goes at this position)
         self.capacity = capacity  # most tokens this state can hold
-        # recurrent models: when snap_block > 0, a forward pass keeps a `snapshot` at each
-        # multiple of snap_block it passes (not at its end: that is the state itself), by
-        # position; the prefix cache takes them (pyllm/prefix_cache.py)
+        # recurrent models: a forward pass keeps a `snapshot` at each position it passes that
+        # is a multiple of snap_block (> 0) or in snap_at (not at its end: that is the state
+        # itself), by position; the prefix cache takes them (pyllm/prefix_cache.py)
         self.snap_block = 0
+        self.snap_at: set[int] = set()
         self.snapshots: dict[int, dict[str, np.ndarray]] = {}
 
     @property
@@ -120,7 +123,17 @@ class ModelState:
         """Forget the sequence (the memory stays allocated for reuse)."""
         self.pos = 0
         self.snap_block = 0
+        self.snap_at = set()
         self.snapshots.clear()
+
+    def snap_points(self, n: int) -> list[int]:
+        """Where a forward pass of the next `n` tokens keeps snapshots: the positions strictly
+        inside (pos, pos + n) that are multiples of snap_block or in snap_at, ascending."""
+        lo, hi, b = self.pos, self.pos + n, self.snap_block
+        points = {p for p in self.snap_at if lo < p < hi}
+        if b > 0:
+            points.update(range((lo // b + 1) * b, hi, b))
+        return sorted(points)
 
     def fits(self, capacity: int) -> bool:
         """Whether this state, reset, can hold a sequence of `capacity` tokens without
@@ -172,6 +185,13 @@ class Model(ABC):
     @abstractmethod
     def decode(self, token: int, state: ModelState) -> np.ndarray:
         """Consume one token; return its (vocab,) f32 logits."""
+
+    def logits_all(self, tokens: Sequence[int] | np.ndarray, state: ModelState) -> np.ndarray:
+        """Consume tokens like prefill, but return the logits of every position (n, vocab):
+        what prompt log-probabilities need. This default feeds them one at a time; an
+        architecture whose forward pass can hand out every row overrides it."""
+        toks = self.check_prompt(tokens, state=state)
+        return np.stack([self.decode(int(t), state) for t in toks])
 
     def step(self, batch: list[tuple[ModelState, np.ndarray]]) -> np.ndarray:
         """Advance several sequences; (len(batch), vocab) logits of each item's last token."""

@@ -354,6 +354,13 @@ class Qwen35(Model):
             return self.fast.forward([(state, ids)])[0]
         return self.forward(ids, state)[-1]
 
+    def logits_all(self, tokens: Sequence[int] | np.ndarray, state: ModelState) -> np.ndarray:
+        """Consume tokens like prefill; the logits of every position (n, vocab)."""
+        ids = self.check_prompt(tokens, state=state)
+        if self.fast is not None:
+            return self.fast.forward([(state, ids)], all_rows=True)
+        return self.forward(ids, state, all_logits=True)
+
     def step(self, batch: list[tuple[ModelState, np.ndarray]]) -> np.ndarray:
         """Every item (prompt chunk or decode token) in one C call: one pass over the
         weights for the whole batch."""
@@ -364,11 +371,9 @@ class Qwen35(Model):
 
     def forward(self, ids: np.ndarray, st: Qwen35State, all_logits: bool = False) -> np.ndarray:
         """Run tokens `ids` at positions st.pos.. ; returns logits (T, V), or (1, V) for the
-        last token only unless `all_logits`. With st.snap_block set, the tokens go in as
-        pieces ending on its multiples, and st.snapshots gains the state at each one."""
-        b, cuts = st.snap_block, []
-        if b > 0:
-            cuts = list(range((st.pos // b + 1) * b, st.pos + len(ids), b))
+        last token only unless `all_logits`. With snapshots asked for (st.snap_points), the
+        tokens go in as pieces ending at them, and st.snapshots gains the state at each one."""
+        cuts = st.snap_points(len(ids))
         out = []
         with self.ops.scope():
             for end in cuts:

@@ -111,19 +111,19 @@ class FastDecode:
         """Decode one token for each (state, token); returns logits (n, vocab)."""
         return self.forward([(st, np.array([t], np.int32)) for st, t in items])
 
-    def forward(self, batch: list[tuple[Any, np.ndarray]]) -> np.ndarray:
+    def forward(self, batch: list[tuple[Any, np.ndarray]], all_rows: bool = False) -> np.ndarray:
         """One C call for the whole batch (prompt chunks and decode tokens alike);
-        logits (len(batch), vocab) of each item's last row."""
+        logits (len(batch), vocab) of each item's last row (or of every row)."""
         if not self.per_call:
-            return self._forward(batch)
+            return self._forward(batch, all_rows)
         rows, remapped = call_rows(self.embed, batch)
         self.s.embd_f32 = self.ffi.cast("float *", rows.ctypes.data)
         try:
-            return self._forward(remapped)
+            return self._forward(remapped, all_rows)
         finally:
             self.s.embd_f32 = self.ffi.cast("float *", self.no_rows.ctypes.data)
 
-    def _forward(self, batch: list[tuple[Any, np.ndarray]]) -> np.ndarray:
+    def _forward(self, batch: list[tuple[Any, np.ndarray]], all_rows: bool) -> np.ndarray:
         ffi, n = self.ffi, len(batch)
         seqs = ffi.new("struct pyllm_qwen35_seq[]", n)
         toks, pos, seq = [], [], []
@@ -139,7 +139,9 @@ class FastDecode:
             seqs[i].cap = st.k.shape[2]
             snaps = _snap_buffers(st, k)
             if snaps:
-                seqs[i].snap_block = st.snap_block
+                ends = ffi.new("int32_t[]", [p for p, _ in snaps])
+                keep.append(ends)
+                seqs[i].nsnap, seqs[i].snap_end = len(snaps), ends
                 for part in ("conv", "ssm"):
                     ptrs = ffi.new("float *[]", [ffi.cast("float *", sn[part].ctypes.data)
                                                  for _, sn in snaps])
@@ -150,12 +152,15 @@ class FastDecode:
             pos.append(np.arange(st.pos, st.pos + k, dtype=np.int32))
             seq.append(np.full(k, i, np.int32))
         tk, ps, sq = np.concatenate(toks), np.concatenate(pos), np.concatenate(seq)
-        orow = np.cumsum([len(t) for t in toks], dtype=np.int32) - 1
-        out = np.empty((n, self.head_rows), F32)
+        if all_rows:
+            orow = np.arange(len(tk), dtype=np.int32)
+        else:
+            orow = np.cumsum([len(t) for t in toks], dtype=np.int32) - 1
+        out = np.empty((len(orow), self.head_rows), F32)
         rc = self.lib.pyllm_qwen35_forward(
             self.s, len(tk), ffi.cast("int32_t *", tk.ctypes.data),
             ffi.cast("int32_t *", ps.ctypes.data), ffi.cast("int32_t *", sq.ctypes.data), n,
-            seqs, n, ffi.cast("int32_t *", orow.ctypes.data),
+            seqs, len(orow), ffi.cast("int32_t *", orow.ctypes.data),
             ffi.cast("float *", out.ctypes.data))
         if rc == -1:
             raise MemoryError("pyllm_qwen35_forward: out of memory")
@@ -169,10 +174,7 @@ class FastDecode:
 
 
 def _snap_buffers(st: Any, n: int) -> list[tuple[int, dict[str, np.ndarray]]]:
-    """Empty snapshots, by position, for the multiples of st.snap_block strictly inside
-    (st.pos, st.pos + n): the C call fills them (struct pyllm_qwen35_seq)."""
-    b = st.snap_block
-    if b <= 0:
-        return []
+    """Empty snapshots, by position, for st.snap_points(n): the C call fills them (struct
+    pyllm_qwen35_seq)."""
     return [(p, {"conv": np.empty_like(st.conv), "ssm": np.empty_like(st.ssm)})
-            for p in range((st.pos // b + 1) * b, st.pos + n, b)]
+            for p in st.snap_points(n)]
