@@ -8,8 +8,11 @@ the real path: ai_submit -> the kernel's request queue -> ai_daemon -> virtio AI
 pyllm engine -> progress interrupts -> ai_read. Its line of ids grows as the device produces
 them; harness/text_stream.py decodes it here as it comes, and the lifecycle timings the guest
 measured follow (Model Loading Time, TTFT, TPOT, E2E; see llmrun.c for where
-each timer starts and stops). `--demo` (what `make run` does) runs the demo prompt and then,
-when stdin is a terminal, boots the interactive shell with the model already loaded.
+each timer starts and stops). `--demo` (what `make run` does) asks the demo question through
+the model's chat template (`chat=True`: `llmrun --stop-eos`, so the answer ends with the model's
+turn; shown as "user: ..." / "assistant: ...") and then, when stdin is a terminal, boots the
+interactive shell with the model already loaded; `--demo --raw` continues the demo text instead,
+for exactly N tokens, as the course's runner does.
 """
 
 from __future__ import annotations
@@ -34,11 +37,13 @@ AI_MAX_PREDICT = cheader.load("ai.h")["AI_MAX_PREDICT"]
 PROMPT_FILE = "run.ids"  # the prompt's ids, in the guest's root directory
 
 
-def encode_prompt(model: str, text: str) -> list[int]:
-    """Host-side tokenisation, with the AI service's limits checked before boot."""
+def encode_prompt(model: str, text: str, chat: bool = False) -> list[int]:
+    """Host-side tokenisation (`chat`: TEXT as a user message through the model's chat
+    template), with the AI service's limits checked before boot."""
     from pyllm.registry import load_tokenizer
 
-    ids = load_tokenizer(model).encode(text)
+    tok = load_tokenizer(model)
+    ids = tok.encode_chat([{"role": "user", "content": text}]) if chat else tok.encode(text)
     if not ids:
         raise click.ClickException("the prompt is empty after tokenisation")
     if len(ids) > AI_MAX_TOKENS:
@@ -49,14 +54,16 @@ def encode_prompt(model: str, text: str) -> list[int]:
 
 def run_prompt(*, model: str, text: str, max_new_tokens: int, kernel: Path, fs: Path,
                ram: int, clock: str, timeout: float | None, trace: Path | None,
-               then_shell: bool, quiet: bool, cpus: int = 1) -> int:
+               then_shell: bool, quiet: bool, cpus: int = 1, chat: bool = False) -> int:
     """Run one prompt through the guest (`cpus` harts) and print text + timings; the
-    exit code."""
+    exit code. `chat`: TEXT is a question asked through the chat template, answered until
+    the model ends its turn (at most max_new_tokens)."""
     if max_new_tokens > AI_MAX_PREDICT:
         raise click.ClickException(f"--max-new-tokens {max_new_tokens} is above the service "
                                    f"limit {AI_MAX_PREDICT} (AI_MAX_PREDICT)")
-    ids = encode_prompt(model, text)
-    cmd = f"llmrun --stream --timing --predict {max_new_tokens} --prompt-file /{PROMPT_FILE}"
+    ids = encode_prompt(model, text, chat)
+    cmd = (f"llmrun --stream --timing {'--stop-eos ' if chat else ''}--predict "
+           f"{max_new_tokens} --prompt-file /{PROMPT_FILE}")
     files = {PROMPT_FILE: (" ".join(map(str, ids)) + "\n").encode()}
     log = None if quiet else (lambda m: click.echo(m, err=True))
     session = AiSession(model, kernel=kernel, fs=fs, ram_size=ram, clock=clock, preload=False,
@@ -64,14 +71,17 @@ def run_prompt(*, model: str, text: str, max_new_tokens: int, kernel: Path, fs: 
     boots: list[tuple[str, list[TraceEvent]]] = []
     try:
         if not quiet:
-            click.echo(f"[harness] prompt {text!r}: {len(ids)} tokens; in the guest: "
+            what = "question (chat template)" if chat else "prompt"
+            click.echo(f"[harness] {what} {text!r}: {len(ids)} tokens; in the guest: "
                        f"{_short(cmd)}", err=True)
         stream = IdStream(session.tokenizer, ids, text=_echo_text,
-                          other=None if quiet else _echo_console, on_prompt=_echo_prompt)
+                          other=None if quiet else _echo_console,
+                          on_prompt=(lambda _t: _echo_question(text)) if chat else _echo_prompt,
+                          stop_ids=frozenset(session.tokenizer.eos_ids) if chat else frozenset())
         with _sigterm_as_interrupt():
             run = session.run(cmd, timeout=timeout, echo=stream.feed, files=files)
         boots.append(("boot 1: " + _short(cmd), run.trace + ai_trace.console_stages(run.output)))
-        code = _report(run, session, ids, stream.finished, quiet)
+        code = _report(run, session, ids, stream.finished, quiet, text if chat else None)
         if clock == "icount":
             click.echo("note: with --clock icount guest time follows the instruction count, so "
                        "the device's compute time is invisible in these timings", err=True)
@@ -111,6 +121,12 @@ def _echo_prompt(text: str) -> None:
     click.echo(click.style(text, bold=True), nl=False)
 
 
+def _echo_question(question: str) -> None:
+    click.echo("")
+    click.echo(click.style("user: ", bold=True) + question)
+    click.echo(click.style("assistant: ", bold=True), nl=False)
+
+
 def _echo_text(text: str) -> None:
     click.echo(text, nl=False)
     sys.stdout.flush()
@@ -121,8 +137,9 @@ def _short(cmd: str, n: int = 100) -> str:
 
 
 def _report(run: GuestRun, session: AiSession, ids: list[int], streamed: bool,
-            quiet: bool) -> int:
-    """Print the decoded text (unless it was streamed) and the timings; the exit code."""
+            quiet: bool, question: str | None = None) -> int:
+    """Print the decoded text (unless it was streamed; `question`: as the user's question
+    and the assistant's answer) and the timings; the exit code."""
     results = parse_llmrun(run.output)
     if run.exit in (Exit.PANIC, Exit.FAULT) and run.machine is not None and run.result:
         from harness.report import format_report
@@ -141,7 +158,11 @@ def _report(run: GuestRun, session: AiSession, ids: list[int], streamed: bool,
         click.echo("[harness] llmrun printed no result (see its output above)", err=True)
         return run.status if run.exit == Exit.POWEROFF and run.status else 1
     res = results[-1]
-    if not streamed:
+    if not streamed and question is not None:
+        tok = session.tokenizer
+        _echo_question(question)
+        click.echo(tok.decode([i for i in res.ids if i not in tok.eos_ids], skip_special=True))
+    elif not streamed:
         tok = session.tokenizer
         click.echo("")
         full = tok.decode(ids + res.ids).rstrip("\n")  # decoded together: exact spacing

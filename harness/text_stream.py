@@ -28,6 +28,7 @@ class IdStream:
     text: Callable[[str], None]          # decoded continuation, piece by piece
     other: Callable[[bytes], None] | None = None  # every other console byte
     on_prompt: Callable[[str], None] | None = None  # the prompt's text, when the ids begin
+    stop_ids: frozenset[int] = frozenset()  # ids whose text is not shown (a chat's end of turn)
     ids: list[int] = field(default_factory=list)
     t_first_text: float = 0.0            # perf_counter when the first text was handed on
     _mode: str = "undecided"            # "undecided", "ids", "other" (this line), "done"
@@ -82,7 +83,10 @@ class IdStream:
         import time
 
         self.ids.append(tid)
-        full = self.tokenizer.decode(self.prompt + self.ids)
+        if tid in self.stop_ids:
+            return
+        full = self.tokenizer.decode(self.prompt + [i for i in self.ids
+                                                    if i not in self.stop_ids])
         if full.endswith("\ufffd") or not full.startswith(self._shown):
             return  # a character still incomplete (or spacing redone): wait for more ids
         piece, self._shown = full[len(self._shown):], full

@@ -125,12 +125,24 @@ def test_prompt_labels_synthetic_weights(tmp_path: Path) -> None:
 
 
 def test_demo_without_a_terminal_runs_the_prompt_and_exits() -> None:
+    """`make run`'s demo: the instruct model asked through its chat template answers and ends
+    its turn (fewer than -n tokens); --raw continues the demo text for exactly -n."""
     _need_build()
     _need_smol()
-    p = harness("run", "--demo", "-n", "4")
+    p = harness("run", "--demo")
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "The capital of France is Paris" in p.stdout
+    assert "user: Tell me the capital of France.\nassistant: The capital of France is " \
+           "Paris.\n" in p.stdout
+    assert "<|im_end|>" not in p.stdout and "--stop-eos --predict 32" in p.stderr
+    t = parse_llmrun(p.stdout)[-1].timing
+    assert t["prompt"] > 20 and 2 <= t["generated"] < 32  # the template; ended at EOS
     assert "interactive shell" not in p.stderr
+    p = harness("run", "--demo", "--raw", "-n", "4")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "The capital of France is Paris" in p.stdout and "assistant:" not in p.stdout
+    assert parse_llmrun(p.stdout)[-1].timing["generated"] == 4
+    p = harness("run", "--prompt", "x", "--raw")
+    assert p.returncode == 2 and "--raw goes with --demo" in p.stderr
 
 
 def test_model_errors_before_boot(tmp_path: Path) -> None:
@@ -170,11 +182,11 @@ def test_demo_then_interactive_shell() -> None:
     _need_build()
     _need_smol()
     pexpect = pytest.importorskip("pexpect")
-    child = pexpect.spawn(sys.executable, ["-m", "harness", "run", "--demo", "-n", "4"],
+    child = pexpect.spawn(sys.executable, ["-m", "harness", "run", "--demo"],
                           cwd=str(ROOT), encoding="utf-8", timeout=120,
                           env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
     try:
-        child.expect("The capital of France is")
+        child.expect("assistant: .*The capital of France is Paris")  # (bold on a tty)
         child.expect("TPOT")
         child.expect("interactive shell")
         child.expect(r"\$ ")

@@ -12,6 +12,9 @@
 //   llmrun [--asset-dir DIR] [--predict N] [--timing] --text TEXT
 //   --stream (with any of them): print each id (with --text: its text) as
 //   the device produces it
+//   --stop-eos (with any of them): stop early at the model's end-of-sequence
+//   token (AI_STOP_EOS), as a chat answer ends its turn; without it exactly
+//   N tokens, as the course's runner
 //
 // Run once: one stdout line with the generated ids ("123 456 789 42").
 // With --stream the line is the same, but it grows id by id while the
@@ -71,6 +74,7 @@ static char *prog;                // basename of argv[0]
 static const char *want;          // required family ("SmolLM"), 0 = any
 static int timing;                // --timing
 static int stream;                // --stream
+static int stop_eos;              // --stop-eos
 static struct ai_info info;
 static struct bpe *textbpe;       // --text: results are decoded with it
 static uint64 t_tokenize, t_tokenized, t_decoded, detok_us;  // --text stages
@@ -121,6 +125,7 @@ usage(void)
     "--timing: after each result print Model Loading Time, TTFT, TPOT and\n"
     "  E2E in microseconds (see the program's header for the format)\n"
     "--stream: print each id as it is generated (same line as without)\n"
+    "--stop-eos: stop at the model's end-of-sequence token (up to N)\n"
     "the model is the AI device's (harness run --model smol|qwen|PATH);\n"
     "  --asset-dir is accepted for the course's command lines\n",
     prog, prog, prog, prog);
@@ -356,7 +361,13 @@ run_request(const uint32 *ids, int n, int predict)
     errmsg("out of memory for a %d-byte result", cap);
     return -1;
   }
-  reqid = ai_submit(ids, n, predict);
+  struct ai_submit_args a;
+  memset(&a, 0, sizeof(a));
+  a.tokens = (uint64)ids;
+  a.ntokens = n;
+  a.npredict = predict;
+  a.flags = stop_eos ? AI_STOP_EOS : 0;
+  reqid = ai_submitx(&a);
   if(reqid < 0){
     errmsg("ai_submit failed: %s", ai_strerror(ai_lasterr()));
     free(out);
@@ -552,6 +563,8 @@ main(int argc, char *argv[])
       timing = 1;
     } else if(strcmp(a, "--stream") == 0){
       stream = 1;
+    } else if(strcmp(a, "--stop-eos") == 0){
+      stop_eos = 1;
     } else if(strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0){
       usage();
       exit(0);

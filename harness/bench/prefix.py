@@ -11,8 +11,9 @@ by accident. Parts, repeated --reps times (interleaved rounds, medians reported)
     shared prefix   a base prompt of --prompt-len tokens goes to the cache-on engine (not
                     timed), then a prompt sharing its first 0, 25, 50, 75 or 100 % (the rest
                     new) is timed on both engines: TTFT against the shared fraction, with
-                    the tokens the cache actually gave (whole blocks only; a hybrid model
-                    resumes only where a recurrent-state snapshot was taken)
+                    the tokens the cache actually gave (down to the token, at most prompt_n
+                    - 1; a hybrid model resumes only where a recurrent-state snapshot was
+                    taken)
     cold / warm     a new prompt at each of --lengths tokens: off, then cold on the cache-on
                     engine (a miss: it pays for filling the cache), then the same prompt
                     again, warm (a hit); and through the guest (the AI service path, served by
@@ -350,9 +351,11 @@ def markdown(rep: PrefixReport, plot: Path | None = None, heading: str = "##") -
     for m in doc["models"].values():
         lab = m["label"] + (": timings real, tokens meaningless" if m["synthetic"] else "")
         L += [f"**{lab}**", ""]
-        L += [f"Shared prefix ({o.prompt_len}-token prompts; the cache reuses whole blocks"
-              + (", and this hybrid model resumes only at a block where its recurrent state "
-                 "was snapshotted" if m["recurrent"] else "") + "):", "",
+        L += [f"Shared prefix ({o.prompt_len}-token prompts; the cache reuses the shared "
+              "tokens, at most prompt_n - 1"
+              + (", and this hybrid model resumes only where its recurrent state was "
+                 "snapshotted: a block's end, a cached prompt's prompt_n - 1"
+                 if m["recurrent"] else "") + "):", "",
               "| shared | shared tokens | from the cache | TTFT cache on | TTFT cache off | "
               "on / off | on / on at 0 % |", "|---|---|---|---|---|---|---|"]
         for r in m["shared"]:
