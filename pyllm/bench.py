@@ -189,18 +189,19 @@ class Samples:
 def prompt_ids(n: int, vocab: int = 49152) -> list[int]:
     """A fixed, ordinary-looking prompt: ids of common tokens, the same for every engine."""
     rng = np.random.default_rng(n)
-    return [int(x) for x in rng.integers(200, min(vocab, 20000), n)]
+    return [int(x) for x in rng.integers(min(200, vocab // 2), min(vocab, 20000), n)]
 
 
-def measure(a: Adapter, s: Samples, lens: list[int], gen: int, cap_s: float) -> None:
+def measure(a: Adapter, s: Samples, lens: list[int], gen: int, cap_s: float,
+            vocab: int) -> None:
     a.activate()
     for n in lens:
-        ids = prompt_ids(n)
+        ids = prompt_ids(n, vocab)
         a.prefill(ids[: max(1, n // 2)])  # warm-up of this shape
         t = time.perf_counter()
         a.prefill(ids)
         s.add(f"ttft{n}_ms", (time.perf_counter() - t) * 1e3)
-    tok = a.prefill(prompt_ids(TPOT_PROMPT))
+    tok = a.prefill(prompt_ids(TPOT_PROMPT, vocab))
     steps: list[float] = []
     t_end = time.perf_counter() + cap_s
     for _ in range(gen):
@@ -217,12 +218,13 @@ def measure_engine(model: Any, s: Samples, lens: list[int], gen: int) -> None:
     """TTFT/TPOT through pyllm.Engine (scheduler thread and token streaming)."""
     from pyllm.engine import Engine
 
+    vocab = model.info.vocab_size
     with Engine(model, kv_cache=0) as eng:  # TTFT of a prefill, not of a prefix-cache hit
-        eng.run(prompt_ids(TPOT_PROMPT), max_new_tokens=4, stop_ids=())
+        eng.run(prompt_ids(TPOT_PROMPT, vocab), max_new_tokens=4, stop_ids=())
         for n in lens:
-            req = eng.run(prompt_ids(n), max_new_tokens=1, stop_ids=())
+            req = eng.run(prompt_ids(n, vocab), max_new_tokens=1, stop_ids=())
             s.add(f"ttft{n}_ms", req.timings.ttft_s * 1e3)
-        req = eng.run(prompt_ids(TPOT_PROMPT), max_new_tokens=gen + 1, stop_ids=())
+        req = eng.run(prompt_ids(TPOT_PROMPT, vocab), max_new_tokens=gen + 1, stop_ids=())
     s.add("tpot_ms", req.timings.tpot_s * 1e3)
 
 
@@ -280,8 +282,8 @@ class Spinner:
 
 
 def run_bench(model: str, threads: int, rounds: int, lens: list[int], gen: int,
-              engines: list[Adapter], busy: bool,
-              progress: Callable[[str], None]) -> dict[str, dict[str, Samples]]:
+              engines: list[Adapter], busy: bool, progress: Callable[[str], None],
+              vocab: int = 49152) -> dict[str, dict[str, Samples]]:
     """{condition: {engine: Samples}} for condition in idle (and busy)."""
     results: dict[str, dict[str, Samples]] = {}
     conditions = ["idle", "busy"] if busy else ["idle"]
@@ -299,7 +301,7 @@ def run_bench(model: str, threads: int, rounds: int, lens: list[int], gen: int,
                     progress(f"{cond} round {r + 1}/{rounds}: {a.name}")
                     res[a.name].add("load_s", a.load())
                     measure(a, res[a.name], lens, gen, BUSY_TIME_CAP_S if cond == "busy"
-                            else 120.0)
+                            else 120.0, vocab)
                     if a.name == "pyllm-c":
                         measure_engine(a.model, res["pyllm-engine"], lens, gen)
         finally:
@@ -343,6 +345,8 @@ def report(results: dict[str, dict[str, Samples]], lens: list[int], header: list
     if "busy" in results:
         lines.append("")
         for c in cols:
+            if c not in results["idle"] or c not in results["busy"]:
+                continue  # not measured (--no-numpy, --no-llamacpp, llama.cpp missing)
             i, b = results["idle"][c].median("tpot_ms"), results["busy"][c].median("tpot_ms")
             if i == i and b == b:
                 steps = results["busy"][c].values.get("tpot_steps")
@@ -409,7 +413,7 @@ def engine(model: str, threads: int, rounds: int, ttft_lens: str, gen: int, busy
     for line in header:
         click.echo(line, err=True)
     results = run_bench(model, threads, rounds, lens, gen, engines, busy,
-                        lambda m: click.echo(f"  ... {m}", err=True))
+                        lambda m: click.echo(f"  ... {m}", err=True), info.vocab_size)
     click.echo(report(results, lens, header))
     if json_path:
         doc = {"model": info.as_dict(), "threads": threads, "rounds": rounds, "ttft_lens": lens,
