@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from pyllm_util import ROOT, smol, smol_path
@@ -152,7 +153,15 @@ def test_tokenize_detokenize(server: ServerProcess) -> None:
     assert r["tokens"] == tok.encode(text) and r["count"] == len(r["tokens"])
     assert r["max_model_len"] == smol().info.max_context
     back = httpx.post(f"{server.root}/detokenize", json={"model": "smol", "tokens": r["tokens"]})
-    assert back.json() == {"prompt": text}
+    assert back.json() == {"prompt": text, "content": text}  # vLLM's key and llama.cpp's
+    # llama.cpp server's request: `content`, `with_pieces`
+    r2 = httpx.post(f"{server.root}/tokenize", json={"content": text, "with_pieces": True,
+                                                      "add_special": True}).json()
+    assert [t["id"] for t in r2["tokens"]] == r["tokens"]
+    assert [t["piece"] for t in r2["tokens"]] == [tok.decode([i]) for i in r["tokens"]]
+    info = httpx.get(f"{server.root}/tokenizer_info").json()  # lm-eval's remote tokenizer
+    assert info["eos_token"] == "<|im_end|>" and "{% for message in messages %}" in \
+        info["chat_template"] and info["model_max_length"] == smol().info.max_context
     msgs = [{"role": "user", "content": "Hi"}]
     r = httpx.post(f"{server.root}/tokenize", json={"model": "smol", "messages": msgs}).json()
     assert r["tokens"] == tok.encode_chat(msgs)
@@ -309,6 +318,86 @@ def test_seeded_sampling_equals_local_engine(client: Any, engine: Any) -> None:
         assert r.choices[0].model_extra["token_ids"] == want
 
 
+# ---------------------------------------------------------------- what evaluation clients use
+def test_echo_logprobs_equal_the_local_model(client: Any, engine: Any) -> None:
+    """lm-evaluation-harness's loglikelihood request (echo, logprobs=1, max_tokens=1): each
+    prompt token's logprob is log_softmax of the model's logits after the tokens before it
+    (a separate prefill of that prefix here), the generated one's too; max_tokens=0 scores the
+    prompt alone."""
+    from pyllm.logprobs import log_softmax
+
+    model = smol()
+    ids = model.tokenizer.encode(PROMPTS[0] + " Paris, a city")
+    raw = client.completions.with_raw_response.create(model="smol", prompt=ids, max_tokens=1,
+                                                      temperature=0, echo=True, logprobs=1)
+    body = raw_json(raw)
+    # (not Completion.model_validate: the openai types declare floats, but the API, like vLLM,
+    # gives null for the echoed first token, which nothing predicts; the client itself reads it)
+    lp = client.completions.create(model="smol", prompt=ids, max_tokens=1, temperature=0,
+                                   echo=True, logprobs=1).choices[0].logprobs
+    assert body["choices"][0]["logprobs"]["token_logprobs"] == lp.token_logprobs
+    assert len(lp.tokens) == len(ids) + 1 and lp.token_logprobs[0] is None
+    assert lp.top_logprobs[0] is None and body["choices"][0]["text"].startswith(PROMPTS[0])
+    assert lp.tokens[:len(ids)] == [model.tokenizer.decode([i]) for i in ids]
+    gen = local_greedy(engine, ids, 1)[0]
+    for i, target in enumerate([*ids[1:], gen], start=1):
+        want = log_softmax(model.prefill(ids[:i], model.new_state(i + 1)))
+        assert abs(lp.token_logprobs[i] - want[target]) < 0.05, i
+        top_text = model.tokenizer.decode([int(np.argmax(want))])
+        assert top_text in lp.top_logprobs[i]  # the most likely token, and the token itself
+        assert max(lp.top_logprobs[i].values()) >= lp.token_logprobs[i]
+    assert lp.text_offset == sorted(lp.text_offset) and lp.text_offset[0] == 0
+    only = client.completions.create(model="smol", prompt=ids, max_tokens=0, echo=True,
+                                     logprobs=0)
+    assert only.choices[0].logprobs.token_logprobs == lp.token_logprobs[:len(ids)]
+    assert only.usage.completion_tokens == 0
+
+
+def test_n_choices_and_several_prompts(client: Any, engine: Any) -> None:
+    """Two prompts x n=2: four choices, index = prompt * n + sample; greedy samples equal
+    the local engine's ids, seeded ones its ids with seed + sample."""
+    tok = smol().tokenizer
+    prompts = [tok.encode(PROMPTS[0]), tok.encode(PROMPTS[3])]
+    r = client.completions.create(model="smol", prompt=prompts, n=2, max_tokens=6,
+                                  temperature=0, extra_body={"return_token_ids": True})
+    assert [c.index for c in r.choices] == [0, 1, 2, 3]
+    for c in r.choices:
+        assert c.model_extra["token_ids"] == local_greedy(engine, prompts[c.index // 2], 6)
+        assert c.model_extra["prompt_token_ids"] == prompts[c.index // 2]
+    assert r.usage.prompt_tokens == sum(map(len, prompts))
+    r = client.completions.create(model="smol", prompt=prompts[1], n=3, max_tokens=8,
+                                  temperature=1.0, seed=21,
+                                  extra_body={"return_token_ids": True, "ignore_eos": True})
+    got = [c.model_extra["token_ids"] for c in r.choices]
+    assert got == [engine.run(prompts[1], max_new_tokens=8, temperature=1.0, seed=21 + j,
+                              stop_ids=()).tokens for j in range(3)]
+    stream = client.completions.create(model="smol", prompt=prompts[0], n=2, max_tokens=5,
+                                       temperature=0, stream=True, echo=True, logprobs=1)
+    text = ["", ""]
+    finish = [None, None]
+    for chunk in stream:
+        for c in chunk.choices:
+            text[c.index] += c.text
+            finish[c.index] = c.finish_reason or finish[c.index]
+    want = PROMPTS[0] + tok.decode(local_greedy(engine, prompts[0], 5), skip_special=True)
+    assert text == [want, want] and finish == ["length", "length"]
+
+
+def test_chat_top_logprobs(client: Any, engine: Any) -> None:
+    msgs = [{"role": "user", "content": "Say hello."}]
+    raw = client.chat.completions.with_raw_response.create(
+        model="smol", messages=msgs, max_tokens=5, temperature=0, logprobs=True,
+        top_logprobs=3, n=2)
+    resp = ChatCompletion.model_validate(raw_json(raw))
+    want = local_greedy(engine, smol().tokenizer.encode_chat(msgs), 5)
+    for choice in resp.choices:
+        content = choice.logprobs.content
+        assert len(content) == len(want)
+        for t in content:
+            assert len(t.top_logprobs) == 3 and t.top_logprobs[0].logprob == t.logprob  # greedy
+            assert bytes(t.bytes) == t.token.encode()
+
+
 # ---------------------------------------------------------------- chat
 def test_chat(client: Any, engine: Any) -> None:
     msgs = [{"role": "system", "content": "You are brief."},
@@ -363,8 +452,9 @@ def test_errors(server: ServerProcess, client: Any) -> None:
     with pytest.raises(openai.BadRequestError) as long:
         client.completions.create(model="smol", prompt=[1] * (ctx - 4), max_tokens=16)
     assert "context" in long.value.message
-    for bad_params in ({"temperature": -1}, {"top_p": 0}, {"n": 2}, {"max_tokens": 0},
-                       {"prompt": []}, {"prompt": ["a", "b"]}, {"prompt": 5}):
+    for bad_params in ({"temperature": -1}, {"top_p": 0}, {"n": 0}, {"n": 17},
+                       {"max_tokens": 0}, {"prompt": []}, {"prompt": ["a", ""]}, {"prompt": 5},
+                       {"logprobs": 21}, {"logprobs": -1}, {"prompt": [[1, 2], [1, 10 ** 6]]}):
         r = httpx.post(f"{server.url}/completions",
                        json={"model": "smol", "prompt": "hi", "max_tokens": 2} | bad_params)
         assert r.status_code == 400, (bad_params, r.text)
@@ -375,6 +465,18 @@ def test_errors(server: ServerProcess, client: Any) -> None:
     r = httpx.post(f"{server.url}/chat/completions", json={
         "model": "smol", "messages": [{"role": "wizard", "content": "hi"}]})
     assert r.status_code == 400
+    r = httpx.post(f"{server.url}/chat/completions", json={
+        "model": "smol", "messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2})
+    assert r.status_code == 400 and "needs logprobs" in r.json()["error"]["message"]
+    # what starlette refuses before our code runs comes in the same shape (not {"detail"})
+    for method, url, body in (("POST", f"{server.url}/completions", b"\xff\xfe{}"),
+                              ("POST", f"{server.url}/completions", b"{bad json"),
+                              ("GET", f"{server.root}/nope", b""),
+                              ("GET", f"{server.url}/completions", b"")):
+        r = httpx.request(method, url, content=body, headers={"content-type": "application/json"})
+        assert r.status_code in (400, 404, 405), (url, r.status_code)
+        err = r.json()["error"]
+        assert set(err) == {"message", "type", "param", "code"} and err["message"], r.text
     # the server is unharmed
     assert client.completions.create(model="smol", prompt="hi", max_tokens=2).choices[0].text
 

@@ -3,41 +3,43 @@
     GET  /v1/models              the served model (with max_model_len)
     POST /v1/completions         text or token-id prompt -> text (and ids: return_token_ids)
     POST /v1/chat/completions    messages through the model's chat template -> a reply
-    POST /tokenize, /detokenize  the model's tokenizer (vLLM's endpoints)
+    POST /tokenize, /detokenize  the model's tokenizer (vLLM's endpoints; llama.cpp server's
+                                 `content` and `with_pieces` too)
+    GET  /tokenizer_info         vLLM's: eos/bos tokens, chat template (lm-evaluation-harness)
     GET  /health                 200 while the engine runs
     GET  /metrics                Prometheus text (harness/serve/metrics.py)
 
 `--api-key KEY` guards the /v1 routes (401 without `Authorization: Bearer KEY`).
 `stream: true` answers with server-sent events (harness/serve/sse.py), one chunk per token, or
 per run of tokens that arrived while the last chunk was sent (a busy server sends fewer). A
-client that goes away (closes the connection or the stream) cancels its engine request at once,
-streaming or not.
+client that goes away (closes the connection or the stream) cancels its engine requests at once,
+streaming or not. Several prompts and `n` > 1 are one engine request per choice
+(harness/serve/answer.py); `logprobs` (with `echo`, the prompt's) and chat's `top_logprobs`
+come from the engine (GenParams.logprobs, prompt_logprobs).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
 
-from harness.serve import errors, sse
-from harness.serve.bridge import Bridge, Generation
+from harness.serve import errors
+from harness.serve.answer import answer
+from harness.serve.bridge import Bridge
 from harness.serve.errors import ApiError
-from harness.serve.generate import Output
 from harness.serve.metrics import CONTENT_TYPE
 from harness.serve.responses import Shape, model_card
 from harness.serve.schemas import (
     ChatRequest,
     CompletionRequest,
     DetokenizeRequest,
-    Sampling,
     TokenizeRequest,
     chat_turns,
 )
@@ -70,9 +72,20 @@ def create_app(bridge: Bridge, api_key: str | None = None) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def invalid(_req: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
+        if first.get("type") == "json_invalid":  # loc is ("body", character offset)
+            at = first.get("loc", ("", "?"))[-1]
+            why = (first.get("ctx") or {}).get("error", "")
+            return errors.bad_request(f"the request body is not valid JSON (at character "
+                                      f"{at}{': ' + why if why else ''})").response()
         where = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
         msg = f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request"
         return errors.bad_request(msg, where).response()
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_req: Request, exc: HTTPException) -> JSONResponse:
+        """Starlette's own refusals (a body that is not UTF-8 JSON, an unknown route or
+        method) in the OpenAI error shape every other bad request gets."""
+        return errors.from_http(exc.status_code, str(exc.detail), exc.headers).response()
 
     @app.get("/health")
     async def health() -> Response:
@@ -90,11 +103,12 @@ def create_app(bridge: Bridge, api_key: str | None = None) -> FastAPI:
     async def completions(body: CompletionRequest, request: Request) -> Response:
         bridge.check_model(body.model)
         body.check()
-        prompt = body.single_prompt()
-        ids = _encode(bridge, prompt) if isinstance(prompt, str) else list(prompt)
+        prompts = body.prompts()
+        ids = [_encode(bridge, p) if isinstance(p, str) else list(p) for p in prompts]
         max_new = body.max_tokens or DEFAULT_COMPLETION_TOKENS
-        return await _answer(bridge, request, body, Shape("completion", bridge.name, ids,
-                                                          body.return_token_ids), max_new)
+        shape = Shape("completion", bridge.name, ids, body.return_token_ids, n=body.n)
+        return await answer(bridge, request, body, shape, max_new,
+                            [p if isinstance(p, str) else None for p in prompts])
 
     @app.post("/v1/chat/completions", dependencies=v1)
     async def chat(body: ChatRequest, request: Request) -> Response:
@@ -102,27 +116,50 @@ def create_app(bridge: Bridge, api_key: str | None = None) -> FastAPI:
         body.check()
         ids = _tokenizer_call(lambda: bridge.tokenizer.encode_chat(body.turns()))
         max_new = body.max_tokens or max(1, bridge.max_model_len - len(ids))  # vLLM: the rest
-        return await _answer(bridge, request, body, Shape("chat", bridge.name, ids,
-                                                          body.return_token_ids), max_new)
+        shape = Shape("chat", bridge.name, [ids], body.return_token_ids, n=body.n)
+        return await answer(bridge, request, body, shape, max_new)
 
     @app.post("/tokenize")
     async def tokenize(body: TokenizeRequest) -> dict[str, Any]:
         bridge.check_model(body.model)
-        if (body.prompt is None) == (body.messages is None):
-            raise errors.bad_request("give either prompt or messages", "prompt")
+        if (body.text is None) == (body.messages is None):
+            raise errors.bad_request("give either prompt (or content) or messages", "prompt")
         if body.messages is not None:
             turns = chat_turns(body.messages)
             ids = _tokenizer_call(
                 lambda: bridge.tokenizer.encode_chat(turns, body.add_generation_prompt))
         else:
-            ids = _encode(bridge, body.prompt or "")
-        return {"tokens": ids, "count": len(ids), "max_model_len": bridge.max_model_len}
+            ids = _encode(bridge, body.text or "")
+        tok = bridge.tokenizer
+        tokens: list[Any] = [{"id": i, "piece": tok.decode([i])} for i in ids] \
+            if body.with_pieces else ids
+        return {"tokens": tokens, "count": len(ids), "max_model_len": bridge.max_model_len}
 
     @app.post("/detokenize")
     async def detokenize(body: DetokenizeRequest) -> dict[str, Any]:
         bridge.check_model(body.model)
         ids = _tokenizer_call(lambda: bridge.tokenizer.check_ids(body.tokens))
-        return {"prompt": bridge.tokenizer.decode(ids)}
+        text = bridge.tokenizer.decode(ids)
+        return {"prompt": text, "content": text}
+
+    @app.get("/tokenizer_info")
+    async def tokenizer_info() -> dict[str, Any]:
+        """vLLM's: what a client needs to tokenize as the server does (lm-evaluation-harness
+        reads eos_token, and chat_template for --apply_chat_template)."""
+        tok = bridge.tokenizer
+
+        def text(i: int | None) -> str | None:
+            return tok.decode([i]) if i is not None else None
+
+        info: dict[str, Any] = {
+            "tokenizer_class": type(tok).__name__, "model_max_length": bridge.max_model_len,
+            "vocab_size": tok.vocab_size, "eos_token": text(next(iter(tok.eos_ids), None)),
+            "bos_token": text(tok.bos_id), "pad_token": None, "add_bos_token": False,
+            "add_eos_token": False}
+        template = getattr(tok, "chat_template", None)
+        if template:
+            info["chat_template"] = template
+        return info
 
     return app
 
@@ -137,71 +174,3 @@ def _tokenizer_call(fn: Callable[[], T]) -> T:
 
 def _encode(bridge: Bridge, text: str) -> list[int]:
     return _tokenizer_call(lambda: bridge.tokenizer.encode(text))
-
-
-async def _answer(bridge: Bridge, request: Request, body: Sampling, shape: Shape,
-                  max_new: int) -> Response:
-    """Submit the request, then stream it or collect the whole answer."""
-    params = body.gen_params(max_new, bridge.eos_ids)
-    gen = bridge.start(shape.prompt_ids, params)
-    out = Output(bridge.tokenizer, max_tokens=max_new, stop_ids=params.stop_ids or (),
-                 stop_strings=body.stop_strings)
-    if body.stream:
-        return StreamingResponse(_stream(request, gen, out, shape, body.include_usage),
-                                 media_type=sse.MEDIA_TYPE)
-    async with _cancel_on_disconnect(request, gen):
-        async for ev in gen:
-            out.push(ev.token)
-            if out.finish is not None:
-                break
-        out.end()
-    gen.finish(out.finish or "length")  # a stop string ends it before the engine knows
-    return JSONResponse(shape.response(out.all_text, out.ids, out.finish or "length"))
-
-
-async def _stream(request: Request, gen: Generation, out: Output, shape: Shape,
-                  include_usage: bool) -> AsyncIterator[str]:
-    """The chunks of one streamed answer; the engine request is cancelled however it ends."""
-    try:
-        async with _cancel_on_disconnect(request, gen):
-            if shape.kind == "chat":  # the role comes first, before any token
-                yield sse.event(shape.chunk("", [], None))
-            async for batch in gen.batches():  # one chunk for the ids that came meanwhile
-                text, ids = "", []
-                for ev in batch:
-                    text += out.push(ev.token)
-                    ids.append(ev.token)
-                    if out.finish is not None:
-                        break
-                if out.finish is not None:
-                    gen.finish(out.finish)
-                yield sse.event(shape.chunk(text, ids, out.finish))
-                if out.finish is not None:
-                    break
-            if out.finish is None:  # the engine ended it without a finish (cancelled)
-                yield sse.event(shape.chunk(out.end(), [], out.finish))
-        if include_usage:
-            yield sse.event(shape.usage_chunk(len(out.ids)))
-        yield sse.DONE
-    except ApiError as exc:  # the engine failed mid-stream: say so in the stream
-        yield sse.event(exc.body())
-        yield sse.DONE
-    finally:
-        gen.cancel()
-
-
-@contextlib.asynccontextmanager
-async def _cancel_on_disconnect(request: Request, gen: Generation) -> AsyncIterator[None]:
-    """While the body runs, a task waits for the client's disconnect and cancels `gen`."""
-
-    async def watch() -> None:
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
-        gen.cancel()
-
-    task = asyncio.create_task(watch())
-    try:
-        yield
-    finally:
-        task.cancel()
-

@@ -113,16 +113,28 @@ class Bridge:
     def start(self, ids: Sequence[int], params: GenParams) -> Generation:
         """Submit to the engine: 429 when the waiting queue is full, 400 for a bad prompt or
         parameters (nothing is queued then)."""
+        return self.start_many([(ids, params)])[0]
+
+    def start_many(self, items: Sequence[tuple[Sequence[int], GenParams]]) -> list[Generation]:
+        """Submit all of `items` (one HTTP request's choices) or none: 429 unless the waiting
+        queue has room for all, 400 for a bad prompt or parameters (those submitted before
+        it are cancelled)."""
         running, waiting = self.lm.engine.queue_depth
-        waiting_after = running + waiting + 1 - self.lm.engine.max_batch
+        waiting_after = running + waiting + len(items) - self.lm.engine.max_batch
         if waiting_after > self.max_waiting:
             raise errors.queue_full(max(waiting, 0), retry_after_s=1)
+        gens: list[Generation] = []
         try:
-            return Generation(self.lm, ids, params, self.metrics)
-        except EngineClosedError as exc:
-            raise errors.engine_failed(exc) from None
-        except PyllmError as exc:
-            raise errors.bad_request(str(exc), "prompt") from None
+            for ids, params in items:
+                gens.append(Generation(self.lm, ids, params, self.metrics))
+        except (EngineClosedError, PyllmError) as exc:
+            for g in gens:
+                g.cancel()
+            if isinstance(exc, EngineClosedError):
+                raise errors.engine_failed(exc) from None
+            where = f"choice {len(gens)}: " if len(items) > 1 else ""
+            raise errors.bad_request(f"{where}{exc}", "prompt") from None
+        return gens
 
     def stop(self) -> None:
         """End every request in flight (their clients get 503) and refuse new ones: a

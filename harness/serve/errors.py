@@ -37,6 +37,23 @@ def bad_request(message: str, param: str | None = None) -> ApiError:
     return ApiError(400, message, param=param)
 
 
+HTTP_MESSAGES = {  # starlette's texts -> ours
+    "There was an error parsing the body": "the request body could not be read as JSON (is it "
+                                           "UTF-8?)",
+    "Not Found": "no such route (the API is under /v1: /v1/completions, /v1/chat/completions, "
+                 "/v1/models; and /tokenize, /detokenize, /tokenizer_info, /health, /metrics)",
+    "Method Not Allowed": "this route does not take that HTTP method",
+}
+
+
+def from_http(status: int, detail: str, headers: dict[str, str] | None = None) -> ApiError:
+    """An HTTP error raised outside our routes' code, as an OpenAI error."""
+    return ApiError(status, HTTP_MESSAGES.get(detail, detail),
+                    type_="invalid_request_error" if status < 500 else "server_error",
+                    code={404: "not_found", 405: "method_not_allowed"}.get(status),
+                    headers=dict(headers or {}))
+
+
 def unknown_model(name: str, served: str) -> ApiError:
     return ApiError(404, f"the model '{name}' does not exist (this server serves '{served}')",
                     param="model", code="model_not_found")

@@ -32,6 +32,8 @@ class BPETokenizer(Tokenizer):
         self.special_tokens = special
         self.bos_id, self.eos_ids = bos_id, eos_ids
         self.default_system = default_system
+        self.chat_template: str | None = None  # the file's Jinja template (for clients that
+        # render it themselves: `harness serve`'s /tokenizer_info); render_chat is ChatML
         self._plain: Any = None
 
     @classmethod
@@ -61,8 +63,10 @@ class BPETokenizer(Tokenizer):
         eos = meta.get("tokenizer.ggml.eos_token_id")
         template = str(meta.get("tokenizer.chat_template", ""))
         m = re.search(r"<\|im_start\|>system\n(.*?)<\|im_end\|>", template)
-        return cls(hf, special, int(bos) if bos is not None else None,
-                   (int(eos),) if eos is not None else (), m.group(1) if m else None)
+        tok = cls(hf, special, int(bos) if bos is not None else None,
+                  (int(eos),) if eos is not None else (), m.group(1) if m else None)
+        tok.chat_template = template or None
+        return tok
 
     @classmethod
     def from_json(cls, path: Path, eos: str = "<|im_end|>", bos: str = "<|im_start|>"
