@@ -44,6 +44,14 @@ $(SETUP_STAMP): pyproject.toml $(wildcard setup.py)
 	$(PY) -m harness models fetch smol
 	@touch $@
 
+# The test extra (lm-evaluation-harness for `harness bench eval` and its test): installed for
+# `make test` only, from pyproject's `eval` extra (one list of what it needs, no second
+# editable install).
+EVAL_STAMP := $(BUILD)/.eval-stamp
+$(EVAL_STAMP): pyproject.toml | $(SETUP_STAMP)
+	$(PY) -m pip install -q $$($(PY) -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['eval']))")
+	@touch $@
+
 # ---------------------------------------------------------------- build
 include kernel_c/kernel.mk
 include user_c/user.mk
@@ -76,7 +84,7 @@ QWEN_SYNTH := models/qwen3.5-0.8b-synthetic/SYNTHETIC
 $(QWEN_SYNTH): | $(SETUP_STAMP)
 	$(PY) -m harness models synth qwen
 
-test: setup build $(NATIVE) $(QWEN_SYNTH)
+test: setup build $(NATIVE) $(QWEN_SYNTH) $(EVAL_STAMP)
 	$(PY) -m pytest -q
 
 test-quick: build

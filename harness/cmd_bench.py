@@ -18,6 +18,7 @@ from harness.launch import DEFAULT_FS, DEFAULT_KERNEL
 
 BENCH_COMMANDS: dict[str, str] = {
     "engine": "pyllm.bench:engine",
+    "eval": "harness.bench.evalmc:evalmc",
     "monitor": "harness.bench.monitor:monitor",
     "remote": "harness.bench.remote:remote",
 }

@@ -21,6 +21,11 @@ import click
 @click.option("--kv-cache", "kv_cache", metavar="SIZE",
               help="The engine's prefix cache (256M, 1G; 0 = off). Default: PYLLM_KV_CACHE, "
                    "else 256 MiB.")
+@click.option("--backend", type=click.Choice(["auto", "c", "numpy-f32", "numpy-q8"]),
+              default="auto", show_default=True,
+              help="The engine's kernels: c = int8 weights and activations on the C kernels "
+                   "(auto, when they are built), numpy-f32 = the exact float32 path (slow; "
+                   "for comparing answers), numpy-q8 = the int8 path in numpy.")
 @click.option("--api-key", envvar="HARNESS_SERVE_API_KEY", metavar="KEY",
               help="Clients must send `Authorization: Bearer KEY` (the openai client's "
                    "api_key) to the /v1 routes. Also from HARNESS_SERVE_API_KEY.")
@@ -28,7 +33,7 @@ import click
               default="warning", show_default=True, help="uvicorn's log level (info: one line "
                                                          "per request).")
 def serve(model: str, host: str, port: int, max_waiting: int, kv_cache: str | None,
-          api_key: str | None, log_level: str) -> None:
+          backend: str, api_key: str | None, log_level: str) -> None:
     """Serve a model over HTTP with vLLM's OpenAI-compatible API.
 
     \b
@@ -37,8 +42,11 @@ def serve(model: str, host: str, port: int, max_waiting: int, kv_cache: str | No
          -d '{"model": "smol", "prompt": "The capital of France is", "max_tokens": 8}'
 
     Endpoints: /v1/models, /v1/completions, /v1/chat/completions (stream, token-id prompts,
-    return_token_ids), /tokenize, /detokenize, /health, /metrics (Prometheus, vLLM's
-    names). Once the model is loaded one line says where it is served:
+    several prompts, n, logprobs with echo, top_logprobs, return_token_ids), /tokenize,
+    /detokenize, /tokenizer_info, /health, /metrics (Prometheus, vLLM's names).
+    lm-evaluation-harness: --model local-completions --model_args
+    base_url=http://HOST:PORT/v1/completions,model=NAME,tokenizer_backend=remote
+    (`harness bench eval` runs it). Once the model is loaded one line says where it is served:
     `serving NAME at http://HOST:PORT/v1`. Ctrl-C stops it.
     """
     import uvicorn
@@ -58,7 +66,8 @@ def serve(model: str, host: str, port: int, max_waiting: int, kv_cache: str | No
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
     try:
-        lm = LoadedModel.load(model, kv_cache=cache)
+        lm = LoadedModel.load(model, kv_cache=cache,
+                              **({} if backend == "auto" else {"backend": backend}))
     except PyllmError as exc:
         sock.close()
         raise click.ClickException(str(exc)) from None
