@@ -142,6 +142,8 @@ class PrefixCache:
         self.blocks: collections.OrderedDict[bytes, Block] = collections.OrderedDict()  # LRU first
         self.roots: set[bytes] = set()  # keys of the entries under ROOT
         self.used = 0  # bytes held
+        self.tails = 0  # tail entries held (status() reads it from other threads: a count,
+        # not a walk of the table the scheduler thread is changing)
         self.stats = CacheStats()
 
     @property
@@ -354,6 +356,7 @@ class PrefixCache:
         self.blocks[key] = blk
         self.children(parent).add(key)
         self.used += blk.nbytes
+        self.tails += len(blk.ids) < self.block
         self.stats.entries_saved += 1
         return True
 
@@ -383,6 +386,7 @@ class PrefixCache:
     def _evict(self, key: bytes, counted: bool = True) -> None:
         blk = self.blocks.pop(key)
         self.used -= blk.nbytes
+        self.tails -= len(blk.ids) < self.block
         if counted:
             self.stats.evictions += 1
         for child in list(blk.children):
@@ -396,15 +400,15 @@ class PrefixCache:
     def clear(self) -> None:
         self.blocks.clear()
         self.roots.clear()
-        self.used = 0
+        self.used = self.tails = 0
 
     def status(self) -> dict[str, Any]:
-        """The counters and sizes (the device and `aitest --cacheprobe` show these)."""
+        """The counters and sizes (the device and `aitest --cacheprobe` show these; any
+        thread may call it)."""
         st = self.stats
-        tails = sum(len(blk.ids) < self.block for blk in self.blocks.values())
         return {"valid": int(bool(self.blocks)), "prefix_len": st.last_prefix_len,
                 "hits": st.hits, "misses": st.misses, "restores": st.restores,
                 "saves": st.saves, "bypasses": st.bypasses, "evictions": st.evictions,
                 "entries_saved": st.entries_saved, "tokens_reused": st.tokens_reused,
-                "blocks": len(self.blocks), "tails": tails, "bytes": self.used,
+                "blocks": len(self.blocks), "tails": self.tails, "bytes": self.used,
                 "budget": self.budget, "block": self.block}

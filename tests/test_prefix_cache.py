@@ -127,6 +127,7 @@ def test_kv_tails_give_way_to_entries_that_extend_them() -> None:
     assert [len(c.blocks[k].ids) for k in c.children(k0)] == [4]
     assert c.stats.evictions == 0 and c.stats.entries_saved == 4
     assert c.used == sum(b.nbytes for b in c.blocks.values())
+    assert c.status()["tails"] == sum(len(b.ids) < 4 for b in c.blocks.values()) == 0
 
 
 def test_hybrid_resumes_only_at_a_snapshot() -> None:

@@ -159,7 +159,8 @@ def first_character(lm: Any, reps: int = 5, kernel: Path | None = None,
         return statistics.median(fn(t) for t in ts) / 1e3
 
     info = lm.model.info
-    return FirstChar(lm.spec, info.synthetic, len(ts), int(ts[0]["prompt"]),
+    name = f"{lm.spec} (synthetic weights)" if info.synthetic else lm.spec  # costs' key
+    return FirstChar(name, info.synthetic, len(ts), int(ts[0]["prompt"]),
                      med(lambda t: t["shown"] - t["tokenize"]),
                      med(lambda t: t["tokenized"] - t["tokenize"]),
                      med(lambda t: t["submit"] - t["tokenized"]),
