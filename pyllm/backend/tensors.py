@@ -84,10 +84,14 @@ class Embedding:
 
     def c_table(self, native: tuple[str, ...]) -> tuple[str, np.ndarray] | None:
         """The whole table for a C forward pass: (its stored type, the stored elements) if the
-        C code reads that type (`native`), else ("F32", the table converted once). None
-        would mean "no whole table: give the rows of each call" (see `call_rows`)."""
+        C code reads that type (`native`), else ("F32", the table converted once) for the
+        float types. None means "no whole table: give the rows of each call" (see
+        `call_rows`): a block type the C code does not read (a Q6_K table of 248k rows
+        would be 1 GB as float32, and its conversion a second of every load)."""
         if self.t.type in native:
             return self.t.type, np.ascontiguousarray(self.t.raw)
+        if self.t.type in BLOCK_BYTES:
+            return None
         return "F32", np.ascontiguousarray(tensor_f32(self.t))
 
 

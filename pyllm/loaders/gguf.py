@@ -41,6 +41,13 @@ GGML_TYPES: dict[int, tuple[str, int, int]] = {
 # types our dequantizers (pyllm/quants.py, kquants.py) and kernels read
 SUPPORTED = ("F32", "F16", "BF16", *BLOCKS)
 
+# general.file_type (llama.cpp's llama_ftype): the type most tensors of a file have
+FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
+              10: "Q2_K", 11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M",
+              16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S",
+              22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL", 26: "IQ3_S", 27: "IQ3_M",
+              28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16"}
+
 # metadata value types: id -> struct format (None: string / array)
 _SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q",
            11: "<q", 12: "<d"}
@@ -227,6 +234,15 @@ def open_gguf(path: str | os.PathLike[str]) -> Checkpoint:
         tensors[name] = TensorRef(name, tname, shape, raw, nbytes)
     ck = Checkpoint(str(path), "gguf", meta, tensors, size, keepalive=[mm])
     return ck
+
+
+def file_type_name(ck: Checkpoint) -> str:
+    """The file's quantization as llama.cpp names it (general.file_type: "Q4_K_M", ...),
+    or "mixed" when the file does not say."""
+    ft = ck.metadata.get("general.file_type")
+    if ft is None:
+        return "mixed"
+    return FILE_TYPES.get(int(ft) & 0x3FF, f"file_type {ft}")  # 1024: "guessed" flag
 
 
 def tensor_array(ck: Checkpoint, name: str, want: tuple[str, ...] = SUPPORTED) -> TensorRef:
