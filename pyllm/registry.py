@@ -75,7 +75,7 @@ ARCHITECTURES: dict[tuple[str, str], str] = {
     ("gguf", "llama"): "pyllm.models.llama:from_gguf",
     ("hf", "qwen3_5"): "pyllm.models.qwen35:from_hf",
     ("hf", "qwen3_5_text"): "pyllm.models.qwen35:from_hf",
-    ("gguf", "qwen35"): "pyllm.models.qwen35:from_gguf",  # refuses with the reason
+    ("gguf", "qwen35"): "pyllm.models.qwen35_gguf:from_gguf",
     ("course", "llama"): "pyllm.models.course:from_course",  # the OS course's int8 assets
     ("course", "qwen3_5"): "pyllm.models.course:from_course",
 }

@@ -114,8 +114,10 @@ def tiny_llama_gguf(path: Path, *, arch: str = "llama", head_type: int = 0,
                     (p + "ffn_gate.weight", 0, (hidden, dim), f32(hidden, dim)),
                     (p + "ffn_up.weight", 0, (hidden, dim), f32(hidden, dim)),
                     (p + "ffn_down.weight", 0, (dim, hidden), f32(dim, hidden))]
-    if head_type == 14:  # Q6_K: 210 bytes per 256 weights
-        tensors.append(("output.weight", 14, (vocab, 256), b"\0" * (vocab * 210)))
+    block = {14: 210, 16: 66}  # bytes per 256 weights: Q6_K, IQ2_XXS (which we do not read)
+    if head_type in block:
+        tensors.append(("output.weight", head_type, (vocab, 256),
+                        b"\0" * (vocab * block[head_type])))
     tokens = [f"<t{i}>" for i in range(vocab)]
     meta = {"general.architecture": arch, f"{arch}.block_count": n_layers,
             f"{arch}.context_length": 256, f"{arch}.embedding_length": dim,

@@ -93,9 +93,9 @@ def test_load_errors_are_one_line(tmp_path: Path) -> None:
     assert read_architecture(gpt) == "gpt2"
     with pytest.raises(UnsupportedArchitectureError, match="gpt2"):
         pyllm.load(str(gpt))
-    q6 = tiny_llama_gguf(tmp_path / "q6.gguf", head_type=14)
-    with pytest.raises(UnsupportedTensorTypeError, match="Q6_K"):
-        pyllm.load(str(q6), backend="numpy-f32")
+    iq2 = tiny_llama_gguf(tmp_path / "iq2.gguf", head_type=16)
+    with pytest.raises(UnsupportedTensorTypeError, match="IQ2_XXS"):
+        pyllm.load(str(iq2), backend="numpy-f32")
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"\x00" * 100)
     with pytest.raises(FormatError):

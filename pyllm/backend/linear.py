@@ -4,8 +4,9 @@ computing the product; which one a model gets is the Ops' choice (ops.py), never
 model's.
 
     DenseLinear       "f32"         exact float32 numpy (x @ W.T)
-    RecordLinear      "q4x16" / "q8x16" / "qmat"
-                                    C: 16-row records (pyllm/kernels/quant.h, rowq8.h) times
+    RecordLinear      "q4x16" / "q8x16" / "q4k16" / "q6k16" / "parts" / "qmat"
+                                    C: 16-row records (pyllm/kernels/quant.h, kquant.h,
+                                    rowq8.h; "parts": rows of several kinds) times
                                     int8 activations per 32 columns; its `.qm` is the
                                     struct pyllm_qmat the C forward passes take
     BlockTwinLinear   "q4_1-numpy" / "q8_0-numpy"
@@ -52,7 +53,8 @@ class RecordLinear:
     group), which is cut off the result. The activation buffers of one token are kept
     (decode calls this ~100 times a token)."""
 
-    FORMATS = {"PYLLM_Q4X16": "q4x16", "PYLLM_Q8X16": "q8x16", "PYLLM_Q8R16": "qmat"}
+    FORMATS = {"PYLLM_Q4X16": "q4x16", "PYLLM_Q8X16": "q8x16", "PYLLM_Q8R16": "qmat",
+               "PYLLM_Q4K16": "q4k16", "PYLLM_Q6K16": "q6k16"}
 
     def __init__(self, data: np.ndarray, rows: int, cols: int, kind: str) -> None:
         from pyllm.kernels.cstructs import QMat
@@ -62,6 +64,21 @@ class RecordLinear:
         self.rows, self.shape = rows, (rows, cols)
         self.qm = QMat(data, rows + (-rows % 16), cols, getattr(self.lib, kind))
         self._one: tuple[Any, np.ndarray, Any, Any] | None = None  # decode buffers
+
+    @classmethod
+    def of_parts(cls, parts: list[RecordLinear], rows: int) -> RecordLinear:
+        """One matrix of the rows of `parts` (each of its own record kind; all but the last
+        whole 16-row groups), run as PYLLM_PARTS: `rows` is the real row count."""
+        from pyllm.kernels.cstructs import QParts
+
+        self = cls.__new__(cls)
+        self.ffi, self.lib = native()
+        self.format = "parts"
+        self.rows, self.shape = rows, (rows, parts[0].shape[1])
+        self.parts = parts
+        self.qm = QParts([p.qm for p in parts])
+        self._one = None
+        return self
 
     @classmethod
     def from_qmat(cls, scale: np.ndarray, q: np.ndarray) -> RecordLinear:
@@ -85,7 +102,7 @@ class RecordLinear:
 
     @property
     def nbytes(self) -> int:
-        return int(self.qm.data.nbytes)
+        return self.qm.nbytes
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         if x.shape[0] != 1:

@@ -7,7 +7,7 @@ model code never branches on a weight format.
     lin = ops.linear("mlp.down", [tensor_ref, ...])   # rows of several tensors fused
     y = lin(x)                        # x (T, K) float32 -> y (T, N) float32
 
-`linear` takes checkpoint tensors of any stored type (F32/F16/BF16, GGUF Q4_1/Q8_0);
+`linear` takes checkpoint tensors of any stored type (F32/F16/BF16, the GGUF block types);
 `qmat_linear` the course's int8 rows. The ops also hold the per-token DeltaNet kernels
 (`conv`, `delta_step`, `delta_chunked`), SwiGLU, the repack cache of the C path, and
 `scope()` for a forward pass. `Ops` (NumpyOps) is the protocol: the other Ops have the
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from pyllm.backend import reference
+from pyllm.backend import records, reference
 from pyllm.backend.linear import (
     BlockTwinLinear,
     DenseLinear,
@@ -132,9 +132,11 @@ class NumpyQ8Ops(NumpyOps):
 
 
 class CKernelOps(NumpyOps):
-    """The fast path ("c"): 16-row int8 records run by the C kernels -- GGUF Q4_1 / Q8_0
-    blocks repacked as stored (Q4X16 / Q8X16), other types quantized at load (Q8X16), the
-    course's int8 rows as Q8R16; records are mapped from the repack cache when it has them.
+    """The fast path ("c"): 16-row records run by the C kernels -- each GGUF type as
+    records.py's table says (Q4_1/Q4_0 -> Q4X16, Q4_K -> Q4K16, Q6_K -> Q6K16, Q8_0 and the
+    exact int8 types -> Q8X16, the rest quantized at load to Q8X16), float rows quantized
+    (Q8X16), the course's int8 rows as Q8R16; records are mapped from the repack cache when
+    it has them.
     C conv, SwiGLU and DeltaNet steps. Threads: the pool of pyllm/kernels/pool.c."""
 
     weight_format = "q8x16"
@@ -161,50 +163,43 @@ class CKernelOps(NumpyOps):
         return self.cache.status if self.cache is not None else "off"
 
     def linear(self, name: str, parts: Sequence[Any]) -> Linear:
-        from pyllm.kernels.cstructs import aligned_empty
-
         rows, cols = sum(t.shape[0] for t in parts), parts[0].shape[1]
         if cols % 32:  # no 32-column blocks: keep it exact
             return super().linear(name, parts)
-        # GGUF blocks are repacked part by part (each part is whole 16-row groups, so fused
-        # parts just follow each other); anything else is quantized in row slabs
-        by_part = all(t.shape[0] % 16 == 0 for t in parts) and \
-            any(t.type in GGUF_BLOCKS for t in parts)
-        kind = "PYLLM_Q4X16" if by_part and all(t.type == "Q4_1" for t in parts) \
-            else "PYLLM_Q8X16"
+        runs = records.plan(parts, cols)  # which record each part's type goes to
+        if runs is None:  # parts not on 16-row groups: quantize all rows as one Q8X16
+            return self._count(self._records(name, "PYLLM_Q8X16", list(parts), cols,
+                                             whole=True))
+        subs = [self._records(name if len(runs) == 1 else f"{name}#{i}", kind, ts, cols)
+                for i, (kind, ts) in enumerate(runs)]
+        if len(subs) == 1:
+            return self._count(subs[0])
+        return self._count(RecordLinear.of_parts(subs, rows))
+
+    def _records(self, name: str, kind: str, ts: list[Any], cols: int,
+                 whole: bool = False) -> RecordLinear:
+        """One record matrix of the rows of `ts`, from the repack cache or repacked now
+        (whole: quantized as one row range instead of part by part)."""
+        from pyllm.kernels.cstructs import aligned_empty
+
+        rows = sum(t.shape[0] for t in ts)
         padded = rows + (-rows % 16)
-        nbytes = int(self.lib.pyllm_qmat_bytes(getattr(self.lib, kind), padded, cols))
+        # float rows (no exact int8 form) are quantized in row slabs on every thread
+        whole = whole or (kind == "PYLLM_Q8X16" and not any(map(records.exact_q8, ts)))
+        nbytes = int(self.lib.pyllm_qmat_bytes(getattr(self.lib, kind), padded, cols)) if whole \
+            else records.run_bytes(self.lib, kind, ts, cols)
         data = self.cache.get(name, nbytes) if self.cache is not None else None
         if data is None:
             t_repack = time.perf_counter()
             data = aligned_empty(nbytes)
-            if by_part:
-                self._repack_parts(parts, kind, data)
+            if whole:
+                self._quantize_rows(ts, padded, cols, data)
             else:
-                self._quantize_rows(parts, padded, cols, data)
+                records.repack_run(self.lib, self.ffi, kind, ts, cols, data)
             if self.cache is not None:
                 self.cache.put(name, data)
             self.repack_s += time.perf_counter() - t_repack
-        return self._count(RecordLinear(data, rows, cols, kind))
-
-    def _repack_parts(self, parts: Sequence[Any], kind: str, data: np.ndarray) -> None:
-        lib, f = self.lib, self.ffi
-        at = 0
-        for t in parts:
-            rows, cols = t.shape
-            nb = int(lib.pyllm_qmat_bytes(getattr(lib, kind), rows, cols))
-            dst = f.cast("uint8_t *", data[at:].ctypes.data)
-            src = np.ascontiguousarray(t.raw)
-            if t.type == "Q4_1" and kind == "PYLLM_Q4X16":
-                rc = lib.pyllm_repack_q4_1(f.cast("uint8_t *", src.ctypes.data), rows, cols, dst)
-            elif t.type == "Q8_0":
-                rc = lib.pyllm_repack_q8_0(f.cast("uint8_t *", src.ctypes.data), rows, cols, dst)
-            else:  # any other type: quantize its float32 values per block
-                x = np.ascontiguousarray(tensor_f32(t), dtype=F32)
-                rc = lib.pyllm_quantize_f32_q8x16(f.cast("float *", x.ctypes.data), rows, cols,
-                                                  dst)
-            assert rc == 0
-            at += nb
+        return RecordLinear(data, rows, cols, kind)
 
     def _quantize_rows(self, parts: Sequence[Any], padded: int, cols: int,
                        data: np.ndarray) -> None:

@@ -98,8 +98,8 @@ def _format_key(base: str) -> str:
         lib = nat[1]
         h.update(f"{lib.PYLLM_Q4X16_RECORD} {lib.PYLLM_Q8X16_QS} {lib.PYLLM_Q8X16_SCALES}".encode())
     kernels = Path(__file__).resolve().parent.parent / "kernels"
-    for name in ("quant.h", "quant.c"):
-        src = kernels / name
+    for src in [kernels / n for n in ("quant.h", "quant.c", "kquant.h", "kquant.c")] + \
+            [Path(__file__).with_name("records.py")]:
         if src.exists():
             h.update(src.read_bytes())
     return h.hexdigest()[:24]

@@ -1,7 +1,7 @@
 """Stored tensors as float32, and the embedding lookup: the one place that reads a tensor
-of any stored type (F32, F16, BF16, and the GGUF blocks Q4_1 / Q8_0, pyllm/quants.py).
+of any stored type (F32, F16, BF16, and the GGUF block types of pyllm/quants.py, kquants.py).
 
-A TensorRef's `raw` is uint8 bytes for block types (rows of whole 32-weight blocks); for the
+A TensorRef's `raw` is uint8 bytes for block types (rows of whole blocks); for the
 float types it is the typed elements (safetensors) or their bytes (GGUF).
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from pyllm.quants import BLOCK_BYTES, QK, bf16_to_f32, dequantize
+from pyllm.quants import BLOCK_BYTES, bf16_to_f32, dequantize, row_bytes
 
 F32 = np.float32
 ELEMENTS = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}  # BF16 as its bits
@@ -42,8 +42,7 @@ def tensor_rows(t: Any, lo: int, hi: int) -> np.ndarray:
     """Rows [lo, hi) of a 2-D TensorRef as float32 (only those rows are read)."""
     rows, cols = t.shape
     if t.type in BLOCK_BYTES:
-        row_bytes = cols // QK * BLOCK_BYTES[t.type]
-        part = np.asarray(t.raw).reshape(rows, row_bytes)[lo:hi]
+        part = np.asarray(t.raw).reshape(rows, row_bytes(t.type, cols))[lo:hi]
         return dequantize(t.type, part.reshape(-1), (hi - lo, cols))
     return raw_f32(t.type, elements(t)[lo:hi])
 
@@ -53,7 +52,7 @@ def gather_rows(t: Any, ids: np.ndarray) -> np.ndarray:
     ids = np.asarray(ids, dtype=np.int64)
     rows, cols = t.shape
     if t.type in BLOCK_BYTES:
-        part = np.asarray(t.raw).reshape(rows, cols // QK * BLOCK_BYTES[t.type])[ids]
+        part = np.asarray(t.raw).reshape(rows, row_bytes(t.type, cols))[ids]
         return dequantize(t.type, part.reshape(-1), (len(ids), cols))
     return raw_f32(t.type, elements(t)[ids])
 
@@ -85,10 +84,14 @@ class Embedding:
 
     def c_table(self, native: tuple[str, ...]) -> tuple[str, np.ndarray] | None:
         """The whole table for a C forward pass: (its stored type, the stored elements) if the
-        C code reads that type (`native`), else ("F32", the table converted once). None
-        would mean "no whole table: give the rows of each call" (see `call_rows`)."""
+        C code reads that type (`native`), else ("F32", the table converted once) for the
+        float types. None means "no whole table: give the rows of each call" (see
+        `call_rows`): a block type the C code does not read (a Q6_K table of 248k rows
+        would be 1 GB as float32, and its conversion a second of every load)."""
         if self.t.type in native:
             return self.t.type, np.ascontiguousarray(self.t.raw)
+        if self.t.type in BLOCK_BYTES:
+            return None
         return "F32", np.ascontiguousarray(tensor_f32(self.t))
 
 

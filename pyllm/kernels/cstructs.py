@@ -52,6 +52,10 @@ class QMat:
         self.c.data = ptr(data, "uint8_t *")
         self.c.rows, self.c.cols, self.c.type = rows, cols, type_
 
+    @property
+    def nbytes(self) -> int:
+        return int(self.data.nbytes)
+
     @classmethod
     def from_gguf(cls, type_: str, raw: np.ndarray, rows: int, cols: int,
                   out: np.ndarray | None = None) -> QMat:
@@ -84,6 +88,27 @@ class QMat:
         out = np.empty((x.shape[0], self.rows), np.float32)
         lib.pyllm_qmatmul(self.c, act.c, ptr(out, "float *"))
         return out
+
+
+class QParts(QMat):
+    """The rows of several record matrices one after the other (PYLLM_PARTS, quant.h): a
+    fused projection whose parts are stored in different types. Each part but the last has
+    whole 16-row groups."""
+
+    def __init__(self, subs: list[QMat]) -> None:  # noqa: D107 (no QMat buffer of its own)
+        ffi, lib = _lib()
+        self.subs = subs
+        self.arr = ffi.new("struct pyllm_qmat[]", len(subs))
+        for i, s in enumerate(subs):
+            self.arr[i] = s.c[0]
+        self.rows, self.cols, self.type = sum(s.rows for s in subs), subs[0].cols, lib.PYLLM_PARTS
+        self.c = ffi.new("struct pyllm_qmat *")
+        self.c.rows, self.c.cols, self.c.type = self.rows, self.cols, self.type
+        self.c.parts, self.c.nparts = self.arr, len(subs)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(s.nbytes for s in self.subs)
 
 
 def set_threads(n: int) -> None:

@@ -12,9 +12,11 @@
 // walks its groups for every token tile of up to 8 tokens.
 
 #include <immintrin.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
+#include "kquant.h"
 #include "pool.h"
 #include "quant.h"
 #include "rowq8.h"
@@ -181,9 +183,10 @@ q8x16_tile(const uint8_t *rec0, int nb, const struct pyllm_qact *x, int t0, int 
   }
 
 static PYLLM_TARGET_AVX512 void
-group_avx512(const struct pyllm_qmat *w, const struct pyllm_qact *x, int g, float *out)
+group_avx512(const struct pyllm_qmat *w, const struct pyllm_qact *x, int g, float *out,
+             int rows)
 {
-  int nb = w->cols / QK, rows = w->rows;
+  int nb = w->cols / QK;
   const uint8_t *rec = w->data + g * pyllm_qmat_bytes(w->type, 16, w->cols);
   for (int t0 = 0; t0 < x->n; t0 += TILE) {
     int T = x->n - t0 < TILE ? x->n - t0 : TILE;
@@ -197,12 +200,13 @@ group_avx512(const struct pyllm_qmat *w, const struct pyllm_qact *x, int g, floa
 }
 
 static void
-group_generic(const struct pyllm_qmat *w, const struct pyllm_qact *x, int g, float *out)
+group_generic(const struct pyllm_qmat *w, const struct pyllm_qact *x, int g, float *out,
+              int rows)
 {
   int nb = w->cols / QK;
   const uint8_t *rec = w->data + g * pyllm_qmat_bytes(w->type, 16, w->cols);
   for (int t = 0; t < x->n; t++) {
-    float *o = out + (long long)t * w->rows + g * 16;
+    float *o = out + (long long)t * rows + g * 16;
     if (w->type == PYLLM_Q4X16)
       q4x16_generic(rec, nb, x, t, o);
     else
@@ -216,6 +220,8 @@ struct mm_job {
   const struct pyllm_qmat *w;
   const struct pyllm_qact *x;
   float *out;
+  int ostride;           // floats between two tokens' rows of out
+  const int32_t *half;   // Q6K16: the activations' half-block sums (kquant.h)
   int groups;  // row groups in the matrix
   int per;     // row groups per chunk
   int avx;
@@ -226,12 +232,43 @@ mm_chunk(void *arg, int c)
 {
   struct mm_job *j = arg;
   int end = (c + 1) * j->per < j->groups ? (c + 1) * j->per : j->groups;
+  int k = j->w->type == PYLLM_Q4K16 || j->w->type == PYLLM_Q6K16;
   for (int g = c * j->per; g < end; g++) {
-    if (j->avx)
-      group_avx512(j->w, j->x, g, j->out);
+    if (k)
+      kq_group(j->w, j->x, j->half, g, j->out, j->ostride, j->avx);
+    else if (j->avx)
+      group_avx512(j->w, j->x, g, j->out, j->ostride);
     else
-      group_generic(j->w, j->x, g, j->out);
+      group_generic(j->w, j->x, g, j->out, j->ostride);
   }
+}
+
+static void
+matmul_into(const struct pyllm_qmat *w, const struct pyllm_qact *x, float *out, int ostride,
+            const int32_t *half)
+{
+  struct mm_job j = { w, x, out, ostride, half, w->rows / 16, 1, pyllm_use_avx512() };
+  // chunks of ~64 KB of weight-token work, but at least 4 per thread so a
+  // late or descheduled thread leaves little for the others to wait on
+  long long gbytes = pyllm_qmat_bytes(w->type, 16, w->cols) * (x->n < TILE ? x->n : TILE);
+  int per = (int)(65536 / (gbytes > 0 ? gbytes : 1));
+  int maxper = j.groups / (4 * pyllm_get_threads());
+  if (per > maxper)
+    per = maxper;
+  j.per = per < 1 ? 1 : per;
+  pool_run_par(mm_chunk, &j, (j.groups + j.per - 1) / j.per);
+}
+
+static int
+needs_half(const struct pyllm_qmat *w)
+{
+  if (w->type == PYLLM_PARTS) {
+    for (int i = 0; i < w->nparts; i++)
+      if (w->parts[i].type == PYLLM_Q6K16)
+        return 1;
+    return 0;
+  }
+  return w->type == PYLLM_Q6K16;
 }
 
 // out[t][r] for t < x->n, r < w->rows; x->cols must equal w->cols.
@@ -242,14 +279,25 @@ pyllm_qmatmul(const struct pyllm_qmat *w, const struct pyllm_qact *x, float *out
     pyllm_q8r16_matmul(w, x, out);
     return;
   }
-  struct mm_job j = { w, x, out, w->rows / 16, 1, pyllm_use_avx512() };
-  // chunks of ~64 KB of weight-token work, but at least 4 per thread so a
-  // late or descheduled thread leaves little for the others to wait on
-  long long gbytes = pyllm_qmat_bytes(w->type, 16, w->cols) * (x->n < TILE ? x->n : TILE);
-  int per = (int)(65536 / (gbytes > 0 ? gbytes : 1));
-  int maxper = j.groups / (4 * pyllm_get_threads());
-  if (per > maxper)
-    per = maxper;
-  j.per = per < 1 ? 1 : per;
-  pool_run_par(mm_chunk, &j, (j.groups + j.per - 1) / j.per);
+  // a decode step's sums fit on the stack; a long prompt's come from the heap
+  int32_t small[2048], *half = NULL;
+  if (needs_half(w)) {
+    half = kq_half_sums(x, small, sizeof(small) / sizeof(small[0]));
+    if (!half) {  // out of memory: a result nobody can mistake for logits
+      for (long long i = 0; i < (long long)x->n * w->rows; i++)
+        out[i] = __builtin_nanf("");
+      return;
+    }
+  }
+  if (w->type == PYLLM_PARTS) {  // each part's rows into its slice of every token's row
+    int r0 = 0;
+    for (int i = 0; i < w->nparts; i++) {
+      matmul_into(&w->parts[i], x, out + r0, w->rows, half);
+      r0 += w->parts[i].rows;
+    }
+  } else {
+    matmul_into(w, x, out, w->rows, half);
+  }
+  if (half != small)
+    free(half);
 }

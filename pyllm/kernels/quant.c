@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "kquant.h"
 #include "pool.h"
 #include "quant.h"
 
@@ -22,6 +23,10 @@ pyllm_qmat_bytes(int type, int rows, int cols)
     return rows / 16 * nb * PYLLM_Q4X16_RECORD;
   if (type == PYLLM_Q8X16)
     return rows / 16 * pyllm_q8x16_group_bytes(cols);
+  if (type == PYLLM_Q4K16 || type == PYLLM_Q6K16) {
+    long long g = kq_group_bytes(type, cols);
+    return g < 0 ? -1 : rows / 16 * g;
+  }
   return -1;
 }
 

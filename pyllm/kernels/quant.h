@@ -33,13 +33,19 @@
 #define PYLLM_Q4X16_RECORD 320
 #define PYLLM_Q8X16_QS 512     // int8 bytes of a Q8X16 record
 #define PYLLM_Q8X16_SCALES 32  // its f16 scales (stored after the pair's blocks)
+#define PYLLM_PARTS 8          // rows of several matrices of their own types (below)
 
 // A weight matrix of the fast path: rows x cols, both multiples of 16 / 32.
+// PYLLM_PARTS: the rows of nparts matrices one after the other, each in its
+// own record type (a fused projection whose tensors a GGUF file stores in
+// different types, as Q4_K_M does); data is unused.
 struct pyllm_qmat {
   const uint8_t *data;  // records, 64-byte aligned
   int rows;
   int cols;
-  int type;             // PYLLM_Q4X16 or PYLLM_Q8X16
+  int type;             // PYLLM_Q4X16, PYLLM_Q8X16, PYLLM_Q4K16, ... (kquant.h)
+  const struct pyllm_qmat *parts;
+  int nparts;
 };
 
 // int8 activations of n rows (tokens) x cols.

@@ -264,7 +264,8 @@ gdn_heads(void *arg, int c)
   const struct pyllm_qwen35 *m = j->m;
   int H = m->lv_heads, s = c / H, h = c % H, dk = m->lk_dim, dv = m->lv_dim;
   int C = conv_dim(m), kd = m->lk_heads * dk, vd = H * dv;
-  int kh = h / (H / m->lk_heads);  // q/k head serving this value head
+  // the q/k head serving this value head (qwen35.h: the two orders of value heads)
+  int kh = m->v_tiled ? h % m->lk_heads : h / (H / m->lk_heads);
   float *S = j->seqs[s].ssm + ((long long)j->slot * H + h) * dk * dv;
   const float *w = m->gnorm + (long long)j->slot * dv;
   for (int i = j->rows->row0[s]; i < j->rows->row0[s + 1]; i++) {

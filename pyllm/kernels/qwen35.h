@@ -25,6 +25,8 @@ struct pyllm_qwen35 {
   const float *q_norm, *k_norm;       // [n_attn][head_dim], already 1 + w
   // Gated DeltaNet
   int lk_heads, lv_heads, lk_dim, lv_dim, conv_k;   // 16, 16, 128, 128, 4
+  int v_tiled;                        // value head h uses q/k head h % lk_heads (GGUF's
+                                      // order), else h / (lv_heads / lk_heads) (HF's)
   const float *conv_w;                // [n_lin][conv_k][conv_dim]
   const float *neg_a;                 // [n_lin][lv_heads] = -exp(A_log)
   const float *dt_bias;               // [n_lin][lv_heads]

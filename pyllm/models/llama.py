@@ -36,7 +36,7 @@ from pyllm.backend.tensors import tensor_f32
 from pyllm.backend.threads import blas_threads, default_threads, set_blas_threads
 from pyllm.errors import FormatError, UnsupportedArchitectureError
 from pyllm.loaders import Checkpoint
-from pyllm.loaders.gguf import open_gguf, tensor_array
+from pyllm.loaders.gguf import file_type_name, open_gguf, tensor_array
 from pyllm.models.base import Model, ModelInfo, ModelState
 from pyllm.models.llama_c import LlamaC
 from pyllm.tokenizers.base import Tokenizer
@@ -340,12 +340,6 @@ def open_backend(backend: str, n_threads: int, fallback: str = "numpy-q8",
     return ops
 
 
-def _weight_format(ck: Checkpoint) -> str:
-    ft = ck.metadata.get("general.file_type")
-    names = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 32: "BF16"}
-    return names.get(int(ft), f"file_type {ft}") if ft is not None else "mixed"
-
-
 def _fingerprint(ck: Checkpoint) -> str:
     """The repack cache's key of a GGUF file: its header (metadata + tensor table), size and
     modification time, so a changed file never reuses stale records."""
@@ -389,7 +383,7 @@ def from_gguf(path: Path, *, name: str, synthetic: bool = False, backend: str = 
         vocab_size=cfg.vocab_size, max_context=cfg.max_context, n_layers=cfg.n_layers,
         model_width=cfg.dim, ffn_width=cfg.hidden, n_params=sum(t.n_elements for t in ck.tensors.values()),
         weight_bytes=int(ops.weight_bytes), load_seconds=0.0, synthetic=synthetic,
-        path=ck.path, weight_format=_weight_format(ck),
+        path=ck.path, weight_format=file_type_name(ck),
         backend=ops.backend, n_threads=n_threads if ops.c_kernels else blas_threads(),
         bos_id=int(bos) if bos is not None else None,
         eos_ids=(int(eos),) if eos is not None else (),

@@ -81,6 +81,9 @@ class Qwen35Config:
     tie_embeddings: bool  # LM head = embedding (no lm_head.weight) [True]
     max_position: int  # trained context [262144]
     eos_ids: tuple[int, ...]  # ids that end generation [248046 <|im_end|>, 248044 <|endoftext|>]
+    # DeltaNet value heads in GGUF's tiled order (value head h reads q/k head h % Hk) rather
+    # than HF's grouped order (h // (Hv / Hk)); the same for 0.8B, where Hv == Hk
+    v_tiled: bool = False
 
     @property
     def n_layers(self) -> int:
@@ -429,7 +432,9 @@ class Qwen35(Model):
         # l2-normalise q and k per head; the query also gets 1/sqrt(dk)
         q = l2norm(q) * F32(dk ** -0.5)
         k = l2norm(k)
-        if Hv > Hk:  # each q/k head serves Hv/Hk consecutive value heads
+        if Hv > Hk and cfg.v_tiled:  # value head h reads q/k head h % Hk
+            q, k = np.tile(q, (1, Hv // Hk, 1)), np.tile(k, (1, Hv // Hk, 1))
+        elif Hv > Hk:  # each q/k head serves Hv/Hk consecutive value heads
             q, k = np.repeat(q, Hv // Hk, axis=1), np.repeat(k, Hv // Hk, axis=1)
         # write strength beta in (0,1) and log-decay g <= 0, per value head
         beta = sigmoid(b)
@@ -527,9 +532,11 @@ def text_prefix(ckpt: Checkpoint) -> str:
     return "model."
 
 
-def check_tensors(ckpt: Checkpoint, cfg: Qwen35Config) -> str:
-    """Check that every needed tensor is present with the right shape and a float type;
-    returns the name prefix. model.visual.* and mtp.* are ignored."""
+def check_tensors(ckpt: Checkpoint, cfg: Qwen35Config,
+                  types: tuple[str, ...] = ("F32", "F16", "BF16")) -> str:
+    """Check that every needed tensor is present with the right shape and one of `types`
+    (an HF folder's float types; a GGUF file's types, qwen35_gguf.py); returns the name
+    prefix. model.visual.* and mtp.* are ignored."""
     prefix = text_prefix(ckpt)
     table = tensor_table(cfg)
     if not cfg.tie_embeddings:
@@ -542,9 +549,9 @@ def check_tensors(ckpt: Checkpoint, cfg: Qwen35Config) -> str:
         if tuple(t.shape) != shape:
             raise FormatError(f"{ckpt.path}: tensor '{name}' has shape {list(t.shape)}, "
                               f"expected {list(shape)} for this config")
-        if t.type not in ("F32", "F16", "BF16"):
-            raise FormatError(f"{ckpt.path}: tensor '{name}' is {t.type}, expected BF16, F16 "
-                              "or F32")
+        if t.type not in types:
+            raise FormatError(f"{ckpt.path}: tensor '{name}' is {t.type}, expected "
+                              f"{', '.join(types)}")
     return prefix
 
 
@@ -662,19 +669,6 @@ def _fingerprint(ckpt: Checkpoint) -> str:
             h.update(f"{t.name}:{t.dtype}:{t.shape}:{t.begin}\n".encode())
     h.update(json.dumps(ckpt.metadata, sort_keys=True).encode())
     return h.hexdigest()[:24]
-
-
-def from_gguf(path: Path, **_: Any) -> Qwen35:
-    """GGUF files of this architecture (general.architecture = "qwen35") are refused.
-
-    gguf-py names the tensors (blk.N.ssm_a, ssm_alpha, ssm_beta, ssm_conv1d, attn_gate, ...),
-    but llama.cpp's converter also changes values on the way (A_log stored as -exp(A_log),
-    norm-weight offsets, head reordering) and no real Qwen3.5 GGUF is available here to check
-    a reader against; an unverified reader would be a guess. Use the HF checkpoint folder.
-    """
-    raise UnsupportedArchitectureError(
-        f"{path}: Qwen3.5 GGUF files are not supported (their value transforms could not be "
-        "verified); use the Hugging Face checkpoint folder (config.json + *.safetensors)")
 
 
 def _path_tag(path: Path) -> str:

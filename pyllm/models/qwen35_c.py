@@ -78,6 +78,7 @@ class FastDecode:
             s.q_norm = arr(np.stack([one + lw.mixer.q_norm for lw in att]).astype(F32))
             s.k_norm = arr(np.stack([one + lw.mixer.k_norm for lw in att]).astype(F32))
         s.lk_heads, s.lv_heads = cfg.lin_k_heads, cfg.lin_v_heads
+        s.v_tiled = int(cfg.v_tiled)
         s.lk_dim, s.lv_dim, s.conv_k = cfg.lin_k_dim, cfg.lin_v_dim, cfg.conv_kernel
         if lin:
             s.conv_w = arr(np.stack([lw.mixer.conv for lw in lin]).astype(F32))
