@@ -82,7 +82,24 @@ class VirtioBlk(VirtioMmio):
         cap = (len(self.disk) // SECTOR).to_bytes(8, "little")
         return bytes(CAPACITY_OFFSET) + cap
 
-    def handle(self, queue: int, chain: Chain) -> int:
+    def handle(self, queue: int, chain: Chain) -> int | None:
+        """Serve one request. Under a random or PCT schedule (harness/detmachine.py) it
+        is served later, at a guest time drawn from the seed, as a real disk's DMA would
+        be: so the driver's handling of a slow completion gets exercised too."""
+        det = self.ctx.det
+        if det is not None and det.defer_disk and self.ctx.timeline is not None:
+            epoch = self.resets
+            self.ctx.timeline.at(det.latency("disk"),
+                                 lambda: self._served_later(queue, chain, epoch))
+            return None
+        return self._serve(chain)
+
+    def _served_later(self, queue: int, chain: Chain, epoch: int) -> None:
+        if epoch != self.resets:
+            return  # the driver reset the device meanwhile: the request is gone
+        self.complete(queue, chain.head, self._serve(chain))
+
+    def _serve(self, chain: Chain) -> int:
         head = self.gather(chain.readable)
         if len(head) < REQ.size or not chain.writable:
             return self._finish(chain, S_IOERR, 0)
