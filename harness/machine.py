@@ -100,6 +100,7 @@ from harness.waker import Waker
 ML = cheader.load("memlayout.h")
 UNTIL = 2**64 - 2  # never 0: VA 0 is user text (reference, gotcha 13)
 WFI = (0x1050_0073).to_bytes(4, "little")
+REACHED = "reached"  # run_to's PAUSE message: the position asked for
 ICOUNT_SLICE = 200_000  # instructions per counted slice in --clock icount mode
 ICOUNT_SLICE_SMP = 20_011  # the same while another hart could run (prime: slice ends
 #                            do not alias with the length of a guest loop)
@@ -243,6 +244,9 @@ class Machine:
         self._stopped_before = False  # a code hook stopped the run before an instruction
         self._yielded = False  # the last run ended in a spin loop's pause
         self._det_budget = 0  # deterministic mode: the slice the policy allowed
+        self._det_resume: tuple[int, int] | None = None  # (hart, budget left) of a slice
+        #                                                  a debugger's stop cut short
+        self._det_goal: tuple[int | None, int | None, int | None] = (None, None, None)
         self._inbox: list[bytes] = []  # deterministic mode: console input not taken yet
         self._det_posted: list[Callable[[], None]] = []  # ... and the devices' own posts
         self._inbox_lock = threading.Lock()
@@ -479,12 +483,29 @@ class Machine:
 
     def _on_pause(self, uc: Uc, addr: int, size: int, c: Cpu) -> None:
         """A hart spins (pause in the kernel's lock loops): give the slice to another."""
+        if self.det is not None:
+            self._det_on_pause(uc, addr, c)
+            return
         if addr == c.start_pc and not c.paused_once:
             c.paused_once = True  # resumed right here: spin at least once more
             return
         if self.only is None and (self._others
                                   or any(o.can_run() for o in self.cpus if o is not c)):
             c.yields += 1
+            self._stopped_before = True
+            self._yielded = True
+            uc.emu_stop()
+
+    def _det_on_pause(self, uc: Uc, addr: int, c: Cpu) -> None:
+        """_on_pause in deterministic mode: a hart that yielded here spins once more when
+        it comes back (by its own count, so a breakpoint's stop here changes nothing)."""
+        assert self.det is not None
+        here = (addr, self.det.counter.count(c.id))
+        if c.yield_at == here:
+            return
+        if any(o.can_run() for o in self.cpus if o is not c):
+            c.yields += 1
+            c.yield_at = here
             self._stopped_before = True
             self._yielded = True
             uc.emu_stop()
@@ -582,7 +603,14 @@ class Machine:
     def step(self) -> RunResult | None:
         """Execute exactly one instruction (a debugger's stepi), or take one pending
         interrupt. Returns the end of the run if it ended (power-off, fault), a PAUSE if a
-        hook asked for one, else None."""
+        hook asked for one, else None. In deterministic mode the schedule goes on until
+        the current hart has executed one instruction (other harts may run meanwhile, as
+        the schedule has them: the run stays the same run)."""
+        if self.det is not None:
+            h = self.cur
+            res = self.run_to(hart=h, count=self.det.counter.count(h) + 1)
+            self.cur = h
+            return None if res.exit == Exit.PAUSE and res.message == REACHED else res
         self._pc = self.hart.get(REG_PC)  # a debugger may have moved it
         self.cpu.idle = False
         while self.result is None:
@@ -598,6 +626,21 @@ class Machine:
                 break
         self._flush_output()
         return self._take_stop()
+
+    def run_to(self, total: int | None = None, hart: int | None = None,
+               count: int | None = None) -> RunResult:
+        """Deterministic mode: run() until the machine has executed `total` instructions,
+        or hart `hart` has executed `count` (then Exit.PAUSE with message REACHED), or
+        anything else stops it first."""
+        assert self.det is not None
+        self._det_goal = (total, hart, count)
+        try:
+            return self.run()
+        finally:
+            self._det_goal = (None, None, None)
+            self.det.counter.unlimit()
+            for c in self.cpus:
+                self.det.counter.limit_hart(c.id, None)
 
     def _take_stop(self) -> RunResult | None:
         if self.result is not None:
@@ -811,12 +854,11 @@ class Machine:
         """Deterministic mode: the hart the schedule picks among those that can run (the
         debugger's `only` one if set), and its slice (`_det_budget`), or None."""
         assert self.det is not None
-        if self.only is not None:
-            c = self.cpus[self.only]
-            if not c.can_run():
-                return None
-            self._det_budget = self.det.policy.pick([c.id], False)[1]
-            return c
+        if self._det_resume is not None:  # the rest of a slice a debugger stopped
+            h, self._det_budget = self._det_resume
+            self._det_resume = None
+            if self.cpus[h].can_run():
+                return self.cpus[h]
         runnable = [c.id for c in self.cpus if c.can_run()]
         if not runnable:
             return None
@@ -1002,11 +1044,21 @@ class Machine:
         assert det is not None
         counter = det.counter
         n = self._det_slice_len(count)
+        goal_total, goal_hart, goal_count = self._det_goal
+        cut = n
+        if goal_total is not None:
+            cut = min(cut, max(goal_total - counter.total, 0))
+        counter.limit_hart(c.id, goal_count if goal_hart == c.id else None)
+        if cut == 0 or (goal_hart == c.id and goal_count is not None
+                        and counter.count(c.id) >= goal_count):
+            self._pause = RunResult(Exit.PAUSE, message=REACHED)
+            self._det_resume = (c.id, n)
+            return
         self._run_uc = c.uc
         c.bus.new_run()
         c.start_pc, c.paused_once = c.pc, False
         start = counter.total
-        counter.limit(n)
+        counter.limit(cut)
         self._stopped_before = self._yielded = False
         self._in_run = True
         err: BaseException | None = None
@@ -1039,6 +1091,9 @@ class Machine:
                 return
             self._finish(self._fault(err))
             return
+        if why == "limit" and executed < n:  # the debugger's goal, not the slice's end
+            self._pause = RunResult(Exit.PAUSE, message=REACHED)
+            why = "stop"
         if why is None:
             if self._yielded:
                 why = "yield"
@@ -1047,6 +1102,8 @@ class Machine:
                 c.idle, why = True, "idle"
             else:
                 why = "stop"
+        if why == "stop" and self._pause is not None and self.result is None:
+            self._det_resume = (c.id, n - executed)  # go on with this slice, not a new pick
         det.policy.ended(c.id, executed, why)
         if det.trace is not None:
             det.trace.append((c.id, start, executed, why, c.pc, self.clock.insns,

@@ -42,6 +42,8 @@ class Counter:
         ffi, lib = self._ffi, self._lib = _lib()
         self.s = ffi.new("struct sched *")
         self.s.limit = NEVER
+        for h in range(lib.SCHED_MAXCPU):
+            self.s.hart_limit[h] = NEVER
         lib.sched_seed(self.s, seed)
         self._harts: list[Any] = []
         self._handles: list[Any] = []
@@ -97,6 +99,11 @@ class Counter:
 
     def unlimit(self) -> None:
         self.s.limit = NEVER
+
+    def limit_hart(self, hart: int, count: int | None) -> None:
+        """Stop before hart `hart`'s next instruction once it has executed `count` in all
+        (None: no such limit)."""
+        self.s.hart_limit[hart] = NEVER if count is None else count
 
     @property
     def stopped(self) -> int:

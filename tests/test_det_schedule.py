@@ -206,3 +206,39 @@ def test_console_input_during_a_host_wait_is_taken_at_a_slice_boundary(smol, tmp
     add_ai_device(cfg, replay.ai_model())
     got = launch(cfg)
     assert check_replay(got.machine, got.result) == [] and got.output == rec.output
+
+
+def test_stops_and_steps_do_not_change_the_run() -> None:
+    """A run stopped at many points (as a debugger does: goals, single steps of any hart)
+    and resumed is the same run as one that never stopped."""
+    _need_build()
+    from harness.machine import REACHED, Exit, Machine
+
+    cmd = "echo hi | wc; cat README | wc; ps"
+    whole = _transcript(_run("random:5", None, cmd))
+
+    config = MachineConfig(kernel=KERNEL, fs=FS, cpus=4, cmd=cmd, timeout=300,
+                           schedule=ScheduleSpec.parse("random:5"))
+    out = bytearray()
+    config.output = out.extend
+    m = Machine(config)
+    try:
+        goal = 0
+        while True:
+            goal = m.det.counter.total + 97_003  # (a step may have run others past goals)
+            res = m.run_to(total=goal)
+            if res.exit != Exit.PAUSE:
+                break
+            assert res.message == REACHED and m.det.counter.total == goal
+            if goal % 3 == 0:  # now and then a single step of some hart
+                m.cur = goal % 4
+                before = m.det.counter.count(m.cur)
+                if m.cpus[m.cur].started and m.step() is None:
+                    assert m.det.counter.count(m.cur) == before + 1
+        from harness.detmachine import ram_hash
+
+        got = (bytes(out).decode().replace("\r\n", "\n"), res.exit, res.status,
+               m.det.counter.total, tuple(m.det.counter.counts()), ram_hash(m.ram.view))
+    finally:
+        m.close()
+    assert got == whole

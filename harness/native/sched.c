@@ -57,7 +57,7 @@ on_insn(void *uc, uint64_t addr, uint32_t size, void *ud)
     struct sched *s = h->s;
     (void)addr;
     (void)size;
-    if (s->total >= s->limit) {
+    if (s->total >= s->limit || s->count[h->id] >= s->hart_limit[h->id]) {
         s->stopped = SCHED_LIMIT;
         ((uc_emu_stop_fn)h->emu_stop)(uc);
         return;
@@ -87,6 +87,9 @@ on_point(void *uc, uint64_t addr, uint32_t size, void *ud)
     (void)size;
     if (s->stopped == SCHED_LIMIT || s->stopped == SCHED_SAMPLE)
         return;  // stopped before this instruction already (and did not count it)
+    if (s->point_at[h->id] == s->count[h->id] + 1)
+        return;  // resumed at the point it decided at (see sched.h)
+    s->point_at[h->id] = s->count[h->id] + 1;
     s->points++;
     int go = s->change_at ? s->points >= s->change_at
                           : s->point_permille && sched_below(s, 1000) < s->point_permille;

@@ -45,12 +45,18 @@ struct sched {
     uint64_t total;                 // instructions executed by all harts
     uint64_t limit;                 // stop before the instruction that would make total > limit
     uint64_t count[SCHED_MAXCPU];   // instructions executed per hart
+    uint64_t hart_limit[SCHED_MAXCPU];  // stop before hart h's instruction once count[h]
+                                    // reached this (a debugger's step on the schedule)
     uint64_t rng[4];                // xoshiro256** state
     uint32_t stopped;               // SCHED_* of the last stop the counter made
     uint32_t point_permille;        // random schedules: chance of a switch at a point
     uint64_t change_at;             // PCT: switch at the point that makes points >= this
     uint64_t points;                // switch points passed
     uint64_t switches;              // switch points that switched
+    // per hart, its count (+1) at its last switch point: a run that resumes at that
+    // point (after switching there, or after a breakpoint stopped it there) goes on
+    // without a new draw, so a debugger's stops never change the schedule
+    uint64_t point_at[SCHED_MAXCPU];
     uint64_t sample_at;             // race sampling: total at which to take the next sample
     uint64_t sample_mean;           // mean instructions between samples (0: off)
     struct sched_watch watch;
