@@ -60,7 +60,7 @@ from harness.devices.plic import Plic
 from harness.devices.power import Power, PowerCmd
 from harness.devices.sswi import Sswi
 from harness.devices.uart import Uart16550
-from harness.devices.virtio_blk import VirtioBlk
+from harness.devices.virtio_blk import DiskHistory, VirtioBlk
 from harness.elf import ElfImage
 from harness.hang import HangWatch
 from harness.hart import (
@@ -93,6 +93,7 @@ from harness.physmem import PhysMem
 from harness.sched_native import LIMIT, POINT, SAMPLE
 from harness.schedule import ScheduleSpec
 from harness.timeline import HostTimeline
+from harness.timetravel import TimeTravel
 from harness.traps import Traps
 from harness.traps_native import make_traps, new_counts, trap_path
 from harness.waker import Waker
@@ -172,6 +173,7 @@ class MachineConfig:
     # records into or replays from (a new one if None)
     schedule: ScheduleSpec | None = None
     journal: Journal | None = None
+    time_travel: bool = False      # checkpoints for going back (harness/timetravel.py)
     # optional devices: (name, base name in memlayout.h, factory(name, ctx), PLIC source name)
     extra_devices: list[tuple[str, str, DeviceFactory, str | None]] = field(default_factory=list)
 
@@ -215,7 +217,8 @@ class Machine:
                 self.det.counter.attach(uc, i)
             hart = Hart(uc)
             if i == 0:
-                self.ram = PhysMem(uc, hart, ML["KERNBASE"], config.ram_size)
+                self.ram = PhysMem(uc, hart, ML["KERNBASE"], config.ram_size,
+                                   cow=config.time_travel)
             else:
                 self.ram.attach(uc, hart)
             self.cpus.append(Cpu(i, uc, hart,
@@ -237,6 +240,8 @@ class Machine:
         self.result: RunResult | None = None
         self.console_tail = bytearray()
         self.console_hash = hashlib.blake2b(digest_size=16)  # every byte (a recording's end)
+        self.console_bytes = 0  # bytes of console output so far
+        self.console_shown = 0  # ... and the most ever shown (time travel repeats the past)
         self._out = bytearray()
         self._sink = config.output or _stdout_sink
         self._timeout_at: int | None = None
@@ -264,6 +269,15 @@ class Machine:
         for c in self.cpus:
             self._reset_cpu(c)
         self._start_hart(0, self.kernel.entry)
+        self.travel: TimeTravel | None = None
+        if config.time_travel:
+            if self.det is None:
+                raise ValueError("time travel needs a deterministic machine (a schedule)")
+            if config.persist:
+                raise ValueError("time travel cannot go back over disk writes that went to "
+                                 "the image file (--persist)")
+            self.disk.history = DiskHistory()
+            self.travel = TimeTravel(self)
 
     # ---------------------------------------------------------------- the current hart
     @property
@@ -542,10 +556,14 @@ class Machine:
         """Deterministic mode: the console input that came since the last slice, taken
         now (at a slice boundary: the schedule never bends to it) and recorded."""
         assert self.det is not None
+        j = self.det.journal
+        if j.cursor < len(j.inputs):
+            return  # time travel re-runs the past: new input waits for the present
         with self._inbox_lock:
             inbox, self._inbox = self._inbox, []
         for data in inbox:
-            self.det.journal.add_input(self.clock.insns, self.det.timeline.ran, data)
+            j.add_input(self.clock.insns, self.det.timeline.ran, data)
+            j.cursor += 1
             self.uart.receive(data)
 
     def _det_replay_inputs(self) -> None:
@@ -571,7 +589,7 @@ class Machine:
         """Guest time of the next recorded console input of a replay, or None."""
         assert self.det is not None
         j = self.det.journal
-        if not j.replaying or j.cursor >= len(j.inputs):
+        if j.cursor >= len(j.inputs):
             return None
         return j.inputs[j.cursor][0]
 
@@ -748,10 +766,16 @@ class Machine:
             return
         data = bytes(self._out)
         self._out.clear()
+        self.console_bytes += len(data)
         self.console_tail += data
         self.console_hash.update(data)
         if len(self.console_tail) > CONSOLE_TAIL:
             del self.console_tail[: len(self.console_tail) - CONSOLE_TAIL]
+        new = self.console_bytes - self.console_shown
+        if new <= 0:
+            return  # time travel runs the past again: its output was shown the first time
+        data = data[-new:]
+        self.console_shown = self.console_bytes
         self._sink(data)
         for fn in self._output_hooks:
             fn(data)
@@ -812,9 +836,8 @@ class Machine:
                                                message=why))
                         break
                 if self.det is not None:
-                    if self.det.replaying:
-                        self._det_replay_inputs()
-                    else:
+                    self._det_replay_inputs()  # recorded input (a replay, time travel)
+                    if not self.det.replaying:
                         self._det_take_input()
                     self._det_run_posted()
                     self.det.timeline.run_due(self._det_poll)
@@ -1058,6 +1081,7 @@ class Machine:
         c.bus.new_run()
         c.start_pc, c.paused_once = c.pc, False
         start = counter.total
+        rng0 = int(counter.s.rng[0]) if det.trace is not None else 0
         counter.limit(cut)
         self._stopped_before = self._yielded = False
         self._in_run = True
@@ -1105,9 +1129,11 @@ class Machine:
         if why == "stop" and self._pause is not None and self.result is None:
             self._det_resume = (c.id, n - executed)  # go on with this slice, not a new pick
         det.policy.ended(c.id, executed, why)
+        if self.travel is not None:
+            self.travel.tick()
         if det.trace is not None:
             det.trace.append((c.id, start, executed, why, c.pc, self.clock.insns,
-                              det.timeline.ran))
+                              det.timeline.ran, rng0, n, int(counter.s.point_at[c.id])))
 
     def _fault(self, err: BaseException) -> RunResult:
         pc = getattr(err, "pc", None) or self._pc

@@ -20,7 +20,6 @@ into `post`, as the devices did before.
 from __future__ import annotations
 
 import heapq
-import itertools
 import threading
 from collections.abc import Callable
 
@@ -58,14 +57,15 @@ class Timeline:
     def __init__(self, now: Callable[[], int]) -> None:
         self.now = now  # guest time (instructions, idle time included)
         self._heap: list[Ticket] = []
-        self._seq = itertools.count()
+        self._seq = 0  # the next ticket's number (tickets due together run in this order)
         self.ran = 0            # tickets whose effect has run (orders console input)
         self.waits = 0          # times the guest waited for a host thread
         self.wait_s = 0.0       # ... and for how long in all
 
     def expect(self, delay: int) -> Ticket:
         """A ticket due `delay` instructions from now (emulation thread)."""
-        t = Ticket(self.now() + max(0, delay), next(self._seq))
+        t = Ticket(self.now() + max(0, delay), self._seq)
+        self._seq += 1
         heapq.heappush(self._heap, t)
         return t
 
@@ -106,11 +106,13 @@ class Timeline:
     def pending(self) -> list[Ticket]:
         return sorted(self._heap)
 
-    def state(self) -> list[Ticket]:
-        """The tickets (for a snapshot: the same objects, they are immutable once fired)."""
-        return list(self._heap)
+    def state(self) -> tuple[list[Ticket], int, int]:
+        """For a snapshot: the tickets (the same objects: a ticket's effect, once known,
+        never changes, and one fired later is simply known by then), the numbering."""
+        return list(self._heap), self._seq, self.ran
 
-    def restore(self, tickets: list[Ticket]) -> None:
+    def restore(self, state: tuple[list[Ticket], int, int]) -> None:
+        tickets, self._seq, self.ran = state
         self._heap = list(tickets)
         heapq.heapify(self._heap)
 
