@@ -15,6 +15,7 @@ Two clocks:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from harness import cheader
@@ -83,3 +84,30 @@ class IcountClock:
     def advance_to(self, mtime: int) -> None:
         """Skip idle time (the guest waits in wfi) up to `mtime`."""
         self.insns = max(self.insns, (mtime - self.reads) * INSNS_PER_TICK)
+
+
+class DetClock(IcountClock):
+    """The deterministic machine's clock (harness/detmachine.py): IcountClock's mtime, with
+    the instruction count read live from the C counter (exact in the middle of a run
+    slice too, e.g. when a device stamps a request) plus the idle time skipped."""
+
+    def __init__(self, executed: Callable[[], int]) -> None:  # noqa: D107
+        self._executed = executed
+        self.idle = 0   # instructions' worth of guest time skipped while every hart waited
+        self.reads = 0
+
+    @property  # type: ignore[override]
+    def insns(self) -> int:
+        return self._executed() + self.idle
+
+    def advance_to(self, mtime: int) -> None:
+        target = (mtime - self.reads) * INSNS_PER_TICK
+        now = self.insns
+        if target > now:
+            self.idle += target - now
+
+    def advance_insns(self, v: int) -> None:
+        """Skip idle time up to guest time v (instructions)."""
+        now = self.insns
+        if v > now:
+            self.idle += v - now

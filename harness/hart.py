@@ -7,7 +7,11 @@ mode) layer, one wrapper per C function (~0.5-0.8 µs each). It also wraps
 
 Unicorn applies the guest's privilege check to CSR access from the host (reading an M
 CSR from S returns garbage, writing it is dropped), so `csr`/`set_csr` switch PRIV to M
-around the access (see ../shared/reference/unicorn_riscv.md, gotcha 5).
+around the access (see ../shared/reference/unicorn_riscv.md, gotcha 5). A privilege
+switch also clears the hart's LR/SC reservation (QEMU's riscv_cpu_set_mode), so a hart
+looked at between its LR and its SC would fail that SC because it was looked at: the
+access keeps the reservation (`_Reservation`), which a debugger and time travel need
+(looking must not change what happens next).
 """
 
 from __future__ import annotations
@@ -69,6 +73,38 @@ REG_A0, REG_A1, REG_A7 = R.UC_RISCV_REG_X10, R.UC_RISCV_REG_X11, R.UC_RISCV_REG_
 
 
 _PRIV_SIP_SIE = (REG_PRIV, R.UC_RISCV_REG_SIP, R.UC_RISCV_REG_SIE)
+
+
+# Unicorn 2.1.4's uc_context: a 16-byte header, then CPURISCVState from gpr[0]; the
+# reservation (load_res, load_val) follows pc. Checked against the PC once (_RES_OK).
+_CTX_PC = 16 + 8 * 32 + 8 * 32 + 8  # header, gpr, fpr, (8 bytes), pc
+_CTX_RES = _CTX_PC + 8
+_NO_RES = b"\xff" * 8
+
+
+class _Reservation:
+    """Keep a hart's LR/SC reservation across the privilege switches of a CSR access."""
+
+    ok: bool | None = None  # the layout above holds for this Unicorn (checked once)
+
+    def __init__(self, uc: Uc) -> None:
+        self.uc = uc
+        self.saved: bytes | None = None
+        if _Reservation.ok is None:
+            ctx = uc.context_save()
+            pc = ctypes.string_at(ctx._context.value + _CTX_PC, 8)
+            _Reservation.ok = int.from_bytes(pc, "little") == uc.reg_read(R.UC_RISCV_REG_PC)
+        if _Reservation.ok:
+            ctx = uc.context_save()
+            res = ctypes.string_at(ctx._context.value + _CTX_RES, 16)
+            self.saved = None if res[:8] == _NO_RES else res
+
+    def put_back(self) -> None:
+        if self.saved is None:
+            return
+        ctx = self.uc.context_save()
+        ctypes.memmove(ctx._context.value + _CTX_RES, self.saved, 16)
+        self.uc.context_restore(ctx)
 
 
 class Hart:
@@ -147,21 +183,26 @@ class Hart:
     def csr(self, reg: int) -> int:
         """Read any CSR regardless of the guest's current privilege."""
         p = self.priv
-        if p != PRIV_M:
-            self.set(REG_PRIV, PRIV_M)
+        if p == PRIV_M:
+            return self.get(reg)
+        res = _Reservation(self.uc)
+        self.set(REG_PRIV, PRIV_M)
         v = self.get(reg)
-        if p != PRIV_M:
-            self.set(REG_PRIV, p)
+        self.set(REG_PRIV, p)
+        res.put_back()
         return v
 
     def set_csr(self, reg: int, value: int) -> None:
         """Write any CSR regardless of the guest's current privilege (WARL masks apply)."""
         p = self.priv
-        if p != PRIV_M:
-            self.set(REG_PRIV, PRIV_M)
+        if p == PRIV_M:
+            self.set(reg, value)
+            return
+        res = _Reservation(self.uc)
+        self.set(REG_PRIV, PRIV_M)
         self.set(reg, value)
-        if p != PRIV_M:
-            self.set(REG_PRIV, p)
+        self.set(REG_PRIV, p)
+        res.put_back()
 
     def use_native_mip(self, fn: Callable[[int, int], None]) -> None:
         """set_mip through fn(mask, level): the C bus's, one call instead of five (an IPI

@@ -77,6 +77,7 @@ class Cpu:
     yields: int = 0         # slices given up in a spin loop (pause)
     stores_completed: int = 0  # stores cut by a stop, completed (complete_store)
     ipi_at: float = 0.0     # perf_counter of an IPI that found it idle, until it runs
+    yield_at: tuple[int, int] = (-1, -1)  # deterministic mode: (pc, count) of its last yield
 
     def can_run(self) -> bool:
         """Started and not waiting in wfi for an interrupt that has not come."""

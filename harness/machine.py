@@ -31,6 +31,8 @@ native: the devices raise STIP/SEIP in mip and the guest takes them through stve
 from __future__ import annotations
 
 import enum
+import hashlib
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,7 +51,8 @@ from unicorn import (
 from unicorn import riscv_const as R
 
 from harness import bootinfo, cheader
-from harness.clock import INSNS_PER_TICK, NEVER, HostClock, IcountClock
+from harness.clock import INSNS_PER_TICK, NEVER, DetClock, HostClock, IcountClock
+from harness.detmachine import Deterministic
 from harness.devices.base import Device, DeviceContext, MachineFault
 from harness.devices.clint import Clint
 from harness.devices.hartctl import HartCtl
@@ -57,7 +60,7 @@ from harness.devices.plic import Plic
 from harness.devices.power import Power, PowerCmd
 from harness.devices.sswi import Sswi
 from harness.devices.uart import Uart16550
-from harness.devices.virtio_blk import VirtioBlk
+from harness.devices.virtio_blk import DiskHistory, VirtioBlk
 from harness.elf import ElfImage
 from harness.hang import HangWatch
 from harness.hart import (
@@ -83,9 +86,14 @@ from harness.harts import (
     scan_atomic_writes,
     scan_words,
 )
+from harness.journal import Journal
 from harness.mmio import MmioBus
 from harness.mmio_native import NativeBus, NativeMmio
 from harness.physmem import PhysMem
+from harness.sched_native import LIMIT, POINT, SAMPLE
+from harness.schedule import ScheduleSpec
+from harness.timeline import HostTimeline
+from harness.timetravel import TimeTravel
 from harness.traps import Traps
 from harness.traps_native import make_traps, new_counts, trap_path
 from harness.waker import Waker
@@ -93,6 +101,7 @@ from harness.waker import Waker
 ML = cheader.load("memlayout.h")
 UNTIL = 2**64 - 2  # never 0: VA 0 is user text (reference, gotcha 13)
 WFI = (0x1050_0073).to_bytes(4, "little")
+REACHED = "reached"  # run_to's PAUSE message: the position asked for
 ICOUNT_SLICE = 200_000  # instructions per counted slice in --clock icount mode
 ICOUNT_SLICE_SMP = 20_011  # the same while another hart could run (prime: slice ends
 #                            do not alias with the length of a guest loop)
@@ -160,6 +169,11 @@ class MachineConfig:
     hang_timeout: float | None = None  # seconds without guest progress -> Exit.HANG
     cpus: int = 1                  # harts (1..bootinfo.MAXCPU)
     traps: str = ""                # "c" or "python"; "" = $HARNESS_TRAPS, else c
+    # deterministic mode (harness/detmachine.py): a seeded schedule, and the journal it
+    # records into or replays from (a new one if None)
+    schedule: ScheduleSpec | None = None
+    journal: Journal | None = None
+    time_travel: bool = False      # checkpoints for going back (harness/timetravel.py)
     # optional devices: (name, base name in memlayout.h, factory(name, ctx), PLIC source name)
     extra_devices: list[tuple[str, str, DeviceFactory, str | None]] = field(default_factory=list)
 
@@ -185,17 +199,26 @@ class Machine:
         if not 1 <= config.cpus <= bootinfo.MAXCPU:
             raise ValueError(f"--cpus must be 1..{bootinfo.MAXCPU}, not {config.cpus}")
         self.kernel = ElfImage.load(config.kernel)
-        self.clock: HostClock | IcountClock = (HostClock() if config.clock == "host"
-                                               else IcountClock())
+        self.det: Deterministic | None = None
+        if config.schedule is not None:
+            self.det = Deterministic(config.schedule, config.cpus, config.journal or Journal())
+            counter = self.det.counter
+            self.clock: HostClock | IcountClock = DetClock(lambda: counter.total)
+            self.det.timeline.now = lambda: self.clock.insns
+        else:
+            self.clock = HostClock() if config.clock == "host" else IcountClock()
         self.cpus: list[Cpu] = []
         self.cur = 0  # the hart that runs now, or last ran (the debugger's selection)
         self.trap_path = trap_path(config.traps)  # harness/traps_native.py
         counts = new_counts(self.trap_path)
         for i in range(config.cpus):
             uc = Uc(UC_ARCH_RISCV, UC_MODE_RISCV64)
+            if self.det is not None:  # the counter's hook is every hart's first code hook
+                self.det.counter.attach(uc, i)
             hart = Hart(uc)
             if i == 0:
-                self.ram = PhysMem(uc, hart, ML["KERNBASE"], config.ram_size)
+                self.ram = PhysMem(uc, hart, ML["KERNBASE"], config.ram_size,
+                                   cow=config.time_travel)
             else:
                 self.ram.attach(uc, hart)
             self.cpus.append(Cpu(i, uc, hart,
@@ -216,10 +239,22 @@ class Machine:
         self.stats = Stats()
         self.result: RunResult | None = None
         self.console_tail = bytearray()
+        self.console_hash = hashlib.blake2b(digest_size=16)  # every byte (a recording's end)
+        self.console_bytes = 0  # bytes of console output so far
+        self.console_shown = 0  # ... and the most ever shown (time travel repeats the past)
         self._out = bytearray()
         self._sink = config.output or _stdout_sink
         self._timeout_at: int | None = None
         self._pause: RunResult | None = None  # set by pause(): run()/step() return it
+        self._stopped_before = False  # a code hook stopped the run before an instruction
+        self._yielded = False  # the last run ended in a spin loop's pause
+        self._det_budget = 0  # deterministic mode: the slice the policy allowed
+        self._det_resume: tuple[int, int] | None = None  # (hart, budget left) of a slice
+        #                                                  a debugger's stop cut short
+        self._det_goal: tuple[int | None, int | None, int | None] = (None, None, None)
+        self._inbox: list[bytes] = []  # deterministic mode: console input not taken yet
+        self._det_posted: list[Callable[[], None]] = []  # ... and the devices' own posts
+        self._inbox_lock = threading.Lock()
         self._output_hooks: list[Callable[[bytes], None]] = []
         self.devices: dict[str, Device] = {}
         self.boot_mtime = 0  # bootinfo.boot_mtime, set when the kernel is loaded
@@ -234,6 +269,15 @@ class Machine:
         for c in self.cpus:
             self._reset_cpu(c)
         self._start_hart(0, self.kernel.entry)
+        self.travel: TimeTravel | None = None
+        if config.time_travel:
+            if self.det is None:
+                raise ValueError("time travel needs a deterministic machine (a schedule)")
+            if config.persist:
+                raise ValueError("time travel cannot go back over disk writes that went to "
+                                 "the image file (--persist)")
+            self.disk.history = DiskHistory()
+            self.travel = TimeTravel(self)
 
     # ---------------------------------------------------------------- the current hart
     @property
@@ -301,8 +345,11 @@ class Machine:
 
     def _context(self, irq: int | None) -> DeviceContext:
         line = self.plic.line_for(irq) if irq is not None else (lambda level: None)
-        return DeviceContext(irq=line, post=self.post, ram=self.ram, clock=self.clock,
-                             boot_mtime=lambda: self.boot_mtime)
+        timeline = self.det.timeline if self.det is not None else HostTimeline(self.post)
+        post = self._det_post if self.det is not None else self.post
+        return DeviceContext(irq=line, post=post, ram=self.ram, clock=self.clock,
+                             boot_mtime=lambda: self.boot_mtime, timeline=timeline,
+                             det=self.det)
 
     def _device_options(self, cls: type[Device]) -> dict[str, object]:
         if cls is Power:
@@ -331,7 +378,8 @@ class Machine:
                                  f"[{self.ram.base:#x}, +{self.ram.size:#x})")
             off = seg.paddr - self.ram.base
             self.ram.view[off : off + len(seg.data)] = seg.data
-        flags = self.config.flags | (bootinfo.F_ICOUNT if self.config.clock == "icount" else 0)
+        icount = isinstance(self.clock, IcountClock)
+        flags = self.config.flags | (bootinfo.F_ICOUNT if icount else 0)
         self.boot_mtime = self.clock.mtime()  # the guest's time_us() counts from here
         info = bootinfo.pack(ram_base=self.ram.base, ram_size=self.ram.size,
                              timebase_hz=self.clock.hz, boot_mtime=self.boot_mtime,
@@ -359,11 +407,26 @@ class Machine:
             if self.config.cpus > 1:
                 for a in pauses:
                     c.uc.hook_add(UC_HOOK_CODE, self._on_pause, c, a, a)
+            if self.det is not None and self.det.spec.kind != "rr" and self.config.cpus > 1:
+                for a in self._switch_points():
+                    self.det.counter.add_point(c.id, a)
         self._user_code = (kend, ram_end - kend)
         try:
             self._codelog: CodeLog | None = CodeLog(self.ram, self.kernel.symbol("codelog"))
         except KeyError:
             self._codelog = None
+
+    def _switch_points(self) -> list[int]:
+        """Where a random or PCT schedule may switch harts besides a slice's end: the
+        kernel's lock entry points and its AMO/SC instructions (harness/schedule.py)."""
+        points = [s.vaddr + off for s in self.kernel.segments if "X" in s.flags
+                  for off in scan_atomic_writes(s.data)]
+        for name in ("acquire", "release"):
+            try:
+                points.append(self.kernel.symbol(name))
+            except KeyError:
+                pass
+        return sorted(set(points))[:64]
 
     def _reset_cpu(self, c: Cpu) -> None:
         h = c.hart  # the hart resets in M-mode, so CSRs can be written directly
@@ -434,12 +497,31 @@ class Machine:
 
     def _on_pause(self, uc: Uc, addr: int, size: int, c: Cpu) -> None:
         """A hart spins (pause in the kernel's lock loops): give the slice to another."""
+        if self.det is not None:
+            self._det_on_pause(uc, addr, c)
+            return
         if addr == c.start_pc and not c.paused_once:
             c.paused_once = True  # resumed right here: spin at least once more
             return
         if self.only is None and (self._others
                                   or any(o.can_run() for o in self.cpus if o is not c)):
             c.yields += 1
+            self._stopped_before = True
+            self._yielded = True
+            uc.emu_stop()
+
+    def _det_on_pause(self, uc: Uc, addr: int, c: Cpu) -> None:
+        """_on_pause in deterministic mode: a hart that yielded here spins once more when
+        it comes back (by its own count, so a breakpoint's stop here changes nothing)."""
+        assert self.det is not None
+        here = (addr, self.det.counter.count(c.id))
+        if c.yield_at == here:
+            return
+        if any(o.can_run() for o in self.cpus if o is not c):
+            c.yields += 1
+            c.yield_at = here
+            self._stopped_before = True
+            self._yielded = True
             uc.emu_stop()
 
     # ---------------------------------------------------------------- any thread
@@ -448,19 +530,83 @@ class Machine:
         self.waker.post(fn)
 
     def send_input(self, data: bytes) -> None:
-        """Console input from any thread."""
-        self.post(lambda: self.uart.receive(data))
+        """Console input from any thread (deterministic mode: recorded at the guest time
+        it is taken; a replay takes its input from the recording only)."""
+        if self.det is None:
+            self.post(lambda: self.uart.receive(data))
+        elif not self.det.replaying:
+            with self._inbox_lock:
+                self._inbox.append(data)
+            self.post(lambda: None)  # wakes an idle machine; the loop takes the inbox
+
+    def _det_post(self, fn: Callable[[], None]) -> None:
+        """A device's post in deterministic mode (emulation thread: ticket effects, MMIO
+        callbacks): run at the next slice boundary, never in the middle of the timeline's
+        events or while waiting for a host thread, where its place would depend on the
+        host's speed."""
+        self._det_posted.append(fn)
+
+    def _det_run_posted(self) -> None:
+        while self._det_posted:
+            posted, self._det_posted = self._det_posted, []
+            for fn in posted:
+                fn()
+
+    def _det_take_input(self) -> None:
+        """Deterministic mode: the console input that came since the last slice, taken
+        now (at a slice boundary: the schedule never bends to it) and recorded."""
+        assert self.det is not None
+        j = self.det.journal
+        if j.cursor < len(j.inputs):
+            return  # time travel re-runs the past: new input waits for the present
+        with self._inbox_lock:
+            inbox, self._inbox = self._inbox, []
+        for data in inbox:
+            j.add_input(self.clock.insns, self.det.timeline.ran, data)
+            j.cursor += 1
+            self.uart.receive(data)
+
+    def _det_replay_inputs(self) -> None:
+        """A replay: the recorded console input due now, at the same point among the
+        timeline's events as when it was recorded."""
+        assert self.det is not None
+        j, tl = self.det.journal, self.det.timeline
+        now = self.clock.insns
+        while j.cursor < len(j.inputs):
+            at, ran, data = j.inputs[j.cursor]
+            if at > now or (at == now and ran > tl.ran):
+                return
+            if at < now or ran < tl.ran:
+                self._finish(RunResult(Exit.FAULT, message="the replay has diverged from the "
+                                       f"recording: console input recorded at instruction "
+                                       f"time {at} (after {ran} host results), the replay is "
+                                       f"at {now} ({tl.ran})"))
+                return
+            j.cursor += 1
+            self.uart.receive(data)
+
+    def _det_next_input(self) -> int | None:
+        """Guest time of the next recorded console input of a replay, or None."""
+        assert self.det is not None
+        j = self.det.journal
+        if j.cursor >= len(j.inputs):
+            return None
+        return j.inputs[j.cursor][0]
 
     def request_quit(self, message: str = "stopped by the user") -> None:
         """End the run (any thread)."""
         self.post(lambda: self._finish(RunResult(Exit.QUIT, message=message)))
 
     # ---------------------------------------------------------------- debugger control
-    def pause(self, message: str = "") -> None:
+    def pause(self, message: str = "", before: bool = True) -> None:
         """Stop the guest before its next instruction; run()/step() return Exit.PAUSE and
-        the next call goes on from there. Emulation thread only (e.g. a Unicorn hook)."""
+        the next call goes on from there. Emulation thread only (e.g. a Unicorn hook).
+        `before`: called from a code hook, before the instruction runs (False from a
+        memory hook: the instruction has run), which the instruction counter needs."""
         if self._pause is None:
             self._pause = RunResult(Exit.PAUSE, message=message)
+        if before and self._in_run:
+            self._stopped_before = True
         self.uc.emu_stop()
 
     @property
@@ -475,7 +621,14 @@ class Machine:
     def step(self) -> RunResult | None:
         """Execute exactly one instruction (a debugger's stepi), or take one pending
         interrupt. Returns the end of the run if it ended (power-off, fault), a PAUSE if a
-        hook asked for one, else None."""
+        hook asked for one, else None. In deterministic mode the schedule goes on until
+        the current hart has executed one instruction (other harts may run meanwhile, as
+        the schedule has them: the run stays the same run)."""
+        if self.det is not None:
+            h = self.cur
+            res = self.run_to(hart=h, count=self.det.counter.count(h) + 1)
+            self.cur = h
+            return None if res.exit == Exit.PAUSE and res.message == REACHED else res
         self._pc = self.hart.get(REG_PC)  # a debugger may have moved it
         self.cpu.idle = False
         while self.result is None:
@@ -491,6 +644,21 @@ class Machine:
                 break
         self._flush_output()
         return self._take_stop()
+
+    def run_to(self, total: int | None = None, hart: int | None = None,
+               count: int | None = None) -> RunResult:
+        """Deterministic mode: run() until the machine has executed `total` instructions,
+        or hart `hart` has executed `count` (then Exit.PAUSE with message REACHED), or
+        anything else stops it first."""
+        assert self.det is not None
+        self._det_goal = (total, hart, count)
+        try:
+            return self.run()
+        finally:
+            self._det_goal = (None, None, None)
+            self.det.counter.unlimit()
+            for c in self.cpus:
+                self.det.counter.limit_hart(c.id, None)
 
     def _take_stop(self) -> RunResult | None:
         if self.result is not None:
@@ -598,9 +766,16 @@ class Machine:
             return
         data = bytes(self._out)
         self._out.clear()
+        self.console_bytes += len(data)
         self.console_tail += data
+        self.console_hash.update(data)
         if len(self.console_tail) > CONSOLE_TAIL:
             del self.console_tail[: len(self.console_tail) - CONSOLE_TAIL]
+        new = self.console_bytes - self.console_shown
+        if new <= 0:
+            return  # time travel runs the past again: its output was shown the first time
+        data = data[-new:]
+        self.console_shown = self.console_bytes
         self._sink(data)
         for fn in self._output_hooks:
             fn(data)
@@ -660,7 +835,18 @@ class Machine:
                         self._finish(RunResult(Exit.HANG, pc=self.hart.get(REG_PC),
                                                message=why))
                         break
-                c = self._next_cpu()
+                if self.det is not None:
+                    self._det_replay_inputs()  # recorded input (a replay, time travel)
+                    if not self.det.replaying:
+                        self._det_take_input()
+                    self._det_run_posted()
+                    self.det.timeline.run_due(self._det_poll)
+                    self._det_run_posted()
+                    self._flush_output()
+                    if self.result is not None or self._pause is not None:
+                        break
+                    self.clint.tick()
+                c = self._det_next() if self.det is not None else self._next_cpu()
                 if c is None:
                     self._wait_for_interrupt()
                     continue
@@ -686,6 +872,28 @@ class Machine:
             if c.can_run():
                 return c
         return None
+
+    def _det_next(self) -> Cpu | None:
+        """Deterministic mode: the hart the schedule picks among those that can run (the
+        debugger's `only` one if set), and its slice (`_det_budget`), or None."""
+        assert self.det is not None
+        if self._det_resume is not None:  # the rest of a slice a debugger stopped
+            h, self._det_budget = self._det_resume
+            self._det_resume = None
+            if self.cpus[h].can_run():
+                return self.cpus[h]
+        runnable = [c.id for c in self.cpus if c.can_run()]
+        if not runnable:
+            return None
+        h, self._det_budget = self.det.policy.pick(runnable, False)
+        return self.cpus[h]
+
+    def _det_poll(self) -> bool:
+        """While the guest waits for a host thread's result (deterministic mode): take
+        quit and pause requests; True if the run is to end or pause."""
+        for fn in self.waker.take_posted():
+            fn()
+        return self.result is not None or self._pause is not None
 
     def _others_can_run(self, c: Cpu) -> bool:
         """Could another hart run beside c (so c's slice needs an end)? A hart idle in
@@ -722,6 +930,22 @@ class Machine:
         if armed and self.clock.mtime() >= cmp:
             return  # the deadline passed since the loop's tick(): tick again, never sleep
         timer_ahead = armed
+        if self.det is not None:
+            assert isinstance(self.clock, DetClock)
+            ticket, inp = self.det.timeline.next_at(), self._det_next_input()
+            if inp is not None and inp <= self.clock.insns and (ticket is None
+                                                                or ticket > inp):
+                # its turn among the host results has passed, and nothing runs to reach it
+                self._finish(RunResult(Exit.FAULT, message="the replay has diverged from the "
+                                       "recording: every hart waits, but console input was "
+                                       f"recorded at instruction time {inp} after other host "
+                                       "results"))
+                return
+            nxt = min((x for x in (ticket, inp) if x is not None), default=None)
+            timer_v = (cmp - self.clock.reads) * INSNS_PER_TICK if armed else None
+            if nxt is not None and (timer_v is None or nxt < timer_v):
+                self.clock.advance_insns(nxt)  # the next host result is due then
+                return
         if isinstance(self.clock, IcountClock):
             if timer_ahead:
                 self.clock.advance_to(cmp)  # idle time costs nothing in icount mode
@@ -744,6 +968,9 @@ class Machine:
     def _run_slice(self, c: Cpu, count: int | None = None) -> None:
         """One emu_start of hart c: uncounted until stopped (host clock), or counted
         (icount clock, or `count` instructions for a debugger's step)."""
+        if self.det is not None:
+            self._run_det_slice(c, count)
+            return
         icount = isinstance(self.clock, IcountClock)
         self._others = others = self._others_can_run(c)
         if count is not None:
@@ -818,6 +1045,95 @@ class Machine:
                 c.pc = complete_store(c, self.ram)
         elif c.hart.vread(c.pc - 4, 4, UC_PROT_EXEC) == WFI:
             c.idle = True
+
+    def _det_slice_len(self, count: int | None) -> int:
+        """Instructions the next deterministic slice may run: the policy's budget (or a
+        debugger's `count`), cut at the next timer deadline and the next host result."""
+        assert self.det is not None and isinstance(self.clock, DetClock)
+        n = count if count is not None else self._det_budget
+        now = self.clock.mtime()
+        cmp = min((x for x in self.clint.cmp if x > now), default=NEVER)
+        if cmp < NEVER:
+            n = min(n, (cmp - now) * INSNS_PER_TICK)
+        nxt = self.det.timeline.next_at()  # (not a replay's input: see _det_take_input)
+        if nxt is not None:
+            n = min(n, nxt - self.clock.insns)
+        return max(n, 1)
+
+    def _run_det_slice(self, c: Cpu, count: int | None) -> None:
+        """One exactly counted slice of hart c (deterministic mode): the C counter ends it
+        (harness/native/sched.c); no other thread ever stops it."""
+        det = self.det
+        assert det is not None
+        counter = det.counter
+        n = self._det_slice_len(count)
+        goal_total, goal_hart, goal_count = self._det_goal
+        cut = n
+        if goal_total is not None:
+            cut = min(cut, max(goal_total - counter.total, 0))
+        counter.limit_hart(c.id, goal_count if goal_hart == c.id else None)
+        if cut == 0 or (goal_hart == c.id and goal_count is not None
+                        and counter.count(c.id) >= goal_count):
+            self._pause = RunResult(Exit.PAUSE, message=REACHED)
+            self._det_resume = (c.id, n)
+            return
+        self._run_uc = c.uc
+        c.bus.new_run()
+        c.start_pc, c.paused_once = c.pc, False
+        start = counter.total
+        rng0 = int(counter.s.rng[0]) if det.trace is not None else 0
+        counter.limit(cut)
+        self._stopped_before = self._yielded = False
+        self._in_run = True
+        err: BaseException | None = None
+        t0 = time.perf_counter()
+        try:
+            c.uc.emu_start(c.pc, UNTIL, 0, 0)
+        except (UcError, MachineFault) as e:
+            err = e
+        finally:
+            self._in_run = False
+            counter.unlimit()
+            why = {LIMIT: "limit", POINT: "point", SAMPLE: "sample"}.get(counter.stopped)
+            if why is None and self._stopped_before:
+                counter.uncount(c.id)  # a later hook stopped it before an instruction
+            self.stats.run_s += time.perf_counter() - t0
+            self.stats.runs += 1
+            if self.hang is not None:
+                self.hang.after_run()
+        c.pc = c.hart.get(REG_PC)
+        executed = counter.total - start
+        if err is None and c.bus.fault is not None:
+            err, c.bus.fault = c.bus.fault, None
+        if self.result is not None and self.result.pc is None:
+            self.result.pc = c.pc
+        if err is not None:
+            det.policy.ended(c.id, executed, "stop")
+            if (isinstance(err, UcError) and err.errno == UC_ERR_EXCEPTION
+                    and c.traps.ebreak_delivered):
+                c.traps.ebreak_delivered = False  # Unicorn's spurious error after ebreak
+                return
+            self._finish(self._fault(err))
+            return
+        if why == "limit" and executed < n:  # the debugger's goal, not the slice's end
+            self._pause = RunResult(Exit.PAUSE, message=REACHED)
+            why = "stop"
+        if why is None:
+            if self._yielded:
+                why = "yield"
+            elif (self.result is None and self._pause is None
+                  and c.hart.vread(c.pc - 4, 4, UC_PROT_EXEC) == WFI):
+                c.idle, why = True, "idle"
+            else:
+                why = "stop"
+        if why == "stop" and self._pause is not None and self.result is None:
+            self._det_resume = (c.id, n - executed)  # go on with this slice, not a new pick
+        det.policy.ended(c.id, executed, why)
+        if self.travel is not None:
+            self.travel.tick()
+        if det.trace is not None:
+            det.trace.append((c.id, start, executed, why, c.pc, self.clock.insns,
+                              det.timeline.ran, rng0, n, int(counter.s.point_at[c.id])))
 
     def _fault(self, err: BaseException) -> RunResult:
         pc = getattr(err, "pc", None) or self._pc

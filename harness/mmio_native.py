@@ -106,6 +106,22 @@ class NativeMmio:
             dev.use_native(c)
             self._states[id(dev)] = (lib.FP_WIN_CLINT, c)
 
+    def _structs(self) -> list[Any]:
+        seen, out = set(), []
+        for st in [self.plic, self.uart, *(s for _, s in self._states.values()), *self._keep]:
+            if id(st) not in seen:
+                seen.add(id(st))
+                out.append(st)
+        return out
+
+    def state(self) -> list[bytes]:
+        """Every C device struct as bytes (a snapshot, harness/snapshot.py)."""
+        return [bytes(self.ffi.buffer(st)) for st in self._structs()]
+
+    def restore(self, state: list[bytes]) -> None:
+        for st, data in zip(self._structs(), state, strict=True):
+            self.ffi.buffer(st)[:] = data
+
     def arm(self, deadline: int | None) -> None:
         """The running slice's deadline changed (Waker.on_armed): tell the C CLINT."""
         if self.clint is not None:

@@ -13,14 +13,24 @@ With several harts (harness/machine.py) every hart is its own Unicorn instance a
 one mapping is attached to each of them (`attach`): a store by any hart is visible to
 all at once, but each instance keeps its own translated code, so `write` drops the
 range in every instance, and `forget_code(..., hart=h)` in one (a hart's fence.i).
+
+Copy-on-write RAM (`cow=True`, for time travel: harness/snapshot.py). The mapping is a
+private mapping of a memory file instead of anonymous memory: the file holds RAM as it
+was at a checkpoint, and the host kernel gives every page the guest writes afterwards a
+private copy. `/proc/self/pagemap` says which pages have one (present, not file-backed),
+so a checkpoint finds what changed without comparing 128 MiB, and dropping the private
+copies (`madvise(MADV_DONTNEED)`) returns RAM to the file's contents at once, at the same
+host address (Unicorn's pointers stay valid).
 """
 
 from __future__ import annotations
 
 import ctypes
 import mmap
+import os
 import struct
 
+import numpy as np
 from unicorn import UC_PROT_ALL, Uc
 
 from harness.hart import PRIV_M, REG_PRIV, Hart
@@ -33,12 +43,19 @@ _U64 = struct.Struct("<Q")
 class PhysMem:
     """Guest physical RAM [base, base + size)."""
 
-    def __init__(self, uc: Uc, hart: Hart, base: int, size: int) -> None:
+    def __init__(self, uc: Uc, hart: Hart, base: int, size: int, cow: bool = False) -> None:
         if size <= 0 or size % 0x1000:
             raise ValueError(f"RAM size must be a positive multiple of 4 KiB, not {size}")
         self.uc, self.hart = uc, hart
         self.base, self.size = base, size
-        self._mm = mmap.mmap(-1, size)
+        self.fd = -1  # the memory file under a copy-on-write mapping
+        if cow:
+            self.fd = os.memfd_create("guest-ram", os.MFD_CLOEXEC)
+            os.ftruncate(self.fd, size)
+            self._mm = mmap.mmap(self.fd, size, flags=mmap.MAP_PRIVATE,
+                                 prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        else:
+            self._mm = mmap.mmap(-1, size)
         self._anchor = ctypes.c_char.from_buffer(self._mm)  # pins the mapping while Unicorn uses it
         self.view = memoryview(self._mm)
         self._cpus: list[tuple[Uc, Hart]] = []
@@ -48,6 +65,38 @@ class PhysMem:
         """Map this RAM (the same host pages) into another hart's Unicorn instance."""
         uc.mem_map_ptr(self.base, self.size, UC_PROT_ALL, ctypes.addressof(self._anchor))
         self._cpus.append((uc, hart))
+
+    # ---------------------------------------------------------------- copy-on-write
+    def changed_pages(self) -> np.ndarray:
+        """Page numbers (from 0 at `base`) written since the file was last made the RAM's
+        contents (cow only)."""
+        assert self.fd >= 0, "changed_pages needs cow=True"
+        addr = ctypes.addressof(self._anchor)
+        n = self.size >> 12
+        fd = os.open("/proc/self/pagemap", os.O_RDONLY)
+        try:
+            data = os.pread(fd, 8 * n, (addr >> 12) * 8)
+        finally:
+            os.close(fd)
+        e = np.frombuffer(data, dtype=np.uint64)
+        present, filed = (e >> np.uint64(63)) & np.uint64(1), (e >> np.uint64(61)) & np.uint64(1)
+        return np.nonzero(present & (filed ^ np.uint64(1)))[0]
+
+    def file_page(self, page: int) -> bytes:
+        return os.pread(self.fd, 0x1000, page << 12)
+
+    def set_file_page(self, page: int, data: bytes) -> None:
+        os.pwrite(self.fd, data, page << 12)
+
+    def page(self, page: int) -> bytes:
+        return self.view[page << 12 : (page + 1) << 12].tobytes()
+
+    def drop_changes(self) -> None:
+        """RAM becomes the file's contents again (every private page dropped)."""
+        libc = ctypes.CDLL(None, use_errno=True)
+        addr = ctypes.c_void_p(ctypes.addressof(self._anchor))
+        if libc.madvise(addr, ctypes.c_size_t(self.size), 4):  # MADV_DONTNEED
+            raise OSError(ctypes.get_errno(), "madvise(MADV_DONTNEED) on guest RAM failed")
 
     def contains(self, pa: int, n: int = 1) -> bool:
         return self.base <= pa and pa + n <= self.base + self.size and n >= 0

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from harness.clock import Clock
+    from harness.detmachine import Deterministic
     from harness.physmem import PhysMem
+    from harness.timeline import HostTimeline, Timeline
 
 
 class MachineFault(Exception):
@@ -53,6 +55,10 @@ class DeviceContext:
     # mtime when the kernel started (bootinfo.boot_mtime): the guest's time_us() is
     # (mtime - boot_mtime) in microseconds
     boot_mtime: Callable[[], int] = lambda: 0
+    # a host thread's result for the guest: `timeline.expect(delay)` now, `.fire(fn)` from
+    # the thread (harness/timeline.py); the ordinary machine's fires straight into `post`
+    timeline: Timeline | HostTimeline | None = None
+    det: Deterministic | None = None  # deterministic mode's state (harness/detmachine.py)
 
 
 def _no_irq(level: bool) -> None:

@@ -221,6 +221,10 @@ class VirtioAi(VirtioMmio):
         self._build_config()
         if isinstance(model, str):
             self.start_load(model)
+        elif model is not None and ctx.det is not None:  # a ready model, timed and recorded
+            self._loads += 1
+            self._set_model(ctx.det.load_model(0, model.spec, lambda _: self._wrap(model), 0,
+                                               ready=True))
         elif model is not None:
             self._set_model(self._wrap(model))
 
@@ -282,24 +286,41 @@ class VirtioAi(VirtioMmio):
 
     # ---------------------------------------------------------------- model / config
     def start_load(self, spec: str, job: _Job | None = None) -> None:
-        """Load a model on a host thread; LOADING now, READY/FAILED when done."""
+        """Load a model on a host thread; LOADING now, READY/FAILED when done (in
+        deterministic mode at a guest time drawn now: harness/timeline.py)."""
         self._loads += 1
         gen = self._loads
         self._set_state(DEV_STATE["LOADING"])
         self.log(f"[ai] loading model {spec} ...")
         t0 = time.perf_counter()
         t0_us = self.now_us()  # the trace's load start, if host time is not the guest's
+        det = self.ctx.det
+        delay = det.latency("load") if det is not None else 0
+        ticket = self.ctx.timeline.expect(delay) if self.ctx.timeline is not None else None
 
-        def work() -> None:  # host thread: only ctx.post reaches the machine
+        def work() -> None:  # host thread: only ctx.post / the ticket reach the machine
             try:
-                lm: AiBackend | None = self._wrap(self.loader(spec))
+                if det is not None:
+                    lm: AiBackend | None = det.load_model(gen - 1, spec, self._load_inner,
+                                                          delay)
+                else:
+                    lm = self._wrap(self.loader(spec))
                 err = ""
             except Exception as exc:  # a PyllmError, or a bug: FAILED either way
                 lm, err = None, str(exc) or type(exc).__name__
             span = (t0, time.perf_counter(), t0_us)
-            self.ctx.post(lambda: self._load_done(gen, lm, err, job, span))
+            done = lambda: self._load_done(gen, lm, err, job, span)  # noqa: E731
+            if ticket is not None:
+                ticket.fire(done)
+            else:
+                self.ctx.post(done)
 
         threading.Thread(target=work, name="ai-load", daemon=True).start()
+
+    def _load_inner(self, spec: str) -> AiBackend:
+        """The real backend of a load, fault injection included (deterministic mode
+        wraps it in a TimedBackend around this)."""
+        return self._wrap(self.loader(spec))
 
     def _wrap(self, backend: AiBackend) -> AiBackend:
         return backend if self.injector is None else self.injector.wrap(backend)
@@ -590,6 +611,10 @@ class VirtioAi(VirtioMmio):
         self._dirty.append(job)
         if self._flush_posted:
             return False
+        if self.ctx.det is not None:  # called on the emulation thread at the guest's time
+            self._flush_posted = True
+            self.progress_posts += 1
+            return True
         now = time.perf_counter()
         interval = PROGRESS_INTERVAL_S if self.progress_want else IDLE_INTERVAL_S
         if job.status is None and now - self._last_post < interval:

@@ -47,6 +47,36 @@ REQ_FMT = REQ.scalar_struct("type", "reserved", "sector")
 Journal = list[tuple[int, bytes] | None]
 
 
+class DiskHistory:
+    """Every write to the disk with what it overwrote, and where in that list the disk
+    is now (time travel, harness/snapshot.py): going back undoes writes, going forward
+    again redoes them; a deterministic re-execution writes what is already there, so its
+    writes just move the position on."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[int, bytes, bytes]] = []  # (offset, old, new)
+        self.pos = 0
+
+    def write(self, disk: bytearray, start: int, data: bytes) -> None:
+        if self.pos < len(self.writes) and self.writes[self.pos][0] == start \
+                and self.writes[self.pos][2] == data:
+            self.pos += 1
+            return
+        del self.writes[self.pos:]  # another future than the recorded one
+        self.writes.append((start, bytes(disk[start : start + len(data)]), data))
+        self.pos += 1
+
+    def move_to(self, disk: bytearray, pos: int) -> None:
+        while self.pos > pos:
+            self.pos -= 1
+            start, old, _ = self.writes[self.pos]
+            disk[start : start + len(old)] = old
+        while self.pos < pos:
+            start, _, new = self.writes[self.pos]
+            disk[start : start + len(new)] = new
+            self.pos += 1
+
+
 class VirtioBlk(VirtioMmio):
     """A virtio-blk disk backed by an in-memory image."""
 
@@ -74,6 +104,7 @@ class VirtioBlk(VirtioMmio):
         self.bytes_read = self.bytes_written = 0
         self.journal = journal
         self.cut_after: int | None = None
+        self.history: DiskHistory | None = None  # time travel's undo/redo of the writes
 
     def device_features(self) -> int:
         return F_FLUSH
@@ -82,7 +113,24 @@ class VirtioBlk(VirtioMmio):
         cap = (len(self.disk) // SECTOR).to_bytes(8, "little")
         return bytes(CAPACITY_OFFSET) + cap
 
-    def handle(self, queue: int, chain: Chain) -> int:
+    def handle(self, queue: int, chain: Chain) -> int | None:
+        """Serve one request. Under a random or PCT schedule (harness/detmachine.py) it
+        is served later, at a guest time drawn from the seed, as a real disk's DMA would
+        be: so the driver's handling of a slow completion gets exercised too."""
+        det = self.ctx.det
+        if det is not None and det.defer_disk and self.ctx.timeline is not None:
+            epoch = self.resets
+            self.ctx.timeline.at(det.latency("disk"),
+                                 lambda: self._served_later(queue, chain, epoch))
+            return None
+        return self._serve(chain)
+
+    def _served_later(self, queue: int, chain: Chain, epoch: int) -> None:
+        if epoch != self.resets:
+            return  # the driver reset the device meanwhile: the request is gone
+        self.complete(queue, chain.head, self._serve(chain))
+
+    def _serve(self, chain: Chain) -> int:
         head = self.gather(chain.readable)
         if len(head) < REQ.size or not chain.writable:
             return self._finish(chain, S_IOERR, 0)
@@ -104,6 +152,8 @@ class VirtioBlk(VirtioMmio):
                 return self._finish(chain, S_IOERR, 0)
             if self.cut_after is not None and self.writes >= self.cut_after:
                 return self._finish(chain, S_OK, 0)   # the power is gone: lost
+            if self.history is not None:
+                self.history.write(self.disk, start, bytes(out_data))
             self.disk[start : start + n] = out_data
             if self._file is not None:
                 os.pwrite(self._file.fileno(), out_data, start)

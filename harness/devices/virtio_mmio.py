@@ -130,6 +130,7 @@ class VirtioMmio(Device):
         self.irqs: Any = IrqState()  # or the C bus's struct fp_virtio (use_native)
         self._notifies = 0  # QUEUE_NOTIFY writes Python served (see `notifies`)
         self.completed = 0
+        self.resets = 0  # device resets by the driver (a request served later checks it)
         self._cq: Any = None  # the C bus's struct fp_virtq for queue 0 (use_native)
         self._cq_view: tuple[memoryview, int, int, int] | None = None
 
@@ -293,6 +294,7 @@ class VirtioMmio(Device):
         self.status = value
 
     def _reset(self) -> None:
+        self.resets += 1
         self.status = 0
         self.driver_features = 0
         self.device_features_sel = self.driver_features_sel = self.queue_sel = 0

@@ -28,6 +28,7 @@ extern "Python+C" int fp_py_mmio(void *handle, uint32_t win, uint64_t offset, ui
                                  int write, uint64_t value, uint64_t *out);
 extern "Python+C" void fp_py_clint(void *handle, uint32_t win);
 extern "Python+C" int fp_py_chain(void *handle, uint32_t win);
+extern "Python+C" int fp_py_watch(void *handle, uint64_t addr, int size, int write);
 """)
 
 ffibuilder = EXTENSION.builder()
