@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from pathlib import Path
 
 import click
 
@@ -32,6 +33,24 @@ def cpus_option(fn):  # type: ignore[no-untyped-def]
                         show_default=True,
                         help="Harts of the machine (1-8); each is a Unicorn instance, "
                              "scheduled round-robin on the emulation thread.")(fn)
+
+
+def det_options(fn):  # type: ignore[no-untyped-def]
+    """`--schedule SPEC`, `--record FILE`, `--replay FILE` (run, debug): a deterministic
+    machine (harness/detrun.py)."""
+    fn = click.option("--replay", type=click.Path(dir_okay=False, path_type=Path),
+                      metavar="FILE",
+                      help="Run a recording again: same schedule, console input, AI and "
+                           "disk completions; checks the end matches (no model is "
+                           "loaded).")(fn)
+    fn = click.option("--record", type=click.Path(dir_okay=False, path_type=Path),
+                      metavar="FILE",
+                      help="Write what a replay needs to FILE (deterministic: "
+                           "--schedule, default rr).")(fn)
+    return click.option("--schedule", metavar="SPEC",
+                        help="Deterministic machine: hart switches by a seeded schedule "
+                             "(rr | random:SEED | pct:SEED[:DEPTH]), guest time from the "
+                             "instruction count; the same SPEC gives the same run.")(fn)
 
 
 def engine_options(fn):  # type: ignore[no-untyped-def]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli import cpus_option, engine_options, remote_engine
+from harness.cli import cpus_option, det_options, engine_options, remote_engine
 from harness.cmd_run import _check_model, _file, _size
 from harness.launch import DEFAULT_FS, DEFAULT_KERNEL, HOST_LOG, ROOT, add_ai_device, new_machine
 
@@ -49,10 +49,12 @@ DEFAULT_USER = ROOT / "build" / "user"
                    "run every time, and time stands still at the prompt).")
 @cpus_option
 @engine_options
+@det_options
 def debug(cmd: str | None, ex: tuple[str, ...], script: Path | None, batch: bool,
           gdb_port: int | None, model: str | None, ram: int, kernel: Path, fs: Path,
           user_dir: Path, clock: str, cpus: int = 1, engine_url: str | None = None,
-          engine_timeout: float | None = None) -> None:
+          engine_timeout: float | None = None, schedule: str | None = None,
+          record: Path | None = None, replay: Path | None = None) -> None:
     """Debug the kernel and user programs: a gdb-like prompt on the stopped machine.
 
     \b
@@ -69,22 +71,38 @@ def debug(cmd: str | None, ex: tuple[str, ...], script: Path | None, batch: bool
     harness debug -c "echo hi" --ex "break sys_fork" --ex continue --ex bt --batch
     harness debug --gdb 1234    then: gdb-multiarch build/kernel/kernel.elf
                                       -ex 'target remote :1234'
+
+    \b
+    Going back in time (deterministic machine: --schedule, --record or --replay):
+      reverse-stepi / reverse-step / reverse-next / reverse-finish / reverse-continue
+      when (the instruction count)   goto N
+    harness debug --schedule rr -c usertests --ex 'watch kmem.freelist' ...
+    harness debug --replay run.nrec --ex 'goto 1234567' --ex bt
+    (gdb-multiarch: reverse-stepi, reverse-continue, reverse-finish through --gdb)
     """
     _file("kernel", kernel, "build it with `make build`")
     _file("disk image", fs, "build it with `make build`")
     from harness.debug import DebugError
     from harness.debug.commands import Interpreter
     from harness.debug.target import Target
+    from harness.detrun import DetRun
     from harness.guest.programs import Programs
     from harness.machine import MachineConfig
 
+    det = DetRun(schedule, record, replay, "debug")
+    det.check(command=cmd is not None, model=model is not None)
     config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd=cmd or "",
                            cpus=cpus)
     engine = remote_engine(engine_url, engine_timeout, model)
+    ai_model, model = det.model(model)
+    if det.replayer is not None:
+        config.cmd = det.replayer.journal.header.get("cmd", "")
     if model is not None:
-        if engine is None:
+        if engine is None and det.replayer is None:
             _check_model(model)
-        add_ai_device(config, model, log=HOST_LOG, allow_load=(model,), engine=engine)
+        add_ai_device(config, ai_model, log=HOST_LOG, allow_load=(model,), engine=engine)
+    det.configure(config, model)
+    config.time_travel = det.on
     try:
         programs = Programs(kernel, user_dir)
     except DebugError as e:
@@ -97,7 +115,10 @@ def debug(cmd: str | None, ex: tuple[str, ...], script: Path | None, batch: bool
             sys.exit(_serve_gdb(target, interp, gdb_port))
         commands = list(script.read_text().splitlines()) if script else []
         commands += list(ex)
-        sys.exit(_prompt(interp, commands, batch, machine.banner()))
+        code = _prompt(interp, commands, batch, machine.banner())
+        if det.on and machine.result is not None:
+            det.end(machine, machine.result)
+        sys.exit(code)
     finally:
         machine.close()
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import click
 
-from harness.cli import cpus_option, engine_options, remote_engine
+from harness.cli import cpus_option, det_options, engine_options, remote_engine
+from harness.detrun import DetRun
 from harness.launch import DEFAULT_FS, DEFAULT_KERNEL, HOST_LOG, add_ai_device, console_boot
 from harness.machine import MachineConfig
 
@@ -122,13 +123,16 @@ def _file(what: str, path: Path, hint: str) -> Path:
 @click.option("--monitor-record", type=click.Path(dir_okay=False, path_type=Path),
               metavar="FILE", help="Write the monitor's snapshots to FILE (for "
                                    "`harness top --replay FILE`); implies --monitor.")
+@det_options
 def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path,
         persist: bool, clock: str, quiet: bool, model: str | None, prompt: str | None,
         max_new_tokens: int, demo: bool, raw: bool, trace: Path | None, gdb_port: int | None,
         hang_timeout: float | None = None, ai_fault: str | None = None,
         fs_check: bool = True, kv_cache: str | None = None, monitor: bool = False,
         monitor_record: Path | None = None, cpus: int = 1, chat: bool = False,
-        engine_url: str | None = None, engine_timeout: float | None = None) -> None:
+        engine_url: str | None = None, engine_timeout: float | None = None,
+        schedule: str | None = None, record: Path | None = None,
+        replay: Path | None = None) -> None:
     """Boot the kernel and attach the terminal to its console.
 
     \b
@@ -145,6 +149,11 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
       harness run --demo --trace demo.json              the demo question, then the shell
       harness run --demo --raw                          the demo text continued, raw
       harness run --chat                                chat with the model in the guest
+
+    \b
+    Deterministic runs (the same run every time; see docs/DEBUGGING.md):
+      harness run --schedule random:7 -c usertests      a seeded interleaving of the harts
+      harness run --record run.nrec -c "llmrun -n 8 Hi" then: harness run --replay run.nrec
 
     Exit codes: the guest's status (0-255) when it powers off; 101 kernel panic;
     102 machine fault (unknown MMIO, unmapped memory, ...); 103 hang (--hang-timeout);
@@ -170,6 +179,15 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
                  or persist):
         raise click.UsageError("--chat cannot be combined with -c, --prompt, --demo, --gdb "
                                "or --persist")
+    det = DetRun(schedule, record, replay, "run")
+    det.check(command=cmd is not None, prompt=prompt is not None, demo=demo, chat=chat,
+              persist=persist, model=model is not None)
+    if det.on and (prompt is not None or demo or chat or gdb_port is not None):
+        raise click.UsageError("--schedule/--record/--replay go with -c or the shell (for "
+                               "the debugger: harness debug --schedule)")
+    if record is not None and persist:
+        raise click.UsageError("--record cannot be combined with --persist (a replay needs "
+                               "the disk as it was)")
     if (prompt is not None or demo or chat) and model is None:
         model = "smol"
     if kv_cache is not None:
@@ -193,20 +211,26 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
     config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock,
                            cmd="chat" if chat else cmd or "", persist=persist, timeout=timeout,
                            hang_timeout=hang_timeout, cpus=cpus)
+    ai_model, model = det.model(model)
+    if det.replayer is not None:  # the recorded machine (before its devices are added)
+        config.cmd = det.replayer.journal.header.get("cmd", "")
     created: list = []
     console = bytearray()  # with --trace: llmrun's own stamps (tokenize, shown) are in it
     if model is not None:
-        add_ai_device(config, model, log=None if quiet else HOST_LOG, plan=plan,
+        add_ai_device(config, ai_model, log=None if quiet else HOST_LOG, plan=plan,
                       allow_load=(model,), created=created, engine=engine)
         _add_course_files(config, model, quiet, remote=engine is not None)
+    det.configure(config, model)
     try:
         attach = None
         if monitor or monitor_record is not None:
             from harness.monitor.feed import attach_monitor
 
             attach = attach_monitor(record=monitor_record, quiet=quiet)
-        code = console_boot(config, interactive=cmd is None, quiet=quiet, gdb=gdb_port,
-                            attach=attach, tee=None if trace is None else console.extend)
+        code = console_boot(config, interactive=cmd is None and replay is None, quiet=quiet,
+                            gdb=gdb_port, attach=attach,
+                            tee=None if trace is None else console.extend,
+                            on_end=det.end if det.on else None)
     finally:
         for dev in created:
             if dev.injector is not None and not quiet:

@@ -239,12 +239,15 @@ HOST_LOG = _HostLog()
 def console_boot(config: MachineConfig, *, interactive: bool, quiet: bool,
                  gdb: int | None = None,
                  attach: Callable[[Machine], Callable[[], None]] | None = None,
-                 tee: Callable[[bytes], None] | None = None) -> int:
+                 tee: Callable[[bytes], None] | None = None,
+                 on_end: Callable[[Machine, RunResult], None] | None = None) -> int:
     """Run the machine on the terminal (rebooting on POWER_RESET) and return the process
     exit code; with `gdb` (a port) the machine is served to gdb instead
     (harness/debug/gdbserver.py). `attach(machine)` runs before each boot and returns
     what to call when it ends (the `--monitor` of harness run); `tee` also gets the
-    guest's console output (the `--trace` of harness run reads llmrun's stamps in it)."""
+    guest's console output (the `--trace` of harness run reads llmrun's stamps in it);
+    `on_end(machine, result)` runs after the end is reported (a deterministic run's
+    summary, harness/detrun.py)."""
     while True:
         t0 = time.perf_counter()
         holder: list[Machine] = []  # the console exists before the machine it feeds
@@ -271,7 +274,10 @@ def console_boot(config: MachineConfig, *, interactive: bool, quiet: bool,
             console.flush_held()
             HOST_LOG.console = None
         if result.exit != Exit.RESET:
-            return finish(machine, result, quiet)
+            code = finish(machine, result, quiet)
+            if on_end is not None:
+                on_end(machine, result)
+            return code
         if not quiet:
             click.echo("\r\n[harness] the guest asked for a reset: rebooting", err=True)
         config.disk_data = machine.disk.disk

@@ -34,8 +34,11 @@ from typing import Any
 from harness.snapshot import MachineState, capture, restore
 
 PAGE = 0x1000
-EVERY = 20_000_000        # instructions between the checkpoints taken while running
+EVERY = 10_000_000        # instructions between the checkpoints taken while running
 BUDGET = 1 << 30          # bytes of checkpoint data kept at most (RAM deltas, states)
+# goto into the past also checkpoints this far before its goal (first the larger), so
+# that a series of reverse-stepi from there re-runs a short stretch each time
+APPROACH = (1 << 20, 1 << 12)
 
 
 @dataclass
@@ -221,13 +224,13 @@ class TimeTravel:
             self.cps.take()
 
     def goto(self, total: int, hart: int | None = None, count: int | None = None,
-             checkpoint: bool = True) -> Any:
+             checkpoint: bool = True, leap: bool = True) -> Any:
         """Go to instruction `total` (or, with `hart`, to where hart `hart` had executed
         `count`), with the debugger's points suspended (`arm(False)`): restore the last
         checkpoint before the goal unless the goal lies ahead, run forward. Returns the
         run_to result (PAUSE with REACHED when there; going forward the run may end
-        first)."""
-        from harness.machine import REACHED, Exit
+        first). `leap`: a goal ahead may be reached from a later checkpoint (False:
+        every instruction up to it runs here, for a hook that watches them)."""
 
         det = self.m.det
         if hart is not None:
@@ -238,22 +241,51 @@ class TimeTravel:
         else:
             ahead = total >= self.now
             i = self.cps.at_or_before(total)
-        if not ahead or self.cps.points[i].total > self.now:
+        if not ahead or (leap and self.cps.points[i].total > self.now):
             self.cps.restore(i)
         self.arm(False)
         try:
-            while True:
-                res = (self.m.run_to(total=total) if hart is None
-                       else self.m.run_to(hart=hart, count=count))
-                if res.exit != Exit.PAUSE or res.message == REACHED:
-                    break
-                self.settle(res)  # a suspended point's stop on the way: go on
+            if checkpoint and not ahead:
+                self._approach(total, hart, count)
+            res = self._run(total, hart, count)
         finally:
             self.arm(True)
         self.frontier = max(self.frontier, self.now)
         if checkpoint and self.now < self.frontier:
             self.cps.take()  # a second step back from near here is then cheap
         return res
+
+    def _run(self, total: int, hart: int | None, count: int | None) -> Any:
+        from harness.machine import REACHED, Exit
+
+        while True:
+            res = (self.m.run_to(total=total) if hart is None
+                   else self.m.run_to(hart=hart, count=count))
+            if res.exit != Exit.PAUSE or res.message == REACHED:
+                return res
+            self.settle(res)  # a suspended point's stop on the way: go on
+
+    def _approach(self, total: int, hart: int | None, count: int | None) -> None:
+        """On the way to a goal in the past: checkpoints APPROACH instructions before it
+        (where none is near), so that the next steps back start close by."""
+        from harness.machine import REACHED, Exit
+
+        det = self.m.det
+        for gap in APPROACH:
+            if hart is None:
+                here, goal = self.now, total - gap
+                last = self.cps.points[self.cps.at_or_before(total)].total
+            else:
+                assert count is not None
+                here, goal = det.counter.count(hart), count - gap
+                last = max(p.state.counts[hart] for p in self.cps.points
+                           if p.state.counts[hart] <= count)
+            if goal <= here or goal <= last:
+                continue
+            res = self._run(goal, None, None) if hart is None else self._run(0, hart, goal)
+            if res.exit != Exit.PAUSE or res.message != REACHED:
+                return
+            self.cps.take()
 
     def back(self, hart: int) -> Any:
         """reverse-stepi: to where `hart` had executed one instruction fewer."""
@@ -262,10 +294,10 @@ class TimeTravel:
             raise ValueError(f"hart {hart} has not executed an instruction yet")
         return self.goto(0, hart=hart, count=n - 1)
 
-    def last_hit(self) -> int | None:
-        """reverse-continue's search: the last instruction count before now at which an
-        armed breakpoint or watchpoint stops the machine; None if none since the start.
-        The machine is left somewhere before now (goto the answer next)."""
+    def last_hit(self) -> tuple[int, Any] | None:
+        """reverse-continue's search: (instruction count, settle's answer) of the last
+        stop before now of an armed breakpoint or watchpoint; None if none since the
+        start. The machine is left somewhere before now (goto the answer next)."""
         from harness.machine import REACHED, Exit
 
         goal = self.now
@@ -273,14 +305,46 @@ class TimeTravel:
         while i >= 0:
             start = self.cps.points[i].total
             self.cps.restore(i)
-            found: int | None = None
+            found: tuple[int, Any] | None = None
             while True:
                 res = self.m.run_to(total=goal)
-                if res.exit != Exit.PAUSE or res.message == REACHED or self.now >= goal:
+                if res.exit != Exit.PAUSE or res.message == REACHED:
                     break
-                if self.settle(res):
-                    found = self.now
+                hit = self.settle(res)  # (taken even at the goal: it is the present's)
+                if self.now >= goal:
+                    break
+                if hit:
+                    found = (self.now, hit)
             if found is not None:
                 return found
             goal, i = start, i - 1
         return None
+
+    def recent(self, hart: int, n: int, sample: Callable[[], Any]) -> list[tuple[int, Any]]:
+        """The last n instructions hart `hart` executed before now, oldest first, as
+        (machine instruction count before it, sample() taken before it ran); the machine
+        ends where it started. For reverse-step/next/finish."""
+        count = self.m.det.counter.count(hart)
+        start = max(0, count - n)
+        back = self.now
+        self.goto(0, hart=hart, count=start, checkpoint=False)
+        c = self.m.cpus[hart]
+        out: list[tuple[int, Any]] = []
+        counter = self.m.det.counter
+
+        def hook(uc: Any, addr: int, size: int, _: Any) -> None:
+            if counter.stopped == 0:  # (the counter's own stop before it: not run)
+                out.append((counter.total - 1, sample()))
+
+        from unicorn import UC_HOOK_CODE
+
+        h = c.uc.hook_add(UC_HOOK_CODE, hook)
+        c.uc.ctl_flush_tb()
+        try:
+            self.goto(0, hart=hart, count=count, checkpoint=False, leap=False)
+        finally:
+            c.uc.hook_del(h)
+            c.uc.ctl_flush_tb()
+        if self.now != back:
+            self.goto(back, checkpoint=False)
+        return out[-n:]

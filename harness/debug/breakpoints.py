@@ -104,6 +104,7 @@ class BreakpointTable:
         self.hit: Hit | None = None
         self._skip: dict[int, list[int]] = {}  # hart -> [pc, hooks there to let pass]
         self.condition_eval: Callable[[str], bool] | None = None  # set by the interpreter
+        self.suspended = False  # time travel is going somewhere: no point stops it
 
     # ---------------------------------------------------------------- table
     def _number(self, internal: bool) -> int:
@@ -203,6 +204,8 @@ class BreakpointTable:
         return user and self.procs is not None and self.procs.current_name() == program.name
 
     def _on_code(self, uc: Uc, addr: int, size: int, data: tuple[Breakpoint, Location]) -> None:
+        if self.suspended:
+            return
         skip = self._skip.get(self.m.cur)
         if skip is not None and skip[1] and addr == skip[0]:
             skip[1] -= 1
@@ -225,7 +228,7 @@ class BreakpointTable:
 
     def _on_write(self, uc: Uc, access: int, addr: int, size: int, value: int,
                   wp: Watchpoint) -> None:
-        if (not wp.enabled or self.hit is not None or addr + size <= wp.pa
+        if (self.suspended or not wp.enabled or self.hit is not None or addr + size <= wp.pa
                 or addr >= wp.pa + wp.size):
             return  # (any mode: the physical bytes belong to the watched variable)
         hart = self.m.hart
@@ -249,4 +252,4 @@ class BreakpointTable:
                 pass
         wp.hits += 1
         self.hit = Hit(wp, hart.pc, old, bytes(new), addr, size, store_old, hart=self.m.cur)
-        self.m.pause(f"watchpoint {wp.number}")
+        self.m.pause(f"watchpoint {wp.number}", before=False)

@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 from harness.debug import DebugError, stepping
 from harness.debug.cmdbase import CommandBase
-from harness.debug.disasm import disassemble
 from harness.debug.expr import Value
 from harness.debug.target import Stop
 from harness.debug.values import _bytes
@@ -35,10 +34,6 @@ class ExecCommands(CommandBase):
                 break
         return self.describe_stop(stop, before)
 
-    def _before(self) -> tuple[str, int]:
-        f = self.frames()[0] if self.t.alive else None
-        return (f.function() if f else "", self.t.sp)
-
     def cmd_stepi(self, arg: str) -> str:
         """stepi [N]: execute N instructions (interrupts masked while stepping)."""
         self.t.check_alive()
@@ -50,11 +45,6 @@ class ExecCommands(CommandBase):
         self.t.check_alive()
         out = self._steps(arg, lambda: stepping.nexti(self.t))
         return out + "\n" + self._current_insn() if self.t.alive else out
-
-    def _current_insn(self) -> str:
-        prog = self.t.program_at()
-        ins = disassemble(self.t.hart.fetch, self.t.pc, 1, self._symbolizer(prog))
-        return ins[0].line(self._sym(prog, self.t.pc), marker=True) if ins else ""
 
     def cmd_step(self, arg: str) -> str:
         """step [N]: run to the next source line, entering functions that have line info."""

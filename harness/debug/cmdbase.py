@@ -11,6 +11,7 @@ from pathlib import Path
 
 from harness.debug import DebugError
 from harness.debug.breakpoints import Breakpoint, Watchpoint
+from harness.debug.disasm import disassemble
 from harness.debug.expr import Evaluator, Value
 from harness.debug.target import Stop, Target, describe_end
 from harness.debug.values import _bytes
@@ -28,7 +29,9 @@ ALIASES = {"b": "break", "br": "break", "tb": "tbreak", "d": "delete", "c": "con
            "cont": "continue", "r": "run", "s": "step", "n": "next", "si": "stepi",
            "ni": "nexti", "fin": "finish", "p": "print", "bt": "backtrace",
            "where": "backtrace", "l": "list", "i": "info", "f": "frame", "q": "quit",
-           "disas": "disassemble", "h": "help", "u": "until", "inspect": "print"}
+           "disas": "disassemble", "h": "help", "u": "until", "inspect": "print",
+           "rsi": "reverse-stepi", "rni": "reverse-nexti", "rs": "reverse-step",
+           "rn": "reverse-next", "rc": "reverse-continue"}
 INFO_SUBCOMMANDS = ("breakpoints", "watchpoints", "registers", "all-registers", "proc",
                     "frame", "symbol", "line", "mem", "programs", "source", "locals", "args",
                     "cpus")
@@ -63,7 +66,8 @@ class CommandBase:
         self.quit_requested = False
         target.bps.condition_eval = lambda text: self.evaluator().truth(text)
         self.commands: dict[str, Callable[[str], str]] = {
-            name[4:]: getattr(self, name) for name in dir(self) if name.startswith("cmd_")}
+            name[4:].replace("_", "-"): getattr(self, name)
+            for name in dir(self) if name.startswith("cmd_")}
 
     # ---------------------------------------------------------------- context
     def context_program(self) -> Program | None:
@@ -266,6 +270,15 @@ class CommandBase:
         return lambda a: self._sym(prog, a)
 
     # ---------------------------------------------------------------- running
+    def _before(self) -> tuple[str, int]:
+        f = self.frames()[0] if self.t.alive else None
+        return (f.function() if f else "", self.t.sp)
+
+    def _current_insn(self) -> str:
+        prog = self.t.program_at()
+        ins = disassemble(self.t.hart.fetch, self.t.pc, 1, self._symbolizer(prog))
+        return ins[0].line(self._sym(prog, self.t.pc), marker=True) if ins else ""
+
     def _count(self, arg: str) -> int:
         if not arg:
             return 1

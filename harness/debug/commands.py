@@ -15,11 +15,13 @@ from harness.debug.cmd_data import DataCommands
 from harness.debug.cmd_exec import ExecCommands
 from harness.debug.cmd_info import InfoCommands
 from harness.debug.cmd_points import PointCommands
+from harness.debug.cmd_reverse import ReverseCommands
 from harness.debug.cmdbase import ALIASES, INFO_SUBCOMMANDS
 from harness.debug.expr import CSR_REGS, REGISTERS
 
 
-class Interpreter(PointCommands, ExecCommands, DataCommands, InfoCommands):
+class Interpreter(PointCommands, ExecCommands, ReverseCommands, DataCommands,
+                  InfoCommands):
     """gdb-style commands over one Target: dispatch, help and completion here, the
     commands in the cmd_*.py mixins, shared state in cmdbase.CommandBase."""
 

@@ -41,6 +41,7 @@ SIGINT, SIGTRAP, SIGABRT, SIGSEGV, SIGALRM = 2, 5, 6, 11, 14
 E_FAULT, E_INVAL = b"E0e", b"E16"
 FEATURES = (b"PacketSize=4000;qXfer:features:read+;QStartNoAckMode+;swbreak+;hwbreak+;"
             b"vContSupported+")
+REVERSE = b";ReverseStep+;ReverseContinue+"  # with time travel (harness/debug/reverse.py)
 
 
 def _hex(data: bytes) -> bytes:
@@ -66,6 +67,7 @@ class GdbServer:
             "s": self.h_step, "C": self.h_continue, "S": self.h_step, "v": self.h_v,
             "q": self.h_query, "Q": self.h_set, "H": self.h_thread, "T": self.h_alive,
             "Z": self.h_insert, "z": self.h_remove, "k": self.h_kill, "D": self.h_detach,
+            "b": self.h_reverse,
         }
 
     # ---------------------------------------------------------------- loop
@@ -183,6 +185,8 @@ class GdbServer:
 
     # ---------------------------------------------------------------- running
     def _run(self, step: bool, only: int | None = None) -> bytes:
+        if not self.t.alive and self.t.m.travel is not None:  # at the end of history
+            return f"T{SIGTRAP:02x}replaylog:end;".encode() + self._thread()
         if not self.t.alive:
             return self._end_reply(self.t.m.result)  # type: ignore[arg-type]
         with self.conn.watch_interrupt(lambda: self.t.m.request_pause("gdb interrupt")):
@@ -190,7 +194,25 @@ class GdbServer:
         self.last = stop
         return self.stop_reply(stop)
 
+    def h_reverse(self, pkt: bytes) -> bytes:
+        """bs / bc: reverse-stepi of the selected thread, reverse-continue (any thread
+        stops at the last breakpoint or watchpoint hit before now)."""
+        from harness.debug import reverse
+
+        if self.t.m.travel is None or pkt not in (b"bs", b"bc"):
+            return b""
+        with self.conn.watch_interrupt(lambda: self.t.m.request_pause("gdb interrupt")):
+            stop = (reverse.reverse_stepi(self.t) if pkt == b"bs"
+                    else reverse.reverse_continue(self.t))
+        self.last = stop
+        return self.stop_reply(stop)
+
     def stop_reply(self, stop: Stop) -> bytes:
+        if stop.kind == "history":  # the start of the recorded past
+            return f"T{SIGTRAP:02x}replaylog:begin;".encode() + self._thread()
+        if stop.result is not None and self.t.m.travel is not None \
+                and stop.result.exit == Exit.POWEROFF:  # the end: the past stays open
+            return f"T{SIGTRAP:02x}replaylog:end;".encode() + self._thread()
         if stop.result is not None:
             return self._stop_at_end(stop.result)
         if stop.kind == "watchpoint" and stop.hit is not None:
@@ -297,7 +319,7 @@ class GdbServer:
 
     def h_query(self, pkt: bytes) -> bytes:
         if pkt.startswith(b"qSupported"):
-            return FEATURES
+            return FEATURES + (REVERSE if self.t.m.travel is not None else b"")
         if pkt.startswith(b"qXfer:features:read:"):
             annex, _, rng = pkt[len(b"qXfer:features:read:"):].partition(b":")
             if annex != b"target.xml":

@@ -6,7 +6,9 @@ instruction. This module adds what a debugger needs around that:
 
 - Stepping masks interrupts (mie = 0 for that one instruction), like QEMU's gdbstub:
   otherwise every step after a pause at the prompt would land in the timer handler.
-  An instruction that itself writes sie/mie is stepped unmasked.
+  An instruction that itself writes sie/mie is stepped unmasked. A deterministic machine
+  steps unmasked: guest time stands still at the prompt there, and a step must be the
+  run's own next instruction, or the past it records would not be the run's.
 - A watchpoint stops right after the store: Unicorn leaves the PC on a store whose
   write already happened when a hook stops it, and would run it again on resume (an
   AMO would then apply twice). So the store is completed here: the PC moves past it,
@@ -70,6 +72,25 @@ class Target(Guest):
         self.bps = BreakpointTable(machine, self.phys, self.procs)
         if self.procs is not None:
             self.procs.hart = lambda: machine.cur  # cpus[selected hart].proc
+        if machine.travel is not None:  # time travel arms and settles our points
+            machine.travel.arm = self._arm
+            machine.travel.settle = self.settle
+
+    def _arm(self, on: bool) -> None:
+        self.bps.suspended = not on
+
+    def settle(self, res: RunResult) -> Stop | None:
+        """A stop while the past is re-run (harness/debug/reverse.py): a point's hit
+        becomes its Stop (a watched store is completed), and the run can go on past it."""
+        hit = self.bps.take_hit()
+        if hit is None:
+            return None
+        self.select_hart(hit.hart)
+        if isinstance(hit.point, Watchpoint):
+            self._complete_store(hit)
+            return Stop("watchpoint", self.pc, hit.point, hit, message=hit.error)
+        self.bps.arm_skip(self.pc, hit.hart)  # the next run starts on it: let it pass once
+        return Stop("breakpoint", self.pc, hit.point, hit, message=hit.error)
 
     # ---------------------------------------------------------------- state
     @property
@@ -120,7 +141,8 @@ class Target(Guest):
             return Stop("step", self.pc, message=f"hart {self.m.cur} is parked (not started "
                         "by the kernel yet): nothing to step")
         got = self.hart.fetch(self.pc)
-        mask = mask_interrupts and not (got is not None and _writes_ie(*got))
+        mask = (mask_interrupts and self.m.det is None
+                and not (got is not None and _writes_ie(*got)))
         saved = 0
         if mask:
             saved = self.hart.csr(R.UC_RISCV_REG_MIE)
