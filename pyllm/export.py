@@ -78,9 +78,9 @@ def _gguf_source(name: str, path: Path, synthetic: bool) -> Source:
     import numpy as np
 
     from pyllm.loaders.course import KIND_SMOL, CourseConfig
-    from pyllm.loaders.gguf import open_gguf, tensor_array
+    from pyllm.loaders.gguf import file_type_name, open_gguf, tensor_array
     from pyllm.models.course import to_rotate_half
-    from pyllm.models.llama import LlamaConfig, _weight_format, tokenizer_from_gguf
+    from pyllm.models.llama import LlamaConfig, tokenizer_from_gguf
     from pyllm.quants import dequantize
 
     F32 = np.float32
@@ -119,7 +119,7 @@ def _gguf_source(name: str, path: Path, synthetic: bool) -> Source:
                        float(F32(lc.norm_eps)), lc.rope_theta, lc.head_dim)
     meta = ck.metadata
     bos, eos = meta.get("tokenizer.ggml.bos_token_id"), meta.get("tokenizer.ggml.eos_token_id")
-    return Source(name, path, f"GGUF {_weight_format(ck)}", cfg, [0] * lc.n_layers, layer,
+    return Source(name, path, f"GGUF {file_type_name(ck)}", cfg, [0] * lc.n_layers, layer,
                   emb_rows, lambda: f32("output_norm.weight"), lc.rope_theta,
                   lambda: tokenizer_from_gguf(path, ck),
                   int(bos) if bos is not None else None,

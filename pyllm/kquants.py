@@ -29,6 +29,10 @@ from __future__ import annotations
 
 import numpy as np
 
+# IQ4_NL's and IQ4_XS's non-uniform 4-bit grid (ggml's kvalues_iq4nl)
+KVALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113],
+                   np.int8)
+
 F32 = np.float32
 QK_K = 256
 
@@ -136,8 +140,6 @@ def dq_q6_k(b: np.ndarray) -> np.ndarray:
 
 
 def dq_iq4_xs(b: np.ndarray) -> np.ndarray:
-    from pyllm.quants import KVALUES
-
     n = b.shape[0]
     sh = np.ascontiguousarray(b[:, 2:4]).view(np.uint16)  # (n, 1)
     hi = ((sh >> (2 * np.arange(8, dtype=np.uint16))) & 3).astype(np.uint8)  # (n, 8)

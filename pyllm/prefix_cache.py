@@ -402,6 +402,11 @@ class PrefixCache:
         self.roots.clear()
         self.used = self.tails = 0
 
+    def reset(self) -> None:
+        """Empty, with its counters at zero: as a freshly started engine's."""
+        self.clear()
+        self.stats = CacheStats()
+
     def status(self) -> dict[str, Any]:
         """The counters and sizes (the device and `aitest --cacheprobe` show these; any
         thread may call it)."""

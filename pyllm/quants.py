@@ -24,7 +24,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from pyllm import kquants
 from pyllm.errors import UnsupportedTensorTypeError
+from pyllm.kquants import KVALUES
 
 F32 = np.float32
 QK = 32  # weights per block (the 32-blocks, and the int8 activations' blocks)
@@ -34,9 +36,6 @@ Q8_0_BLOCK = np.dtype([("d", "<f2"), ("qs", "i1", 32)])
 assert Q4_1_BLOCK.itemsize == 20 and Q8_0_BLOCK.itemsize == 34
 
 # IQ4_NL's 16 levels (llama.cpp's kvalues_iq4nl), also IQ4_XS's
-KVALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113],
-                   np.int8)
-
 
 def _f16(b: np.ndarray, at: int) -> np.ndarray:
     """The f16 at byte `at` of each block (n, bytes) as float32, shaped (n, 1)."""
@@ -85,7 +84,6 @@ def bf16_to_f32(raw: np.ndarray) -> np.ndarray:
 
 
 def _block_table() -> dict[str, tuple[int, int, Callable[[np.ndarray], np.ndarray]]]:
-    from pyllm import kquants
 
     return {"Q4_0": (32, 18, dq_q4_0), "Q4_1": (32, 20, dq_q4_1), "Q5_0": (32, 22, dq_q5_0),
             "Q5_1": (32, 24, dq_q5_1), "Q8_0": (32, 34, dq_q8_0),

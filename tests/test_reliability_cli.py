@@ -121,7 +121,7 @@ def bad(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     ("gguf_truncated", ["truncated"]),
     ("gguf_garbage", ["malformed GGUF"]),
     ("gguf_bert", ["architecture 'bert'", "not supported"]),
-    ("gguf_qwen35", ["Qwen3.5 GGUF files are not supported"]),
+    ("gguf_qwen35", ["GGUF metadata lacks qwen35."]),
     ("st_truncated", ["truncated"]),
     ("st_header", ["malformed safetensors header"]),
     ("st_arch", ["architecture 'bert'"]),

@@ -118,6 +118,11 @@ class LoadedModel:
         st = self.engine.cache.status()
         return {f: st["bytes"] >> 10 if f == "kib" else int(st.get(f, 0)) for f in CACHE.fields}
 
+    def forget_requests(self) -> None:
+        """The prefix cache as a fresh engine's (a deterministic machine that is handed
+        this loaded model must not see what earlier boots asked)."""
+        self.engine.cache.reset()
+
     def queue_depth(self) -> tuple[int, int]:
         return self.engine.queue_depth
 

@@ -53,7 +53,7 @@ def plan(parts: Sequence[Any], cols: int) -> list[tuple[str, list[Any]]] | None:
             runs[-1][1].append(t)
         else:
             runs.append((kind, [t]))
-    for i, (kind, ts) in enumerate(runs):
+    for i, (_kind, ts) in enumerate(runs):
         last_run = i == len(runs) - 1
         for j, t in enumerate(ts):
             if t.shape[0] % 16 and not (last_run and j == len(ts) - 1):
