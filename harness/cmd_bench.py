@@ -21,6 +21,7 @@ BENCH_COMMANDS: dict[str, str] = {
     "eval": "harness.bench.evalmc:evalmc",
     "monitor": "harness.bench.monitor:monitor",
     "remote": "harness.bench.remote:remote",
+    "timetravel": "harness.bench.timetravel:timetravel",
 }
 
 

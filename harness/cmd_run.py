@@ -11,15 +11,21 @@ import click
 
 from harness.cli import cpus_option, det_options, engine_options, remote_engine
 from harness.detrun import DetRun
-from harness.launch import DEFAULT_FS, DEFAULT_KERNEL, HOST_LOG, add_ai_device, console_boot
+from harness.launch import (
+    DEFAULT_FS,
+    DEFAULT_KERNEL,
+    DEMO_QUESTION,
+    DEMO_TEXT,
+    HOST_LOG,
+    add_ai_device,
+    console_boot,
+)
 from harness.machine import MachineConfig
 
 __all__ = ["DEFAULT_FS", "DEFAULT_KERNEL", "run"]  # the defaults too, for the bench commands
 # --demo, `make run`: asked through the chat template. (Asked "What is the capital of France?",
 # the 135M model's first answer token is a near tie, "The" 0.08 nats above "L" on the exact
 # path, which the int8 path flips into a French ramble: docs/BENCH.md, "multiple choice".)
-DEMO_QUESTION = "Tell me the capital of France."
-DEMO_TEXT = "The capital of France is"  # --demo --raw: continued as raw text
 
 
 def parse_size(text: str) -> int:

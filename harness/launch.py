@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_KERNEL = ROOT / "build" / "kernel" / "kernel.elf"
 DEFAULT_FS = ROOT / "build" / "fs.img"
+DEMO_QUESTION = "Tell me the capital of France."  # harness run --demo
+DEMO_TEXT = "The capital of France is"  # --demo --raw: continued as raw text
 
 
 class ExitCode(IntEnum):

@@ -645,6 +645,16 @@ class Machine:
         self._flush_output()
         return self._take_stop()
 
+    @staticmethod
+    def paused(res: RunResult) -> bool:
+        """Did a run stop for a debugger (not end)?"""
+        return res.exit == Exit.PAUSE
+
+    @staticmethod
+    def reached(res: RunResult) -> bool:
+        """Did run_to stop at the position it was asked for?"""
+        return res.exit == Exit.PAUSE and res.message == REACHED
+
     def run_to(self, total: int | None = None, hart: int | None = None,
                count: int | None = None) -> RunResult:
         """Deterministic mode: run() until the machine has executed `total` instructions,

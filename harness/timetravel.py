@@ -34,7 +34,7 @@ from typing import Any
 from harness.snapshot import MachineState, capture, restore
 
 PAGE = 0x1000
-EVERY = 10_000_000        # instructions between the checkpoints taken while running
+EVERY = 5_000_000         # instructions between the checkpoints taken while running
 BUDGET = 1 << 30          # bytes of checkpoint data kept at most (RAM deltas, states)
 # goto into the past also checkpoints this far before its goal (first the larger), so
 # that a series of reverse-stepi from there re-runs a short stretch each time
@@ -256,20 +256,16 @@ class TimeTravel:
         return res
 
     def _run(self, total: int, hart: int | None, count: int | None) -> Any:
-        from harness.machine import REACHED, Exit
-
         while True:
             res = (self.m.run_to(total=total) if hart is None
                    else self.m.run_to(hart=hart, count=count))
-            if res.exit != Exit.PAUSE or res.message == REACHED:
+            if not self.m.paused(res) or self.m.reached(res):
                 return res
             self.settle(res)  # a suspended point's stop on the way: go on
 
     def _approach(self, total: int, hart: int | None, count: int | None) -> None:
         """On the way to a goal in the past: checkpoints APPROACH instructions before it
         (where none is near), so that the next steps back start close by."""
-        from harness.machine import REACHED, Exit
-
         det = self.m.det
         for gap in APPROACH:
             if hart is None:
@@ -283,7 +279,7 @@ class TimeTravel:
             if goal <= here or goal <= last:
                 continue
             res = self._run(goal, None, None) if hart is None else self._run(0, hart, goal)
-            if res.exit != Exit.PAUSE or res.message != REACHED:
+            if not self.m.reached(res):
                 return
             self.cps.take()
 
@@ -298,8 +294,6 @@ class TimeTravel:
         """reverse-continue's search: (instruction count, settle's answer) of the last
         stop before now of an armed breakpoint or watchpoint; None if none since the
         start. The machine is left somewhere before now (goto the answer next)."""
-        from harness.machine import REACHED, Exit
-
         goal = self.now
         i = self.cps.at_or_before(goal - 1) if goal else -1
         while i >= 0:
@@ -308,7 +302,7 @@ class TimeTravel:
             found: tuple[int, Any] | None = None
             while True:
                 res = self.m.run_to(total=goal)
-                if res.exit != Exit.PAUSE or res.message == REACHED:
+                if not self.m.paused(res) or self.m.reached(res):
                     break
                 hit = self.settle(res)  # (taken even at the goal: it is the present's)
                 if self.now >= goal:
