@@ -39,9 +39,12 @@ SMALL: dict[str, tuple[list[str], str | None]] = {
     "service": (["-m", TINY, "--reps", "1", "--pairs", "1", "-n", "2"], "targets:"),
     "tokenizer": (["-m", "smol", "--size", "1000", "--reps", "1", "--first-reps", "1"],
                   "tokenizer"),
+    "timetravel": (["--rounds", "1", "--span", "20000000", "--points", "1", "--back",
+                    "2000000", "--cpus", "2", "--cmd", "ls"], "host shared"),
     "qemu": ([], None),  # needs an xv6-riscv checkout (--xv6), which the tests do not have
 }
-GUEST = {"", "prefix", "service", "tokenizer"}  # boot the guest unless a flag skips it
+# (these boot the guest unless a flag skips it)
+GUEST = {"", "prefix", "service", "tokenizer", "timetravel"}
 
 
 def skip_flags(cmd: click.Command) -> list[str]:

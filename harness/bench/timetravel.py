@@ -71,7 +71,8 @@ def _boot(config: MachineConfig, mode: str, model: str | None, tmp: Path) -> tup
     return wall, size, insns
 
 
-def recording_cost(rounds: int, cpus: int, tmp: Path, say) -> dict[str, Cost]:  # noqa: ANN001
+def recording_cost(rounds: int, cpus: int, tmp: Path, say,  # noqa: ANN001
+                   cpu_cmd: str = USERTESTS) -> dict[str, Cost]:
     from harness.launch import DEMO_QUESTION
     from harness.run_prompt import PROMPT_FILE, encode_prompt
     from harness.session import AiSession
@@ -79,7 +80,7 @@ def recording_cost(rounds: int, cpus: int, tmp: Path, say) -> dict[str, Cost]:  
     ids = encode_prompt("smol", DEMO_QUESTION, chat=True)
     demo_cmd = f"llmrun --stream --timing --stop-eos --predict 32 --prompt-file /{PROMPT_FILE}"
     files = {PROMPT_FILE: (" ".join(map(str, ids)) + "\n").encode()}
-    out = {"demo": Cost(), "usertests": Cost()}
+    out = {"demo": Cost(), cpu_cmd.split()[0]: Cost()}
     with AiSession("smol", cpus=cpus) as session:
         for r in range(rounds):
             order = MODES[r % 3:] + MODES[:r % 3]
@@ -92,9 +93,9 @@ def recording_cost(rounds: int, cpus: int, tmp: Path, say) -> dict[str, Cost]:  
                 c.sizes += [size] if size else []
                 c.insns = n or c.insns
                 cfg = MachineConfig(kernel=DEFAULT_KERNEL, fs=DEFAULT_FS, cpus=cpus,
-                                    cmd=USERTESTS, timeout=900, output=lambda b: None)
+                                    cmd=cpu_cmd, timeout=900, output=lambda b: None)
                 w, size, n = _boot(cfg, mode, None, tmp)
-                c = out["usertests"]
+                c = out[cpu_cmd.split()[0]]
                 c.wall[mode].append(w)
                 c.sizes += [size] if size else []
                 c.insns = n or c.insns
@@ -178,10 +179,12 @@ def watch_cost(back: int, cpus: int) -> dict[str, float]:
 @click.option("--back", type=click.IntRange(1_000_000), default=100_000_000,
               show_default=True, help="Instructions between the watched store and now.")
 @click.option("--cpus", type=click.IntRange(1, 8), default=4, show_default=True)
+@click.option("--cmd", "cpu_cmd", default=USERTESTS, show_default=True,
+              help="The all-CPU workload of the recording cost (guest shell commands).")
 @click.option("--no-record", is_flag=True, help="Skip the recording cost (no model needed).")
 @click.option("--no-reverse", is_flag=True, help="Skip the reverse-execution figures.")
-def timetravel(rounds: int, span: int, points: int, back: int, cpus: int, no_record: bool,
-               no_reverse: bool) -> None:
+def timetravel(rounds: int, span: int, points: int, back: int, cpus: int, cpu_cmd: str,
+               no_record: bool, no_reverse: bool) -> None:
     """What the deterministic machine, --record and reverse execution cost."""
     import tempfile
 
@@ -189,7 +192,7 @@ def timetravel(rounds: int, span: int, points: int, back: int, cpus: int, no_rec
     if not no_record:
         say(f"recording cost: {rounds} rounds x (demo, usertests) x {', '.join(MODES)}")
         with tempfile.TemporaryDirectory() as tmp:
-            costs = recording_cost(rounds, cpus, Path(tmp), say)
+            costs = recording_cost(rounds, cpus, Path(tmp), say, cpu_cmd)
         click.echo(f"recording cost, {cpus} harts, medians of {rounds} interleaved rounds:")
         click.echo(f"  {'workload':<12}{'host s':>8}{'det s':>8}{'record s':>10}"
                    f"{'record/det':>12}{'record/host':>13}{'journal':>10}{'insns':>14}")
