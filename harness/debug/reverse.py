@@ -104,19 +104,12 @@ def reverse_nexti(t: Target) -> Stop:
 
 
 def goto(t: Target, total: int) -> Stop:
-    """To machine instruction `total` (the past, or ahead: then breakpoints still stop)."""
+    """To machine instruction `total`, back or ahead, without stopping on the way (as
+    rr's seek: breakpoints and watchpoints are for continue and reverse-continue)."""
     tt = travel_of(t)
     if total < 0:
         raise DebugError("an instruction count is >= 0")
-    h = t.m.cur
-    if total > tt.now:
-        from harness.machine import REACHED, Exit
-
-        res = t.m.run_to(total=total)
-        if res.exit == Exit.PAUSE and res.message == REACHED:
-            return _landed(t, res, h)
-        return t._stop(res)
-    return _landed(t, tt.goto(total), h)
+    return _landed(t, tt.goto(total), t.m.cur)
 
 
 def reverse_continue(t: Target) -> Stop:
@@ -227,6 +220,7 @@ def _previous_line(t: Target, past: list[Past], here: tuple, sp0: int, satp0: in
     fn1, line1 = _line_in(prog, past[j].pc)
     sp1 = past[j].sp
     best = past[j] if prog.lines.is_stmt_start(prog.linked(past[j].pc)) else None
+    earliest = past[j]  # (without a statement start in the run: its first instruction)
     k = j - 1
     while k >= 0:
         p = past[k]
@@ -235,7 +229,8 @@ def _previous_line(t: Target, past: list[Past], here: tuple, sp0: int, satp0: in
             k -= 1  # a trap, or a callee of that line
             continue
         if info != (fn1, line1):
-            return best or past[j]
+            return best or earliest
+        earliest = p
         if prog.lines.is_stmt_start(prog.linked(p.pc)):
             best = p
         k -= 1
