@@ -88,6 +88,7 @@ COMMANDS: dict[str, str] = {
     "run": "harness.cmd_run:run",
     "top": "harness.cmd_top:top",
     "debug": "harness.cmd_debug:debug",
+    "race": "harness.cmd_race:race",
     "bench": "harness.cmd_bench:bench",
     "fuzz": "harness.reliability:fuzz",
     "stress": "harness.reliability:stress",

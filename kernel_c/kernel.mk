@@ -16,6 +16,7 @@ KERNEL_OBJS := $(addprefix $(KBUILD)/, \
   printf.o \
   string.o \
   spinlock.o \
+  lockorder.o \
   sleeplock.o \
   kalloc.o \
   vm.o \
