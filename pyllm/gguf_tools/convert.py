@@ -79,14 +79,22 @@ def _run(cmd: list[str], what: str, timeout: float) -> None:
 
 
 def convert(hf_dir: str | os.PathLike[str], out: str | os.PathLike[str], outtype: str = "f32",
-            name: str = "", timeout: float = 3600) -> Path:
+            name: str = "", description: str = "", timeout: float = 3600) -> Path:
     """llama.cpp's convert_hf_to_gguf.py on an HF checkpoint folder -> `out` (written to a
-    temporary name first, so an interrupted run leaves no half file)."""
+    temporary name first, so an interrupted run leaves no half file). `description` goes
+    to general.description (through the converter's --metadata override)."""
+    import json
+
     out = Path(out)
     tmp = out.with_name(out.name + ".part")
+    meta = out.with_name(out.name + ".meta.json")
+    meta.write_text(json.dumps({"general.description": description} if description else {}))
     driver = Path(__file__).with_name("driver.py")
-    _run([sys.executable, str(driver), str(llamacpp_source()), str(hf_dir), str(tmp), outtype,
-          name], f"convert_hf_to_gguf.py {hf_dir}", timeout)
+    try:
+        _run([sys.executable, str(driver), str(llamacpp_source()), str(hf_dir), str(tmp),
+              outtype, str(meta), name], f"convert_hf_to_gguf.py {hf_dir}", timeout)
+    finally:
+        meta.unlink(missing_ok=True)
     os.replace(tmp, out)
     return out
 
@@ -97,14 +105,16 @@ import llama_cpp as L
 p = L.llama_model_quantize_default_params()
 p.ftype = getattr(L, "LLAMA_FTYPE_MOSTLY_" + sys.argv[3])
 p.nthread = int(sys.argv[4])
+p.allow_requantize = True  # a quantized source (SmolLM2's Q4_1 file) is dequantized first
 sys.exit(L.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), ctypes.byref(p)))
 """
 
 
 def quantize(src: str | os.PathLike[str], dst: str | os.PathLike[str], ftype: str,
              threads: int = 2, timeout: float = 3600) -> Path:
-    """llama.cpp's llama_model_quantize: `src` (F32/F16/BF16 GGUF) -> `dst` of file type
-    `ftype` (one of FTYPES, e.g. Q4_K_M: Q4_K with Q6_K where llama.cpp wants more bits)."""
+    """llama.cpp's llama_model_quantize: `src` (an F32/F16/BF16 GGUF, or a quantized one,
+    which it dequantizes first) -> `dst` of file type `ftype` (one of FTYPES, e.g. Q4_K_M:
+    Q4_K with Q6_K where llama.cpp wants more bits)."""
     if ftype not in FTYPES:
         raise ToolError(f"unknown quantization '{ftype}' (choose {', '.join(FTYPES)})")
     dst = Path(dst)

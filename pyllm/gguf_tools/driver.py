@@ -1,7 +1,7 @@
 """Run llama.cpp's convert_hf_to_gguf.py on a checkpoint folder (a child process of
 convert.py; not imported by pyllm):
 
-    python driver.py LLAMA_CPP_DIR HF_DIR OUT.gguf OUTTYPE [NAME]
+    python driver.py LLAMA_CPP_DIR HF_DIR OUT.gguf OUTTYPE METADATA.json [NAME]
 
 The converter reads the vocabulary with transformers' AutoTokenizer and identifies the
 pre-tokenizer by a hash of a sample's ids. Folders without tokenizer files (the tiny random
@@ -53,8 +53,8 @@ def placeholder_vocab(model: object) -> None:
 
 
 def main() -> None:
-    src, hf_dir, out, outtype = sys.argv[1:5]
-    name = sys.argv[5] if len(sys.argv) > 5 else ""
+    src, hf_dir, out, outtype, meta = sys.argv[1:6]
+    name = sys.argv[6] if len(sys.argv) > 6 else ""
     sys.path[:0] = [src, str(Path(src) / "gguf-py")]
     import convert_hf_to_gguf
     from conversion.base import TextModel
@@ -62,7 +62,7 @@ def main() -> None:
     if not any((Path(hf_dir) / f).exists() for f in TOKENIZER_FILES):
         TextModel._set_vocab_gpt2 = placeholder_vocab  # type: ignore[method-assign]
     sys.argv = ["convert_hf_to_gguf.py", hf_dir, "--outfile", out, "--outtype", outtype,
-                "--no-mtp"] + (["--model-name", name] if name else [])
+                "--no-mtp", "--metadata", meta] + (["--model-name", name] if name else [])
     convert_hf_to_gguf.main()
 
 

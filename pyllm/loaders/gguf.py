@@ -194,6 +194,18 @@ def read_architecture(path: str | os.PathLike[str]) -> str:
     raise FormatError(f"{path}: GGUF metadata has no general.architecture")
 
 
+def read_description(path: str | os.PathLike[str]) -> str:
+    """`general.description` of a GGUF file, "" if it has none (header only)."""
+    mm, _ = _open_map(Path(path))
+    cur, _, _, n_kv = _header(memoryview(mm), str(path))
+    for _ in range(n_kv):
+        key, vtype = cur.string(), cur.unpack("<I")
+        val = cur.value(vtype)
+        if key == "general.description":
+            return str(val)
+    return ""
+
+
 def open_gguf(path: str | os.PathLike[str]) -> Checkpoint:
     """Parse a GGUF file's header; tensors become zero-copy views into the mmap."""
     path = Path(path)
