@@ -36,8 +36,15 @@ def cpus_option(fn):  # type: ignore[no-untyped-def]
 
 
 def det_options(fn):  # type: ignore[no-untyped-def]
-    """`--schedule SPEC`, `--record FILE`, `--replay FILE` (run, debug): a deterministic
-    machine (harness/detrun.py)."""
+    """`--schedule SPEC`, `--record FILE`, `--replay FILE`, `--race`, `--race-locks` (run,
+    debug): a deterministic machine (harness/detrun.py)."""
+    fn = click.option("--race-locks", "race_locks", is_flag=True,
+                      help="The lock checks of `harness race` only (they do not change the "
+                           "schedule).")(fn)
+    fn = click.option("--race", is_flag=True,
+                      help="The race detectors of `harness race` on this run (data races and "
+                           "lock checks; deterministic: --schedule, default random:1): each "
+                           "finding is printed, and `harness debug` stops at it.")(fn)
     fn = click.option("--replay", type=click.Path(dir_okay=False, path_type=Path),
                       metavar="FILE",
                       help="Run a recording again: same schedule, console input, AI and "

@@ -54,7 +54,8 @@ def debug(cmd: str | None, ex: tuple[str, ...], script: Path | None, batch: bool
           gdb_port: int | None, model: str | None, ram: int, kernel: Path, fs: Path,
           user_dir: Path, clock: str, cpus: int = 1, engine_url: str | None = None,
           engine_timeout: float | None = None, schedule: str | None = None,
-          record: Path | None = None, replay: Path | None = None) -> None:
+          record: Path | None = None, replay: Path | None = None, race: bool = False,
+          race_locks: bool = False) -> None:
     """Debug the kernel and user programs: a gdb-like prompt on the stopped machine.
 
     \b
@@ -89,7 +90,8 @@ def debug(cmd: str | None, ex: tuple[str, ...], script: Path | None, batch: bool
     from harness.guest.programs import Programs
     from harness.machine import MachineConfig
 
-    det = DetRun(schedule, record, replay, "debug")
+    det = DetRun(schedule, record, replay, "debug",
+                 race="all" if race else "locks" if race_locks else None)
     det.check(command=cmd is not None, model=model is not None)
     config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd=cmd or "",
                            cpus=cpus)
@@ -108,6 +110,7 @@ def debug(cmd: str | None, ex: tuple[str, ...], script: Path | None, batch: bool
     except DebugError as e:
         raise click.ClickException(str(e)) from None
     machine = new_machine(config)
+    end_race = det.attach_race(machine, stop=True) if det.race is not None else None
     try:
         target = Target(machine, programs)
         interp = Interpreter(target)
@@ -120,6 +123,8 @@ def debug(cmd: str | None, ex: tuple[str, ...], script: Path | None, batch: bool
             det.end(machine, machine.result)
         sys.exit(code)
     finally:
+        if end_race is not None:
+            end_race()
         machine.close()
 
 

@@ -12,6 +12,7 @@ import click
 from harness.cli import DEFAULT_CPUS
 from harness.cmd_run import _check_model, _file, _size
 from harness.launch import DEFAULT_FS, DEFAULT_KERNEL
+from harness.race.kcsan import HOLD, SAMPLE_MEAN
 
 DEFAULT_CMD = "usertests -q"
 
@@ -39,22 +40,35 @@ DEFAULT_CMD = "usertests -q"
               help="The user programs' ELFs (for process names).")
 @click.option("--model", "-m", metavar="MODEL",
               help="Plug in the AI device serving this model (for aitest, llmrun, ...).")
+@click.option("--no-data", "no_data", is_flag=True,
+              help="The lock checks only: no data-race watch (faster; the schedule is then "
+                   "the plain one of `harness run --schedule`).")
+@click.option("--sample", "sample_mean", type=click.IntRange(50, 10**7), default=SAMPLE_MEAN,
+              show_default=True, metavar="N",
+              help="Data-race watch: one access watched about every N instructions.")
+@click.option("--hold", type=click.IntRange(10, 10**7), default=HOLD, show_default=True,
+              metavar="N", help="Data-race watch: other harts' instructions a watched hart "
+                                "is held for.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the findings to this JSON file.")
 def race(cmd: str, seeds: int, one: str | None, kind: str, cpus: int, ram: int, kernel: Path,
-         fs: Path, user_dir: Path, model: str | None, json_path: Path | None) -> None:
-    """Find the kernel's lock bugs: run CMDS under seeded schedules with lock checks on.
+         fs: Path, user_dir: Path, model: str | None, no_data: bool, sample_mean: int, hold: int,
+         json_path: Path | None) -> None:
+    """Find the kernel's races and lock bugs: run CMDS under seeded schedules, detectors on.
 
     \b
-    Checks (in the manner of Linux's lockdep; harness/race/lockdep.py):
+    Checks (data races in the manner of Linux's KCSAN, harness/race/kcsan.py; the rest
+    in the manner of lockdep, harness/race/lockdep.py):
+      data race       two harts touch the same bytes, one writes, no lock in common
       lock order      A then B here, B then A before: a deadlock waiting to happen
       sleep           sleep() with a spinlock held besides the one handed to it
       release         a spinlock released by a hart that does not hold it
       irq             a lock held with interrupts on and taken in an interrupt handler
       user            a spinlock still held on the return to user space
-    Each finding is printed once with both acquisition chains (file:line) and the seed
-    that shows it; the same seed shows it again, also under `harness debug --schedule`.
-    Exit status 1 if anything was found. Intended orders: kernel_c/lockorder.c.
+    Each finding is printed once with both call chains (file:line) and the seed that
+    shows it; the same seed shows it again, also under `harness debug --schedule S
+    --race`. Exit status 1 if anything was found. Intended lock orders:
+    kernel_c/lockorder.c; intended races: DATA_RACE_* marks (kernel_c/racy.h).
 
     \b
       harness race                                     usertests -q, seeds 1..5
@@ -79,7 +93,8 @@ def race(cmd: str, seeds: int, one: str | None, kind: str, cpus: int, ram: int, 
             ScheduleSpec.parse(s)
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--seed") from None
-    opts = RaceOptions(cmd=cmd, kernel=kernel, fs=fs, cpus=cpus, ram=ram, model=model)
+    opts = RaceOptions(cmd=cmd, kernel=kernel, fs=fs, cpus=cpus, ram=ram, model=model,
+                       data=not no_data, sample_mean=sample_mean, hold=hold)
     programs = Programs(kernel, user_dir)
     found: dict[tuple, object] = {}
     runs = []
@@ -94,15 +109,21 @@ def race(cmd: str, seeds: int, one: str | None, kind: str, cpus: int, ram: int, 
                     click.echo("\n" + render(f, programs), err=False)
                     click.echo(f"  seen with schedule {spec}; again: {replay_command(opts, spec)}")
     bad = [r for r in runs if r.exit != "ok"]
+    insns = sum(r.instructions for r in runs)
+    secs = sum(r.seconds for r in runs) or 1e-9
+    watched = (f", {sum(r.watched for r in runs):,} accesses watched" if not no_data
+               else ", data-race watch off")
     click.echo(f"\n{len(found)} distinct finding(s) in {len(runs)} schedule(s) of {cmd!r} on "
-               f"{cpus} harts" + (f"; {len(bad)} run(s) did not end cleanly: "
-                                  + ", ".join(f"{r.spec} ({r.exit})" for r in bad) if bad
-                                  else ""))
+               f"{cpus} harts: {insns:,} instructions ({insns / secs / 1e6:.1f} MIPS), "
+               f"{sum(r.events for r in runs):,} lock events{watched}"
+               + (f"; {len(bad)} run(s) did not end cleanly: "
+                  + ", ".join(f"{r.spec} ({r.exit})" for r in bad) if bad else ""))
     if json_path is not None:
         json_path.write_text(json.dumps({
             "cmd": cmd, "cpus": cpus, "schedules": [r.spec for r in runs],
             "runs": [{"schedule": r.spec, "exit": r.exit, "instructions": r.instructions,
-                      "lock_events": r.events} for r in runs],
+                      "lock_events": r.events, "samples": r.samples, "watched": r.watched,
+                      "seconds": round(r.seconds, 3)} for r in runs],
             "findings": [{"kind": f.kind, "title": f.title, "schedule": f.seed,
                           "text": render(f, programs)} for f in found.values()]},
             indent=2) + "\n")

@@ -52,6 +52,22 @@ def _file(what: str, path: Path, hint: str) -> Path:
     return path
 
 
+def _with_race(attach, det):  # type: ignore[no-untyped-def]
+    """console_boot's `attach`: the race detectors, then the monitor if any."""
+    def both(machine):  # type: ignore[no-untyped-def]
+        end_race = det.attach_race(machine, stop=False)
+        end_other = attach(machine) if attach is not None else None
+
+        def detach() -> None:
+            if end_other is not None:
+                end_other()
+            end_race()
+
+        return detach
+
+    return both
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-c", "--command", "cmd", metavar="CMDS",
               help="Run these shell commands (e.g. 'echo hi | wc; ls') instead of an "
@@ -138,7 +154,7 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
         monitor_record: Path | None = None, cpus: int = 1, chat: bool = False,
         engine_url: str | None = None, engine_timeout: float | None = None,
         schedule: str | None = None, record: Path | None = None,
-        replay: Path | None = None) -> None:
+        replay: Path | None = None, race: bool = False, race_locks: bool = False) -> None:
     """Boot the kernel and attach the terminal to its console.
 
     \b
@@ -185,7 +201,8 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
                  or persist):
         raise click.UsageError("--chat cannot be combined with -c, --prompt, --demo, --gdb "
                                "or --persist")
-    det = DetRun(schedule, record, replay, "run")
+    det = DetRun(schedule, record, replay, "run",
+                 race="all" if race else "locks" if race_locks else None)
     det.check(command=cmd is not None, prompt=prompt is not None, demo=demo, chat=chat,
               persist=persist, model=model is not None)
     if det.on and (prompt is not None or demo or chat or gdb_port is not None):
@@ -233,6 +250,8 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
             from harness.monitor.feed import attach_monitor
 
             attach = attach_monitor(record=monitor_record, quiet=quiet)
+        if det.race is not None:
+            attach = _with_race(attach, det)
         code = console_boot(config, interactive=cmd is None and replay is None, quiet=quiet,
                             gdb=gdb_port, attach=attach,
                             tee=None if trace is None else console.extend,

@@ -15,6 +15,7 @@ deterministic machine set up from the options, and what is said when its run end
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,10 +38,12 @@ class DetRun:
     replay: Path | None = None
     command: str = "run"          # the harness subcommand, for the replay hint
     replayer: Replay | None = None
+    race: str | None = None       # "all" (--race), "locks" (--race-locks) or None
 
     @property
     def on(self) -> bool:
-        return self.schedule is not None or self.record is not None or self.replay is not None
+        return (self.schedule is not None or self.record is not None or self.replay is not None
+                or self.race is not None)
 
     def check(self, **conflicts: Any) -> None:
         """--replay fixes the machine: options that would change it are refused."""
@@ -77,13 +80,37 @@ class DetRun:
             return
         if not self.on:
             return
+        default = "random:1" if self.race is not None else "rr"
         try:
-            config.schedule = ScheduleSpec.parse(self.schedule or "rr")
+            config.schedule = ScheduleSpec.parse(self.schedule or default)
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--schedule") from None
         config.clock = "icount"
         if self.record is not None:
             config.journal = new_recording(config, model)
+
+    def attach_race(self, machine: Machine, stop: bool) -> Callable[[], None]:
+        """The race detectors on machine (harness/race/attach.py); each finding printed
+        as it is found, and with `stop` (the debugger) the machine paused at it. Returns
+        what ends them (their summary printed)."""
+        from harness.guest.programs import Program
+        from harness.race.attach import attach
+        from harness.race.runner import render_with
+
+        kernel = Program("kernel", machine.config.kernel, user=False)
+
+        def report(f: Any) -> None:
+            click.echo("\r\n" + render_with(f, kernel).replace("\n", "\r\n") + "\r", err=True)
+            if stop:
+                machine.pause(f"race detector: {f.kind}", before=f.kind != "data race")
+
+        d = attach(machine, kernel, data=self.race == "all", on_report=report)
+
+        def detach() -> None:
+            d.close()
+            click.echo(d.summary(), err=True)
+
+        return detach
 
     def end(self, machine: Machine, result: RunResult) -> None:
         """The end of a deterministic run: its summary line; the recording written; a

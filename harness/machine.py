@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from unicorn import (
     UC_ARCH_RISCV,
@@ -250,6 +251,10 @@ class Machine:
         self._yielded = False  # the last run ended in a spin loop's pause
         self._det_budget = 0  # deterministic mode: the slice the policy allowed
         self._det_resume: tuple[int, int] | None = None  # (hart, budget left) of a slice
+        # the data-race watch (harness/race/kcsan.py) when on: takes the counter's samples
+        # and keeps a held hart out of the schedule's choices
+        self.race_watch: Any = None
+        self.det_observers: list[Any] = []  # checkers whose state() snapshots keep too
         #                                                  a debugger's stop cut short
         self._det_goal: tuple[int | None, int | None, int | None] = (None, None, None)
         self._inbox: list[bytes] = []  # deterministic mode: console input not taken yet
@@ -893,6 +898,8 @@ class Machine:
             if self.cpus[h].can_run():
                 return self.cpus[h]
         runnable = [c.id for c in self.cpus if c.can_run()]
+        if self.race_watch is not None:
+            runnable = self.race_watch.runnable(runnable)
         if not runnable:
             return None
         h, self._det_budget = self.det.policy.pick(runnable, False)
@@ -1138,6 +1145,8 @@ class Machine:
                 why = "stop"
         if why == "stop" and self._pause is not None and self.result is None:
             self._det_resume = (c.id, n - executed)  # go on with this slice, not a new pick
+        if why == "sample" and (self.race_watch is None or not self.race_watch.on_sample(c)):
+            self._det_resume = (c.id, n - executed)  # not watched: the slice goes on
         det.policy.ended(c.id, executed, why)
         if self.travel is not None:
             self.travel.tick()

@@ -160,7 +160,8 @@ def capture(m: Any) -> MachineState:
                  "console_tail": bytes(m.console_tail)},
         det={"counter": det.counter.state(), "policy": det.policy.state(),
              "timeline": det.timeline.state(), "cursor": det.journal.cursor,
-             "backend": backend.state() if backend is not None else None},
+             "backend": backend.state() if backend is not None else None,
+             "observers": [o.state() for o in m.det_observers]},
         devices={name: device_state(dev) for name, dev in m.devices.items()},
         native=m.native_mmio.state() if m.native_mmio is not None else [])
 
@@ -199,6 +200,8 @@ def restore(m: Any, st: MachineState) -> None:
     backend = _timed(m)
     if backend is not None and st.det["backend"] is not None:
         backend.restore(st.det["backend"])
+    for o, ost in zip(m.det_observers, st.det["observers"], strict=False):
+        o.restore(ost)
     for name, dst in st.devices.items():
         restore_device(m.devices[name], dst)
     if m.native_mmio is not None:

@@ -23,6 +23,7 @@
 
 #include "types.h"
 #include "riscv.h"
+#include "racy.h"
 #include "defs.h"
 #include "param.h"
 #include "stat.h"
@@ -340,6 +341,7 @@ ilock(struct inode *ip)
 void
 iunlock(struct inode *ip)
 {
+  DATA_RACE_NEXT_LINE("a sanity check: the caller's own reference keeps ref >= 1 whatever other harts do");
   if(ip == 0 || !holdingsleep(&ip->lock) || ip->ref < 1)
     panic("iunlock: bad inode");
   releasesleep(&ip->lock);

@@ -20,6 +20,7 @@
 #include "spinlock.h"
 #include "procinfo.h"
 #include "proc.h"
+#include "racy.h"
 #include "defs.h"
 
 #define SSWI_REG(h) (*(volatile uint32*)(SSWI + 4*(h)))
@@ -82,8 +83,10 @@ ipi_flush(void)
     return;
   __sync_synchronize();
   for(i = 0; i < bootinfo.ncpu; i++){
+    DATA_RACE_NEXT_LINE("idle handshake with scheduler(): read after a fence, a stale value costs one IPI or is caught by its rescan");
     if(i == me || !cpus[i].started || !cpus[i].idle)
       continue;
+    DATA_RACE_NEXT_LINE("a pending IPI_WAKE bit is a hint: the target clears it before it scans");
     if(cpus[i].ipi & IPI_WAKE)
       return;
     if(to < 0)

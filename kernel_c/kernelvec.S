@@ -35,22 +35,24 @@ kernelvec:
         // where the frame would go: with d = TRAMPOLINE - (sp - 160) and
         // r = d % KSLOT, the frame touches a guard page exactly when
         // d <= NPROC*KSLOT + PGSIZE and 0 < r <= PGSIZE (vmlayout.h).
-        // t0 waits in sscratch (unused while the kernel runs), t1 in kvsave.
+        // Nothing may be stored before the check, and every hart can be here
+        // at once, so the two temporaries are t0 (waiting in sscratch, unused
+        // while the kernel runs) and sp itself, which holds d meanwhile:
+        // sp = (TRAMPOLINE + 160) - d puts it back.
         csrw sscratch, t0
-        la t0, kvsave
-        sd t1, 0(t0)
-        li t1, TRAMPOLINE + 160
-        sub t1, t1, sp
+        li t0, TRAMPOLINE + 160
+        sub sp, t0, sp                  // sp = d
         li t0, NPROC * KSLOT + PGSIZE
-        bgtu t1, t0, 1f                 // not a process kernel stack
+        bgtu sp, t0, 1f                 // not a process kernel stack
         li t0, KSLOT
-        remu t1, t1, t0
-        beqz t1, 1f
-        li t0, PGSIZE
-        bleu t1, t0, overflow
+        remu t0, sp, t0                 // t0 = r
+        beqz t0, 1f
+        addi t0, t0, -1
+        srli t0, t0, 12                 // r <= PGSIZE: (r - 1) >> 12 == 0
+        beqz t0, overflow
 1:
-        la t0, kvsave
-        ld t1, 0(t0)
+        li t0, TRAMPOLINE + 160
+        sub sp, t0, sp                  // sp back
         csrr t0, sscratch
 
         addi sp, sp, -160
@@ -111,8 +113,8 @@ kernelvec:
 // The kernel stack overflowed: panic on a spare stack, with a frame record
 // {sepc, s0} so the backtrace still shows the function that overflowed.
 overflow:
-        la t0, kvsave
-        ld t1, 0(t0)
+        li t0, TRAMPOLINE + 160
+        sub sp, t0, sp                  // sp back
         csrr t0, sscratch
         mv a0, sp                       // kstackoverflow(sp)
         la sp, panicstack + 4096
@@ -125,7 +127,5 @@ overflow:
 
 .section .bss
 .balign 16
-kvsave:                                 // kernelvec's save slot (one hart)
-        .space 16
 panicstack:                             // the stack kstackoverflow() runs on
         .space 4096

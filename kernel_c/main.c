@@ -12,6 +12,7 @@
 #include "procinfo.h"
 #include "proc.h"
 #include "fs.h"
+#include "racy.h"
 #include "defs.h"
 
 struct bootinfo bootinfo;       // our copy of what the harness passed
@@ -86,6 +87,7 @@ starthart(void)
   cpus[0].started = 1;
   for(i = 1; i < bootinfo.ncpu; i++){
     *(volatile uint32*)(HART_START + 4*i) = (uint32)(uint64)_entry_hart;
+    DATA_RACE_NEXT_LINE("boot handshake: a volatile poll of a flag the started hart sets once, after a fence");
     while(!*(volatile int*)&cpus[i].started)
       cpu_pause();
   }
@@ -102,6 +104,7 @@ mainhart(uint64 hartid)
   plicinithart();
   timerinithart();
   __sync_synchronize();
+  DATA_RACE_NEXT_LINE("boot handshake: set once, after a fence, polled by hart 0 (main)");
   cpus[hartid].started = 1;
   scheduler();
 }

@@ -23,6 +23,7 @@
 #include "riscv.h"
 #include "spinlock.h"
 #include "procinfo.h"
+#include "racy.h"
 #include "proc.h"
 #include "defs.h"
 
@@ -417,9 +418,11 @@ anyrunnable(void)
 {
   struct proc *p;
 
-  for(p = proc; p < &proc[NPROC]; p++)
+  for(p = proc; p < &proc[NPROC]; p++){
+    DATA_RACE_NEXT_LINE("a hint only: the scheduler's pass checks p->state under p->lock");
     if(*(volatile enum procstate *)&p->state == RUNNABLE)
       return 1;
+  }
   return 0;
 }
 
@@ -441,6 +444,7 @@ scheduler(void)
       // a look without the lock first, to skip most slots cheaply: one
       // made RUNNABLE just after is found by the next pass, as it would be
       // had it turned RUNNABLE after we locked its slot
+      DATA_RACE_NEXT_LINE("a hint only: p->state is checked again under p->lock");
       if(p->state != RUNNABLE)
         continue;
       acquire(&p->lock);
@@ -465,12 +469,14 @@ scheduler(void)
       // before c->idle was visible was not followed by an IPI to us.
       // Interrupts are off, so none is lost between the scan and wfi: a
       // pending one (an IPI too) ends wfi and is taken by intr_on() above.
+      DATA_RACE_NEXT_LINE("idle handshake: ipi_flush() reads it after a fence; see above");
       c->idle = 1;
       __sync_synchronize();
       if(!anyrunnable()){
         timer_idle();
         wfi();
       }
+      DATA_RACE_NEXT_LINE("idle handshake: a stale 1 costs ipi_flush() one spare IPI");
       c->idle = 0;
     }
   }
@@ -566,6 +572,7 @@ wakesleepers(void *chan, int one)
     // skip slots not sleeping on chan without taking their lock (a scan
     // of the table costs ~60 acquires): a sleeper on chan set SLEEPING
     // before releasing the lock our caller holds (sleep())
+    DATA_RACE_NEXT_LINE("a hint only: checked again under p->lock; see the comment above");
     if(p == me || p->state != SLEEPING || p->chan != chan)
       continue;
     acquire(&p->lock);

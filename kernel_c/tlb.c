@@ -56,9 +56,11 @@
 #include "spinlock.h"
 #include "procinfo.h"
 #include "proc.h"
+#include "racy.h"
 #include "defs.h"
 
 static volatile uint64 tlbgen;   // bumped when user translations go stale
+DATA_RACE_OK(tlbgen, "a generation: bumped only by AMO, read as a snapshot; a bump after the read makes the next entry fence");
 
 // A user PTE was removed or downgraded, or a user page table freed: every
 // hart fences before it next enters user space.

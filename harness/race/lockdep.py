@@ -54,12 +54,16 @@ class Finding:
     chains: list[tuple[str, tuple[int, ...], int]] = field(default_factory=list)
     key: tuple = ()
     seed: str = ""
+    exact_top: bool = False   # each chain starts at an instruction, not a return address
 
-    def render(self, where: Callable[[int], str]) -> str:
+    def render(self, where: Callable[[int, bool], str]) -> str:
+        """The report; where(pc, exact) names a code address ("0x... in kfree at
+        kernel_c/kalloc.c:52"), exact=False for a return address."""
         out = [f"=== {self.kind}: {self.title}"]
         for label, chain, hart in self.chains:
             out.append(f"  {label} (hart {hart}):")
-            out += [f"    #{i:<2} {where(pc)}" for i, pc in enumerate(chain)]
+            out += [f"    #{i:<2} {where(pc, self.exact_top and i == 0)}"
+                    for i, pc in enumerate(chain)]
         return "\n".join(out)
 
 
@@ -75,6 +79,7 @@ class LockDep:
         self.irq_classes: dict[str, tuple[int, ...]] = {}    # class -> chain in a handler
         self.on_classes: dict[str, tuple[int, ...]] = {}     # class -> chain, irqs on
         self.findings: list[Finding] = []
+        self.on_report: Callable[[Finding], None] | None = None  # each new finding
         self._seen: set[tuple] = set()
         self._names: dict[int, str] = {}
         self.events = 0
@@ -82,6 +87,8 @@ class LockDep:
         elf = kernel.elf
         self._devintr = self._range(elf, "devintr")
         self._hooks: list[tuple[Any, int]] = []
+        if machine.det is not None:
+            machine.det_observers.append(self)  # time travel puts the held locks back
         for c in machine.cpus:
             for name, fn in (("acquire", self._on_acquire), ("release", self._on_release),
                              ("sleep", self._on_sleep), ("usertrapret", self._on_user)):
@@ -90,6 +97,8 @@ class LockDep:
             c.uc.ctl_flush_tb()
 
     def close(self) -> None:
+        if self in self.m.det_observers:
+            self.m.det_observers.remove(self)
         for uc, h in self._hooks:
             uc.hook_del(h)
         self._hooks.clear()
@@ -161,6 +170,8 @@ class LockDep:
             return
         self._seen.add(f.key)
         self.findings.append(f)
+        if self.on_report is not None:
+            self.on_report(f)
 
     def _who(self, h: int) -> str:
         p = self.proc(h)
