@@ -20,6 +20,7 @@ BENCH_COMMANDS: dict[str, str] = {
     "engine": "pyllm.bench:engine",
     "eval": "harness.bench.evalmc:evalmc",
     "monitor": "harness.bench.monitor:monitor",
+    "race": "harness.bench.race:race",
     "remote": "harness.bench.remote:remote",
     "timetravel": "harness.bench.timetravel:timetravel",
 }

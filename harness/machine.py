@@ -1145,6 +1145,8 @@ class Machine:
                 why = "stop"
         if why == "stop" and self._pause is not None and self.result is None:
             self._det_resume = (c.id, n - executed)  # go on with this slice, not a new pick
+        if why == "yield" and self.race_watch is not None:
+            self.race_watch.yielded()
         if why == "sample" and (self.race_watch is None or not self.race_watch.on_sample(c)):
             self._det_resume = (c.id, n - executed)  # not watched: the slice goes on
         det.policy.ended(c.id, executed, why)

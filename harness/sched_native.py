@@ -25,7 +25,7 @@ from harness import native
 
 RAN, LIMIT, POINT, SAMPLE = 0, 1, 2, 3  # struct sched.stopped
 NEVER = 2**64 - 1
-_API = ("reg_read", "hook_add", "hook_del", "emu_stop")
+_API = ("reg_read", "hook_add", "hook_del", "emu_stop", "vmem_read")
 
 
 def _lib() -> tuple[Any, Any]:
@@ -134,9 +134,24 @@ class Counter:
 
     # ---------------------------------------------------------------- race sampling
     def sample(self, mean: int) -> None:
-        """Stop before an S-mode instruction about every `mean` instructions (0: off)."""
+        """Stop before an S-mode memory access about every `mean` instructions (0: off)."""
         self.s.sample_mean = mean
         self.s.sample_at = self.total + (self.below(2 * mean) + 1 if mean else 0)
+
+    def skip(self, ranges: list[tuple[int, int]]) -> None:
+        """Code the sampling passes over: [lo, hi) ranges (merged; at most SCHED_MAXSKIP)."""
+        merged: list[list[int]] = []
+        for lo, hi in sorted(ranges):
+            if merged and lo <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], hi)
+            else:
+                merged.append([lo, hi])
+        cap = int(self._lib.SCHED_MAXSKIP)
+        if len(merged) > cap:
+            raise ValueError(f"{len(merged)} code ranges to skip: at most {cap}")
+        for i, (lo, hi) in enumerate(merged):
+            self.s.skip_lo[i], self.s.skip_hi[i] = lo, hi
+        self.s.nskip = len(merged)
 
     def set_watch(self, lo: int, hi: int, hart: int) -> None:
         """Report other harts' accesses to physical [lo, hi) (hi = 0: none)."""

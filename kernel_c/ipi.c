@@ -43,6 +43,7 @@ ipi_intr(void)
   uint why;
 
   CSR_CLEAR(sip, SIE_SSIE);
+  DATA_RACE_NEXT_LINE("a snapshot: only the bits seen are cleared (by AMO); a bit set since stays for the next interrupt");
   why = c->ipi;
   if(why)
     __sync_fetch_and_and(&c->ipi, ~why);

@@ -2,9 +2,9 @@
 change each, built by the project's own kernel.mk into build/race-kernels/ (cached by
 the change and the sources' contents).
 
-Each `Variant` names the edit (a text in one file replaced by another) and the line
-the detector must name: `mark` is a text on that line of the edited file, found after
-the edit, so the expected `file:line` follows the source as it is.
+Each `Variant` names its edits (a text in a file replaced by another); `line_of` finds
+the line a report must name by a text on it, after the edit, so the expected
+`file:line` follows the source as it is.
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ OUT = ROOT / "build" / "race-kernels"
 @dataclass(frozen=True)
 class Variant:
     name: str
-    file: str                     # in kernel_c/
-    edits: tuple[tuple[str, str], ...]   # (old text, new text), each found exactly once
-    marks: tuple[tuple[str, str], ...]   # (file, text on the line a report must name)
+    edits: tuple[tuple[str, str, str], ...]  # (file in kernel_c/, old text, new text),
+    #                                          each old text found exactly once
 
 
 def _digest(v: Variant) -> str:
@@ -45,12 +44,11 @@ def build(v: Variant) -> Path:
     src = d / "kernel_c"
     shutil.rmtree(d, ignore_errors=True)
     shutil.copytree(SRC, src)
-    path = src / v.file
-    text = path.read_text()
-    for old, new in v.edits:
-        assert text.count(old) == 1, f"{v.name}: {old!r} is not once in {v.file}"
-        text = text.replace(old, new)
-    path.write_text(text)
+    for file, old, new in v.edits:
+        path = src / file
+        text = path.read_text()
+        assert text.count(old) == 1, f"{v.name}: {old!r} is not once in {file}"
+        path.write_text(text.replace(old, new))
     subprocess.run(["make", "-s", f"BUILD={d / 'build'}", f"KSRC={src}", str(elf)],
                    cwd=ROOT, check=True, capture_output=True, text=True)
     return elf

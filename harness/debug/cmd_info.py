@@ -163,7 +163,8 @@ class InfoCommands(CommandBase):
     def cmd_info(self, arg: str) -> str:
         """info SUBCOMMAND: breakpoints, registers [REG...], all-registers, proc [PID],
         frame, locals, args, symbol ADDR, line [LOCATION], mem [PID], programs, source,
-        cpus (every hart: state, privilege, pc, process; * = selected)."""
+        cpus (every hart: state, privilege, pc, process; * = selected), locks (held
+        locks by hart and process, sleepers by channel)."""
         parts = arg.split(None, 1)
         if not parts:
             return "info " + ", ".join(INFO_SUBCOMMANDS)

@@ -34,7 +34,7 @@ ALIASES = {"b": "break", "br": "break", "tb": "tbreak", "d": "delete", "c": "con
            "rn": "reverse-next", "rc": "reverse-continue"}
 INFO_SUBCOMMANDS = ("breakpoints", "watchpoints", "registers", "all-registers", "proc",
                     "frame", "symbol", "line", "mem", "programs", "source", "locals", "args",
-                    "cpus")
+                    "cpus", "locks")
 SSTATUS_BITS = (("SIE", 1), ("SPIE", 5), ("UBE", 6), ("SPP", 8), ("SUM", 18), ("MXR", 19))
 SIE_BITS = (("SSIE", 1), ("STIE", 5), ("SEIE", 9))
 SIP_BITS = (("SSIP", 1), ("STIP", 5), ("SEIP", 9))

@@ -14,6 +14,7 @@ from harness.debug import DebugError
 from harness.debug.cmd_data import DataCommands
 from harness.debug.cmd_exec import ExecCommands
 from harness.debug.cmd_info import InfoCommands
+from harness.debug.cmd_locks import LockCommands
 from harness.debug.cmd_points import PointCommands
 from harness.debug.cmd_reverse import ReverseCommands
 from harness.debug.cmdbase import ALIASES, INFO_SUBCOMMANDS
@@ -21,7 +22,7 @@ from harness.debug.expr import CSR_REGS, REGISTERS
 
 
 class Interpreter(PointCommands, ExecCommands, ReverseCommands, DataCommands,
-                  InfoCommands):
+                  InfoCommands, LockCommands):
     """gdb-style commands over one Target: dispatch, help and completion here, the
     commands in the cmd_*.py mixins, shared state in cmdbase.CommandBase."""
 

@@ -49,14 +49,39 @@ sched_seed(struct sched *s, uint64_t seed)
     }
 }
 
+// Is the instruction at addr a load, store or AMO not based on sp? (RV64IMAC + F/D
+// loads and stores; compressed: quadrant 0's, as quadrant 2's are all sp-based.)
+static int
+is_access(struct sched_hart *h, void *uc, uint64_t addr, uint32_t size)
+{
+    uint32_t insn = 0;
+    if (size != 2 && size != 4)
+        return 0;
+    if (((uc_vmem_read_fn)h->vmem_read)(uc, addr, 4 /* UC_PROT_EXEC */, &insn, size))
+        return 0;
+    if (size == 2) {
+        uint32_t f3 = (insn >> 13) & 7;
+        return (insn & 3) == 0 && f3 != 0 && f3 != 4;
+    }
+    uint32_t op = insn & 0x7F, rs1 = (insn >> 15) & 31;
+    return (op == 0x03 || op == 0x07 || op == 0x23 || op == 0x27 || op == 0x2F) && rs1 != 2;
+}
+
+static int
+skipped(const struct sched *s, uint64_t addr)
+{
+    for (uint32_t i = 0; i < s->nskip; i++)
+        if (addr >= s->skip_lo[i] && addr < s->skip_hi[i])
+            return 1;
+    return 0;
+}
+
 // The first hook of every instruction: count it, or end the run before it.
 static void
 on_insn(void *uc, uint64_t addr, uint32_t size, void *ud)
 {
     struct sched_hart *h = ud;
     struct sched *s = h->s;
-    (void)addr;
-    (void)size;
     if (s->total >= s->limit || s->count[h->id] >= s->hart_limit[h->id]) {
         s->stopped = SCHED_LIMIT;
         ((uc_emu_stop_fn)h->emu_stop)(uc);
@@ -65,7 +90,11 @@ on_insn(void *uc, uint64_t addr, uint32_t size, void *ud)
     if (s->sample_mean && s->total >= s->sample_at) {
         uint64_t priv = 0;
         ((uc_reg_read_fn)h->reg_read)(uc, REG_PRIV, &priv);
-        if (priv == 1) {  // S-mode: Python looks at this instruction before it runs
+        if (s->watch.hi) {
+            // one watch at a time: this sample's turn is later
+            s->sample_at = s->total + 1 + sched_below(s, 2 * s->sample_mean);
+        } else if (priv == 1 && !skipped(s, addr) && is_access(h, uc, addr, size)) {
+            // an S-mode access: Python looks at it before it runs
             s->sample_at = s->total + 1 + sched_below(s, 2 * s->sample_mean);
             s->stopped = SCHED_SAMPLE;
             ((uc_emu_stop_fn)h->emu_stop)(uc);

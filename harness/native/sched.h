@@ -14,8 +14,10 @@
 // first or last instruction, not only where a slice happens to end.
 //
 // Data-race sampling (harness race): once the count passes `sample_at`, the next
-// instruction a hart runs in S-mode ends the run before it; Python decodes it and, for a
-// memory access, sets `watch` and holds that hart while the others run. on_mem (a
+// S-mode load, store or AMO a hart is about to run (not one through sp: a kernel stack
+// is one process's) ends the run before it; Python decodes it and, for a watchable
+// access, sets `watch` and holds that hart while the others run. The instructions in
+// between are told apart here, so only candidates cost a stop. on_mem (a
 // UC_HOOK_MEM_READ|WRITE hook on every hart, installed only while the detector is on)
 // reports another hart's access to the watched bytes through fp_py_watch.
 //
@@ -29,6 +31,7 @@
 
 // cffi:begin
 #define SCHED_MAXCPU 8
+#define SCHED_MAXSKIP 128
 // why the last run stopped, as far as the counter knows
 #define SCHED_RAN 0        // something else ended it (wfi, a trap, a device, a Python hook)
 #define SCHED_LIMIT 1      // the count reached `limit`
@@ -60,7 +63,9 @@ struct sched {
     uint64_t sample_at;             // race sampling: total at which to take the next sample
     uint64_t sample_mean;           // mean instructions between samples (0: off)
     struct sched_watch watch;
-};
+    uint32_t nskip;                 // code never sampled: [skip_lo, skip_hi) ranges (the
+    uint64_t skip_lo[SCHED_MAXSKIP], skip_hi[SCHED_MAXSKIP];  // lock primitives, the
+};                                  // intended races' lines)
 
 struct sched_hart {
     struct sched *s;
@@ -70,7 +75,7 @@ struct sched_hart {
     size_t hook_insn, hook_mem;
     size_t hook_points[64];         // handles of the switch-point hooks
     uint32_t npoints;
-    void *reg_read, *hook_add, *hook_del, *emu_stop;
+    void *reg_read, *hook_add, *hook_del, *emu_stop, *vmem_read;
 };
 
 int sched_attach(struct sched_hart *h);

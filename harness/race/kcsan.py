@@ -27,15 +27,17 @@ no privilege switch); its frames are walked through the frame pointer by hand.
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from unicorn import UC_PROT_READ, UC_PROT_WRITE
 
+from harness.guest.datanames import DataNames
+from harness.guest.programs import PGSIZE, TRAMPOLINE
 from harness.mmio import mmio_form
 from harness.race import intended
 from harness.race.lockdep import Finding, LockDep
-from harness.race.symbols import Symbols
 from harness.traps import mem_operand
 
 SAMPLE_MEAN = 1_000   # instructions between two samples, on average
@@ -45,6 +47,9 @@ LR_FUNCT5 = 0b00010
 PRIMITIVES = ("acquire", "release", "holding", "trylock", "push_off", "pop_off", "initlock")
 MAX_FRAMES = 12
 NEXT_TRIES = 32       # a sample on a non-access moves to the next instruction, so often
+ALONE = 8             # a sample with every other hart idle: the next one this much later
+SPINS = 8             # spin yields of the other harts that end a hold early: they wait
+#                       for a lock the held hart has, and would only spin on
 RA, SP, S0 = 1, 2, 8
 
 
@@ -114,6 +119,7 @@ class Watching:
     classes: list[str]
     chain: tuple[int, ...]
     until: int
+    spins: int = 0
 
 
 @dataclass
@@ -144,7 +150,7 @@ class DataRaceWatch:
         self.m, self.kernel, self.lockdep = m, kernel, lockdep
         self.counter = m.det.counter
         self.sample_mean, self.hold = sample_mean, hold
-        self.symbols = Symbols(kernel.elf, kernel.dwarf)
+        self.symbols = DataNames(kernel.elf, kernel.dwarf)
         self.intended = intended.load(kernel.path, kernel.elf, kernel.dwarf)
         self.watching: Watching | None = None
         self.seen: set[tuple] = set()
@@ -158,13 +164,25 @@ class DataRaceWatch:
         m.race_watch = self
         m.det_observers.append(self)
         if len(m.cpus) > 1:
+            self.counter.skip(self._skip + self._intended_code()
+                              + [(TRAMPOLINE, TRAMPOLINE + PGSIZE)])
             self.counter.on_watch = self._on_watch
             self.counter.watch_accesses(True)
             self.counter.sample(sample_mean)
             for c in m.cpus:
                 c.uc.ctl_flush_tb()  # memory hooks are compiled into translated code
 
+    def _intended_code(self) -> list[tuple[int, int]]:
+        """The code of the source lines marked DATA_RACE_NEXT_LINE."""
+        rows = self.kernel.lines.rows
+        out = []
+        for r, nxt in zip(rows, rows[1:], strict=False):
+            if (os.path.basename(r.file), r.line) in self.intended.lines and nxt.addr > r.addr:
+                out.append((r.addr, nxt.addr))
+        return out
+
     def close(self) -> None:
+        self.counter.skip([])
         self.counter.sample(0)
         self.counter.set_watch(0, 0, 0)
         self.counter.on_watch = None
@@ -177,7 +195,11 @@ class DataRaceWatch:
         """Hart c stopped before an S-mode instruction for a sample: watch its access
         and hold it (True), or let it go on (False)."""
         self.stats.samples += 1
-        if self.watching is not None or not any(o.can_run() for o in self.m.cpus if o is not c):
+        if self.watching is not None:
+            return False
+        if not any(o.can_run() for o in self.m.cpus if o is not c):
+            # nobody to race with now (the others wait in wfi): look again much later
+            self.counter.s.sample_at = self.counter.total + ALONE * self.sample_mean
             return False
         pc = c.hart.pc
         acc = None if self._excluded(pc) else decode(c.hart, pc)
@@ -205,10 +227,15 @@ class DataRaceWatch:
         if w is None or w.hart not in harts:
             return harts
         others = [h for h in harts if h != w.hart]
-        if others and self.counter.total < w.until:
+        if others and self.counter.total < w.until and w.spins < SPINS:
             return others
         self._end_watch()
         return harts
+
+    def yielded(self) -> None:
+        """Another hart's slice ended spinning on a lock (while a hart is held)."""
+        if self.watching is not None:
+            self.watching.spins += 1
 
     def _end_watch(self) -> None:
         self.watching = None

@@ -16,8 +16,8 @@ from harness.guest.dwarf import CType, DwarfInfo
 MAX_DEPTH = 8
 
 
-class Symbols:
-    """Data symbols of one kernel image (built once per detector)."""
+class DataNames:
+    """The data symbols of one program image (built once, e.g. per race detector)."""
 
     def __init__(self, elf: ElfImage, dwarf: DwarfInfo) -> None:
         objs = [s for s in elf.symbols if s.size and not elf.contains_code(s.addr)]
@@ -26,7 +26,7 @@ class Symbols:
         self._addrs = [s.addr for s in objs]
         self._dwarf = dwarf
 
-    def name(self, addr: int) -> str:
+    def name(self, addr: int, outer: bool = False) -> str:
         """The member path of addr ("kmem.freelist"), "kmem+0x18" without a type, or
         "heap" outside every global."""
         i = bisect.bisect_right(self._addrs, addr) - 1
@@ -37,13 +37,16 @@ class Symbols:
         var = self._dwarf.variable(sym.name)
         if var is None or var.addr != sym.addr:
             return f"{sym.name}+{off:#x}" if off else sym.name
-        return sym.name + member_path(var.type, off)
+        return sym.name + member_path(var.type, off, outer)
 
 
-def member_path(t: CType, off: int) -> str:
-    """".sv.slot[1].ngenerated" for byte `off` of a value of type t."""
+def member_path(t: CType, off: int, outer: bool = False) -> str:
+    """".sv.slot[1].ngenerated" for byte `off` of a value of type t; `outer`: the
+    outermost member that starts there (a wait channel `proc[1]`, not `proc[1].lock.locked`)."""
     out = ""
     for _ in range(MAX_DEPTH):
+        if outer and out and off == 0 and t.kind != "array":
+            break
         if t.kind == "array" and t.target is not None and t.target.size:
             i, off = divmod(off, t.target.size)
             out += f"[{i}]"
