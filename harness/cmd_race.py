@@ -49,11 +49,15 @@ DEFAULT_CMD = "usertests -q"
 @click.option("--hold", type=click.IntRange(10, 10**7), default=HOLD, show_default=True,
               metavar="N", help="Data-race watch: other harts' instructions a watched hart "
                                 "is held for.")
+@click.option("--focus", metavar="FILES",
+              help="Data-race watch: sample only accesses made by these kernel source files "
+                   "(comma-separated, e.g. ai_service.c,ai_slots.c: the files you changed); "
+                   "they still race with any code.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the findings to this JSON file.")
 def race(cmd: str, seeds: int, one: str | None, kind: str, cpus: int, ram: int, kernel: Path,
          fs: Path, user_dir: Path, model: str | None, no_data: bool, sample_mean: int, hold: int,
-         json_path: Path | None) -> None:
+         focus: str | None, json_path: Path | None) -> None:
     """Find the kernel's races and lock bugs: run CMDS under seeded schedules, detectors on.
 
     \b
@@ -74,6 +78,7 @@ def race(cmd: str, seeds: int, one: str | None, kind: str, cpus: int, ram: int, 
       harness race                                     usertests -q, seeds 1..5
       harness race -c "aitest --all" -m smol --seeds 20
       harness race --seed random:7 -c "usertests -q"   one schedule again
+      harness race -c "aistress -c 8 -t 1" -m smol --focus ai_service.c
     """
     from harness.guest.programs import Programs
     from harness.race.runner import RaceOptions, render, replay_command, run_seed
@@ -94,14 +99,18 @@ def race(cmd: str, seeds: int, one: str | None, kind: str, cpus: int, ram: int, 
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--seed") from None
     opts = RaceOptions(cmd=cmd, kernel=kernel, fs=fs, cpus=cpus, ram=ram, model=model,
-                       data=not no_data, sample_mean=sample_mean, hold=hold)
+                       data=not no_data, sample_mean=sample_mean, hold=hold,
+                       focus=tuple(x.strip() for x in (focus or "").split(",") if x.strip()))
     programs = Programs(kernel, user_dir)
     found: dict[tuple, object] = {}
     runs = []
     with click.progressbar(specs, label=f"{len(specs)} schedules of {cmd!r}", file=sys.stderr,
                            item_show_func=lambda s: s or "") as bar:
         for spec in bar:
-            r = run_seed(opts, spec, programs)
+            try:
+                r = run_seed(opts, spec, programs)
+            except ValueError as e:  # a --focus naming no kernel code
+                raise click.UsageError(str(e)) from None
             runs.append(r)
             for f in r.findings:
                 if f.key not in found:

@@ -131,3 +131,46 @@ def test_harness_debug_race_stops_at_the_second_access() -> None:
     assert "kalloc.c:" in after, out[-3000:]
     # the second access is kalloc's, under kmem.lock: info locks shows it held
     assert re.search(r"hart \d \(pid \d+ \w+\): kmem\.lock \[kmem\]", after), after
+
+
+AI_COUNTER = Variant("ai-counter", (
+    ("ai_slots.c", "  sv->submitted++;\n", ""),
+    ("ai_service.c", """\
+  wakeone(&ai.sv.queue);   // one worker per request (it takes it or passes it on)
+  release(&ai_lock);
+  return id;""", """\
+  wakeone(&ai.sv.queue);   // one worker per request (it takes it or passes it on)
+  release(&ai_lock);
+  ai.sv.submitted++;       // (the broken change: counted after the lock is gone)
+  return id;""")))
+AISTRESS = "aistress -c 4 -t 1 -k 0 -d 0 -L 0 -q"
+
+
+@pytest.fixture(scope="module")
+def smol():
+    from tests.test_ai_host import _need_smol
+
+    _need_smol()
+    from harness.engines.local import LoadedModel
+
+    lm = LoadedModel.load("smol")
+    yield lm
+    lm.close()
+
+
+@pytest.mark.slow
+def test_an_ai_service_counter_outside_its_lock_is_a_data_race(smol) -> None:
+    """The student's own file in focus (--focus): every sample lands in it."""
+    elf = build(AI_COUNTER)
+    line = line_of(AI_COUNTER, "ai_service.c", "(the broken change")
+    focus = ("ai_service.c",)
+    found = []
+    for s in range(1, 5):
+        (r, texts), = _runs(elf, AISTRESS, range(s, s + 1), model=smol, focus=focus)
+        found += [t for t in texts if t.startswith("=== data race")]
+        if found:
+            break
+    assert found, "no data race in seeds 1..4"
+    assert "ai.sv.submitted" in found[0] and f"ai_service.c:{line}" in found[0], found[0]
+    for r, texts in _runs(KERNEL, AISTRESS, range(1, 3), model=smol, focus=focus):
+        assert r.exit == "ok" and texts == [], "\n".join(texts)

@@ -39,7 +39,8 @@ class Detectors:
 
 
 def attach(machine: Any, kernel: Any, *, data: bool, on_report: Callable[[Finding], None],
-           sample_mean: int = SAMPLE_MEAN, hold: int = HOLD) -> Detectors:
+           sample_mean: int = SAMPLE_MEAN, hold: int = HOLD,
+           focus: tuple[str, ...] = ()) -> Detectors:
     """Put the detectors on `machine` (deterministic, not yet run); `kernel` is the
     kernel's guest Program (symbols, lines, DWARF). Lock findings are looked for after
     each lock event, data races as they happen."""
@@ -53,7 +54,7 @@ def attach(machine: Any, kernel: Any, *, data: bool, on_report: Callable[[Findin
         return f"pid {p.pid} ({p.name})" if p is not None else ""
 
     dep = LockDep(machine, kernel, proc)
-    watch = DataRaceWatch(machine, kernel, dep, sample_mean, hold) if data else None
+    watch = DataRaceWatch(machine, kernel, dep, sample_mean, hold, focus) if data else None
     d = Detectors(dep, watch)
 
     def report(f: Finding) -> None:

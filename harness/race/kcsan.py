@@ -144,7 +144,8 @@ class DataRaceWatch:
     debugger's stop)."""
 
     def __init__(self, m: Any, kernel: Any, lockdep: LockDep,
-                 sample_mean: int = SAMPLE_MEAN, hold: int = HOLD) -> None:
+                 sample_mean: int = SAMPLE_MEAN, hold: int = HOLD,
+                 focus: tuple[str, ...] = ()) -> None:
         if m.det is None:
             raise ValueError("the data-race watch needs a deterministic machine (a schedule)")
         self.m, self.kernel, self.lockdep = m, kernel, lockdep
@@ -164,7 +165,7 @@ class DataRaceWatch:
         m.race_watch = self
         m.det_observers.append(self)
         if len(m.cpus) > 1:
-            self.counter.skip(self._skip + self._intended_code()
+            self.counter.skip(self._skip + self._intended_code() + self._unfocused(focus)
                               + [(TRAMPOLINE, TRAMPOLINE + PGSIZE)])
             self.counter.on_watch = self._on_watch
             self.counter.watch_accesses(True)
@@ -180,6 +181,30 @@ class DataRaceWatch:
             if (os.path.basename(r.file), r.line) in self.intended.lines and nxt.addr > r.addr:
                 out.append((r.addr, nxt.addr))
         return out
+
+    def _unfocused(self, focus: tuple[str, ...]) -> list[tuple[int, int]]:
+        """With `focus` (source file names: `ai_service.c`): all code outside those files,
+        so every sample lands in them (a student's own change gets the watch's whole
+        attention). Each access of the focused code still races with any other code."""
+        if not focus:
+            return []
+        rows = self.kernel.lines.rows
+        inside: list[tuple[int, int]] = []
+        for r, nxt in zip(rows, rows[1:], strict=False):
+            if os.path.basename(r.file) in focus and nxt.addr > r.addr:
+                if inside and inside[-1][1] == r.addr:
+                    inside[-1] = (inside[-1][0], nxt.addr)
+                else:
+                    inside.append((r.addr, nxt.addr))
+        if not inside:
+            raise ValueError(f"--focus {','.join(focus)}: no kernel code from those files "
+                             "(give source file names such as ai_service.c)")
+        out, at = [], 0
+        for lo, hi in sorted(inside):
+            if lo > at:
+                out.append((at, lo))
+            at = max(at, hi)
+        return [*out, (at, 2**64 - 1)]
 
     def close(self) -> None:
         self.counter.skip([])

@@ -43,6 +43,7 @@ class RaceOptions:
     data: bool = True         # the data-race watch too (not only the lock checks)
     sample_mean: int = SAMPLE_MEAN
     hold: int = HOLD
+    focus: tuple[str, ...] = ()   # sample only these source files' accesses
 
 
 def _where(prog: object) -> Callable[[int], str]:
@@ -68,7 +69,7 @@ def run_seed(opts: RaceOptions, spec: str, programs: Programs) -> SeedRun:
     m = Machine(config)
     try:
         d = attach(m, programs.kernel, data=opts.data, on_report=lambda f: None,
-                   sample_mean=opts.sample_mean, hold=opts.hold)
+                   sample_mean=opts.sample_mean, hold=opts.hold, focus=opts.focus)
         t0 = time.perf_counter()
         res = m.run()
         took = time.perf_counter() - t0
@@ -89,6 +90,8 @@ def replay_command(opts: RaceOptions, spec: str) -> str:
     extra = "" if opts.data else " --no-data"
     if opts.data and (opts.sample_mean, opts.hold) != (SAMPLE_MEAN, HOLD):
         extra += f" --sample {opts.sample_mean} --hold {opts.hold}"
+    if opts.data and opts.focus:
+        extra += f" --focus {','.join(opts.focus)}"
     machine = f" --cpus {opts.cpus}"
     if opts.kernel != DEFAULT_KERNEL:
         machine += f" --kernel {shlex.quote(str(opts.kernel))}"
