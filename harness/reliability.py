@@ -27,6 +27,7 @@ import click
 from harness.cli import cpus_option, engine_options
 from harness.launch import DEFAULT_FS, DEFAULT_KERNEL, add_ai_device, launch, report
 from harness.machine import MachineConfig
+from harness.schedule import ScheduleSpec
 
 if TYPE_CHECKING:
     from harness.engines.base import AiBackend
@@ -60,10 +61,14 @@ class Boot:
 def boot(cmd: str, *, model: object = None, faults: str | None = None,
          hang_timeout: float = 60.0, timeout: float = 3600.0, kernel: Path = DEFAULT_KERNEL,
          fs: Path = DEFAULT_FS, echo: Callable[[bytes], None] | None = None,
-         cpus: int = 1) -> Boot:
-    """Run `cmd` in the guest (`model`: a LoadedModel or a registry name/path, or None)."""
+         cpus: int = 1, schedule: str | None = None) -> Boot:
+    """Run `cmd` in the guest (`model`: a LoadedModel or a registry name/path, or None);
+    `schedule`: a deterministic machine (harness/schedule.py's SPEC)."""
     config = MachineConfig(kernel=kernel, fs=fs, cmd=cmd, timeout=timeout,
-                           hang_timeout=hang_timeout, cpus=cpus)
+                           hang_timeout=hang_timeout, cpus=cpus, schedule=schedule)
+    if schedule is not None:
+        config.schedule = ScheduleSpec.parse(schedule)
+        config.clock = "icount"
     if model is not None:
         plan = None
         if faults:
@@ -298,6 +303,14 @@ def _print_failure(b: Boot | None) -> None:
     click.echo("--- guest console (last 3000 characters) ---\n" + b.output[-3000:], err=True)
 
 
+def _check_schedule(spec: str | None) -> None:
+    if spec is not None:
+        try:
+            ScheduleSpec.parse(spec)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--schedule") from None
+
+
 def _json(path: Path | None, obj: object) -> None:
     if path is not None:
         data = asdict(obj)  # type: ignore[call-overload]
@@ -317,6 +330,10 @@ _common = [
                  help="Also write the report as JSON."),
     cpus_option,
     engine_options,
+    click.option("--schedule", metavar="SPEC",
+                 help="Deterministic machine: hart switches by a seeded schedule (rr | "
+                      "random:SEED | pct:SEED[:DEPTH]); the same SPEC and --seed give the same "
+                      "run."),
 ]
 
 
@@ -336,7 +353,7 @@ def _options(fn):  # noqa: ANN001, ANN202
 def fuzz(model: str | None, seed: int, seconds: int | None, faults: str | None,
          hang_timeout: float, json_out: Path | None, calls: int, procs: int,
          kill: int, cpus: int = 1, engine_url: str | None = None,
-         engine_timeout: float | None = None) -> None:
+         engine_timeout: float | None = None, schedule: str | None = None) -> None:
     """Fuzz the system calls from the guest (user_c/sysfuzz.c) and check the kernel survives.
 
     Concurrent processes make random calls, the AI service's included, with hostile
@@ -346,12 +363,14 @@ def fuzz(model: str | None, seed: int, seconds: int | None, faults: str | None,
     if faults and not model:
         raise click.UsageError("--faults needs --model")
     _check_faults(faults)
+    _check_schedule(schedule)
     if engine_url and not model:
         raise click.UsageError("--engine needs --model NAME (the model the server serves)")
     lm = _load(model, engine_url, engine_timeout) if model else None
     try:
         rep = run_fuzz(seed=seed, calls=calls, seconds=seconds or 0, procs=procs, kill=kill,
-                       model=lm, faults=faults, hang_timeout=hang_timeout, cpus=cpus)
+                       model=lm, faults=faults, hang_timeout=hang_timeout, cpus=cpus,
+                       schedule=schedule)
     finally:
         if lm is not None:
             lm.close()
@@ -383,7 +402,7 @@ def fuzz(model: str | None, seed: int, seconds: int | None, faults: str | None,
 def stress(model: str | None, seed: int, seconds: int | None, faults: str | None,
            hang_timeout: float, json_out: Path | None, clients: int, kill: int,
            kill_daemon: int, long: int, cpus: int = 1, engine_url: str | None = None,
-           engine_timeout: float | None = None) -> None:
+           engine_timeout: float | None = None, schedule: str | None = None) -> None:
     """Soak the AI service (user_c/aistress.c) and verify every result on the host engine.
 
     More clients than slots send mixed short and long requests; clients and ai_daemon
@@ -392,11 +411,12 @@ def stress(model: str | None, seed: int, seconds: int | None, faults: str | None
     to where it started.
     """
     _check_faults(faults)
+    _check_schedule(schedule)
     lm = _load(model or "smol", engine_url, engine_timeout)
     try:
         rep = run_stress(lm, seed=seed, seconds=seconds or 30, clients=clients, kill=kill,
                          kill_daemon=kill_daemon, long=long, faults=faults,
-                         hang_timeout=hang_timeout, cpus=cpus)
+                         hang_timeout=hang_timeout, cpus=cpus, schedule=schedule)
     finally:
         lm.close()
     b = rep.boot

@@ -41,10 +41,11 @@ SMALL: dict[str, tuple[list[str], str | None]] = {
                   "tokenizer"),
     "timetravel": (["--rounds", "1", "--span", "20000000", "--points", "1", "--back",
                     "2000000", "--cpus", "2", "--cmd", "ls"], "host shared"),
+    "race": (["--rounds", "1", "-c", "echo hi | wc", "--cpus", "2"], "MIPS/det"),
     "qemu": ([], None),  # needs an xv6-riscv checkout (--xv6), which the tests do not have
 }
 # (these boot the guest unless a flag skips it)
-GUEST = {"", "prefix", "service", "tokenizer", "timetravel"}
+GUEST = {"", "prefix", "service", "tokenizer", "timetravel", "race"}
 
 
 def skip_flags(cmd: click.Command) -> list[str]:
