@@ -311,6 +311,7 @@ ilock(struct inode *ip)
   struct dinode *dip;
   char *why;
 
+  DATA_RACE_NEXT_LINE("a sanity check: the caller's own reference keeps ref >= 1 whatever other harts do");
   if(ip == 0 || ip->ref < 1)
     panic("ilock: bad inode");
 
