@@ -59,15 +59,15 @@ include tests/guest_stubs/stubs.mk
 
 # pyllm's C kernels: `pip install -e .` builds them at set-up; rebuilt here when a source
 # changes after that (the build renames the new file into place: running processes keep theirs)
-NATIVE := pyllm/kernels/_native.abi3.so
-$(NATIVE): $(wildcard pyllm/kernels/*.c pyllm/kernels/*.h) pyllm/kernels/build.py pyllm/kernels/extension.py | $(SETUP_STAMP)
-	$(PY) -m pyllm.kernels.build
+NATIVE := pyllm/kernels/_ckernels.abi3.so
+$(NATIVE): $(wildcard pyllm/kernels/*.c pyllm/kernels/*.h) pyllm/kernels/build_kernels.py pyllm/kernels/extension.py | $(SETUP_STAMP)
+	$(PY) -m pyllm.kernels.build_kernels
 
-# the machine's C trap path (harness/native): built with the kernel, so `make build` (and
+# the machine's C trap path (harness/fastpath): built with the kernel, so `make build` (and
 # every entry point below) runs the guest with it
-FASTPATH := harness/native/_fastpath.abi3.so
-$(FASTPATH): $(wildcard harness/native/*.c harness/native/*.h) harness/native/build.py pyllm/kernels/extension.py
-	$(PY) -m harness.native.build
+FASTPATH := harness/fastpath/_fastpath.abi3.so
+$(FASTPATH): $(wildcard harness/fastpath/*.c harness/fastpath/*.h) harness/fastpath/build_fastpath.py pyllm/kernels/extension.py
+	$(PY) -m harness.fastpath.build_fastpath
 
 # testprogs: the tests' guest programs (kernel_progs/ and guest_stubs/), which the
 # tests take from build/ rather than compiling them with flags of their own

@@ -3,7 +3,7 @@
 // The harness writes one struct bootinfo at physical address BOOTINFO
 // (memlayout.h) and enters the kernel in S-mode with a0 = hartid (0) and
 // a1 = BOOTINFO (the other harts start later, see HART_START in
-// memlayout.h). Shared with harness/bootinfo.py, which reads the layout
+// memlayout.h). Shared with harness/abi/bootinfo.py, which reads the layout
 // from this file; never retype it. Fields are naturally aligned so C and
 // the harness agree without packing pragmas.
 

@@ -5,7 +5,7 @@
 //   inodes       ialloc/iget/ilock/iput/readi/writei: files as block lists
 //   directories  dirlookup/dirlink: files of struct dirent
 //   path names   namei/nameiparent: "/usr/bin/x" resolved from / or cwd
-// The disk format is in fs.h (the image builder harness/fsimage.py reads
+// The disk format is in fs.h (the image builder harness/disk/fsimage.py reads
 // it from there). Changes go through the log (log.c): a system call
 // brackets its work with begin_op()/end_op() and every changed block is
 // handed to log_write(), never bwrite().

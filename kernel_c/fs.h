@@ -1,5 +1,5 @@
 // fs.h: the on-disk file system format, shared by the kernel (fs.c) and the
-// host image builder (harness/fsimage.py parses the #defines and structs
+// host image builder (harness/disk/fsimage.py parses the #defines and structs
 // below; never retype them there). Keep each object-like #define an integer
 // expression of earlier names and sizeof(struct ...), and struct fields of
 // the types in types.h, so the parser can read them.

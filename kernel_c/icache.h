@@ -7,7 +7,7 @@
 // hart's last fence.i: user text is never written in place (exec.c maps it
 // R+X), so only a page freed while mapped executable can come back holding
 // other code. The harness finds the log by its symbol (codelog) and reads
-// CODELOG_SIZE and the layout here (harness/machine.py, _on_fence_i).
+// CODELOG_SIZE and the layout here (harness/machine/board.py, _on_fence_i).
 
 #define CODELOG_SIZE 256   // a hart that missed more drops all user memory
 

@@ -1,7 +1,7 @@
 // memlayout.h: the physical memory map of our machine.
 //
 // This file is the single source of truth shared by the kernel and the
-// harness (harness/machine.py parses the #defines below; never retype them).
+// harness (harness/machine/board.py parses the #defines below; never retype them).
 // Keep every value a plain integer literal or a simple sum so the parser can
 // read it.
 //

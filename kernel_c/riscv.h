@@ -126,7 +126,7 @@ fence_i(void)
 }
 
 // Zihintpause: "I am spinning". The harness gives the rest of this hart's
-// slice to another hart when it sees one (harness/harts.py).
+// slice to another hart when it sees one (harness/machine/cpus.py).
 static inline void
 cpu_pause(void)
 {

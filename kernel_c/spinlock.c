@@ -15,7 +15,7 @@
 // The kernel's other AMOs survive a repeat too (ipi.c's masks, icache.c's
 // counter). This symbol says so to the harness, which would otherwise hook
 // every AMO and SC of the image to keep such stops away from them
-// (harness/machine.py, ATOMICS_SURVIVE_REPEAT): a cost on every acquire.
+// (harness/machine/board.py, ATOMICS_SURVIVE_REPEAT): a cost on every acquire.
 
 #include "types.h"
 #include "param.h"

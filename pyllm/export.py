@@ -1,5 +1,5 @@
 """`harness models export --format course MODEL OUT`: a model written in the OS course's asset
-format (pyllm/loaders/course.py), so the lab's runtime and ours read the same files.
+format (pyllm/loaders/course_assets.py), so the lab's runtime and ours read the same files.
 
     export_course("smol", Path("smol.zip"))        # smol.zip holding SMOL/CFG.BIN, ...
     export_course("qwen", Path("out/QWEN"))        # a folder instead of a zip
@@ -9,7 +9,7 @@ MODEL is a short name or a path: a SmolLM GGUF, a Qwen3.5 HF checkpoint folder, 
 
 * Every matrix becomes a qmat: int8 rows, scale = max |row| / 127 (`qmat.quantize_rows`).
 * SmolLM: the GGUF stores Q/K rows permuted for interleaved RoPE; they go back to HF order,
-  because the course's ROP.BIN rotates halves (pyllm/models/course.py explains both).
+  because the course's ROP.BIN rotates halves (pyllm/models/course_model.py explains both).
 * Qwen3.5: the 1 of its (1 + w) norms is folded into the stored weights (input, post, final,
   q and k norms; not the DeltaNet output norm), the conv taps stored channel by channel.
 * ROP.BIN: cos | sin of pos * theta^(-2i/rotary_dim), float64 math, runtime_seq_len rows.
@@ -77,9 +77,9 @@ class Source:
 def _gguf_source(name: str, path: Path, synthetic: bool) -> Source:
     import numpy as np
 
-    from pyllm.loaders.course import KIND_SMOL, CourseConfig
+    from pyllm.loaders.course_assets import KIND_SMOL, CourseConfig
     from pyllm.loaders.gguf import file_type_name, open_gguf, tensor_array
-    from pyllm.models.course import to_rotate_half
+    from pyllm.models.course_model import to_rotate_half
     from pyllm.models.llama import LlamaConfig, tokenizer_from_gguf
     from pyllm.quants import dequantize
 
@@ -130,7 +130,7 @@ def _hf_source(name: str, path: Path, synthetic: bool) -> Source:
     import numpy as np
 
     from pyllm.backend.tensors import raw_f32, tensor_f32
-    from pyllm.loaders.course import (
+    from pyllm.loaders.course_assets import (
         FLAG_ATTN_GATE,
         FLAG_QK_NORM,
         KIND_QWEN,
@@ -198,7 +198,7 @@ def _hf_source(name: str, path: Path, synthetic: bool) -> Source:
 
 
 def _course_source(name: str, path: Path, synthetic: bool) -> Source:
-    from pyllm.loaders.course import open_course
+    from pyllm.loaders.course_assets import open_course
 
     a = open_course(path)
     info = a.info
@@ -206,7 +206,7 @@ def _course_source(name: str, path: Path, synthetic: bool) -> Source:
     cfg = replace(a.cfg, seq_len=max(a.cfg.seq_len, a.cfg.runtime_seq_len))
 
     def tokenizer() -> Any:
-        from pyllm.models.course import tokenizer_from_course
+        from pyllm.models.course_model import tokenizer_from_course
 
         return tokenizer_from_course(path)
 
@@ -275,7 +275,7 @@ def default_prompt(src: Source, vocab: int) -> tuple[list[int], str]:
 
 def planned_bytes(cfg: Any, kinds: list[int]) -> int:
     """Bytes the export writes (for the progress bar)."""
-    from pyllm.loaders.course import blob_bytes, emb_layout, layer_layout
+    from pyllm.loaders.course_assets import blob_bytes, emb_layout, layer_layout
 
     return (blob_bytes(emb_layout(cfg)) + 4 * cfg.dim + sum(blob_bytes(layer_layout(cfg, k))
                                                            for k in kinds)
@@ -318,7 +318,7 @@ def export_course(model: str, out: Path, *, seq_len: int = DEFAULT_SEQ,
     import numpy as np
 
     from pyllm import kernels
-    from pyllm.loaders.course import (
+    from pyllm.loaders.course_assets import (
         FOLDERS,
         KIND_SMOL,
         LAYER_LINEAR,
@@ -424,7 +424,7 @@ def greedy_ids(asset: Path, kind: int, prompt: list[int], n: int,
     """The greedy continuation (no EOS stop, exactly n ids) of `prompt` by our engine on the
     assets at `asset`, and the backend that ran it."""
     from pyllm.engine import Engine, GenParams
-    from pyllm.models.course import from_course
+    from pyllm.models.course_model import from_course
 
     model = from_course(asset, name="export", expect=kind, backend=backend)
     try:
@@ -437,7 +437,7 @@ def greedy_ids(asset: Path, kind: int, prompt: list[int], n: int,
 
 def info_text(src: Source, cfg: Any, prompt: list[int], prompt_from: str,
               expected: list[int], exp_backend: str, chunk_size: int, kernels: str) -> str:
-    from pyllm.loaders.course import kind_name
+    from pyllm.loaders.course_assets import kind_name
 
     lines = [
         "Course model assets written by nexai (`harness models export --format course`).",
@@ -513,14 +513,14 @@ def models_export(model: str, out: Path, fmt: str, seq_len: int, chunk_size: int
     harness models export --format course qwen models/QWEN --chunk-size 32M
     harness models export smol.zip SMOL-512 --seq-len 512    (re-write course assets)
     """
-    from pyllm.cli_common import parse_ids, user_errors
+    from harness.cli.common import parse_ids, user_errors
 
     if prompt_ids is not None and prompt_text is not None:
         raise click.UsageError("give --prompt or --prompt-text, not both")
     bar: list[Any] = []
 
     def plan(total: int) -> None:
-        from pyllm.cli_common import progress_bar
+        from harness.cli.common import progress_bar
 
         bar.append(progress_bar(f"writing {out.name}", total))
 

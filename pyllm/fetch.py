@@ -195,8 +195,8 @@ def installed() -> list[Installed]:
             continue
         course = p.suffix == ".zip" or p.is_dir() and not (p / "config.json").exists()
         course_synth = False
-        if course:  # the OS course's asset folders and zips (pyllm/loaders/course.py)
-            from pyllm.loaders.course import is_course_asset, is_synthetic_asset
+        if course:  # the OS course's asset folders and zips (pyllm/loaders/course_assets.py)
+            from pyllm.loaders.course_assets import is_course_asset, is_synthetic_asset
 
             course = is_course_asset(p)
             course_synth = course and is_synthetic_asset(p)

@@ -1,7 +1,7 @@
 """Model names -> files -> model objects.
 
 `load("smol")`, `load("qwen")` or `load("/path/to/file.gguf" | "/path/to/hf-folder")`, or the OS
-course's assets: `load("path/to/smol.zip" | "path/to/SMOL")` (pyllm/loaders/course.py).
+course's assets: `load("path/to/smol.zip" | "path/to/SMOL")` (pyllm/loaders/course_assets.py).
 
 Resolution: a short name in `MODELS` is looked up in the models directory (`models_dir()`: the
 `PYLLM_MODELS_DIR` environment variable, else `models/` at the top of the checkout); anything else
@@ -76,8 +76,8 @@ ARCHITECTURES: dict[tuple[str, str], str] = {
     ("hf", "qwen3_5"): "pyllm.models.qwen35:from_hf",
     ("hf", "qwen3_5_text"): "pyllm.models.qwen35:from_hf",
     ("gguf", "qwen35"): "pyllm.models.qwen35_gguf:from_gguf",
-    ("course", "llama"): "pyllm.models.course:from_course",  # the OS course's int8 assets
-    ("course", "qwen3_5"): "pyllm.models.course:from_course",
+    ("course", "llama"): "pyllm.models.course_model:from_course",  # the OS course's int8 assets
+    ("course", "qwen3_5"): "pyllm.models.course_model:from_course",
 }
 
 
@@ -127,7 +127,7 @@ def resolve(name_or_path: str | os.PathLike[str]) -> tuple[str, Path]:
 
 def detect(path: Path) -> tuple[str, str]:
     """(format, architecture) of a weights file or folder, reading only its header."""
-    from pyllm.loaders.course import sniff
+    from pyllm.loaders.course_assets import sniff
 
     course = sniff(path)  # course asset folders and zips (CFG.BIN is checked here)
     if course is not None:

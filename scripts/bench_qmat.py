@@ -37,11 +37,11 @@ def main() -> None:
     args = ap.parse_args()
 
     from pyllm.backend.linear import QmatF32Linear, RecordLinear
-    from pyllm.kernels import native
+    from pyllm.kernels import c_kernels
     from pyllm.kernels import qmat as Q
     from pyllm.kernels.cstructs import QMat
 
-    nat = native()
+    nat = c_kernels()
     if nat is None:
         raise SystemExit("C kernels not built")
     _, lib = nat

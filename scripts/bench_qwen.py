@@ -75,7 +75,7 @@ def ttft(model, ids: np.ndarray) -> float:
 def tpot_segments(model, ids, buf, segments: int,
                   steps: int) -> list[tuple[float, float]]:
     """[(median step time, mean bandwidth of the probes around it)] per segment."""
-    from pyllm.bench import stream_bandwidth
+    from pyllm.enginebench import stream_bandwidth
 
     st = model.new_state(len(ids) + segments * steps + 4)
     tok = int(np.argmax(model.prefill(ids, st)))
@@ -101,7 +101,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import pyllm
-    from pyllm.bench import CpuWatch
+    from pyllm.enginebench import CpuWatch
     from pyllm.kernels.cstructs import aligned_empty
 
     names = args.models.split(",")

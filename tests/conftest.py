@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 # boots that do not choose their --cpus keep one hart, whatever the CLI's default
-# (harness/cli.py); guest.SMP_MODULES run on 1 and 4 explicitly
+# (harness/cli/main.py); guest.SMP_MODULES run on 1 and 4 explicitly
 os.environ.setdefault("HARNESS_CPUS", "1")
 
 from collections.abc import Iterator  # noqa: E402
@@ -18,7 +18,7 @@ import guest
 import pytest
 
 if TYPE_CHECKING:
-    from harness.session import AiSession
+    from harness.run.hostapi import AiSession
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -49,7 +49,7 @@ def smol_session() -> Iterator[AiSession]:
     """SmolLM2 loaded once for the module's boots (skips without the build or the model)."""
     from test_ai_host import _need_build, _need_smol
 
-    from harness.session import AiSession
+    from harness.run.hostapi import AiSession
 
     _need_build()
     _need_smol()

@@ -1,6 +1,6 @@
 """An independent reading of the course's asset format and forward pass (course_lab.md 3, 3.3),
 written from the spec for the tests: its own file reader and blob walker (nothing from
-pyllm.loaders.course), one token at a time, float64, exact exp (the course runtime's
+pyllm.loaders.course_assets), one token at a time, float64, exact exp (the course runtime's
 polynomial approximations are left out on purpose: this checks the format and the math, not
 the guest's numerics).
 

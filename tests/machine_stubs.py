@@ -8,12 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.launch import Launch
-from harness.machine import Machine, MachineConfig, RunResult
+from harness.run.launch import Launch
+from harness.machine.board import Machine, MachineConfig, RunResult
 
 
 class Captured:
-    """A machine whose console output is captured (harness/launch.py's Launch); the base
+    """A machine whose console output is captured (harness/run/launch.py's Launch); the base
     of every test boot.
 
     Subclasses pass their MachineConfig to `__init__`. `run(during)` runs the machine to

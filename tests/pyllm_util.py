@@ -40,9 +40,9 @@ def golden() -> tuple[Any, list[dict[str, Any]]]:
 
 
 def native_or_skip() -> tuple[Any, Any]:
-    from pyllm.kernels import native
+    from pyllm.kernels import c_kernels
 
-    nat = native()
+    nat = c_kernels()
     if nat is None:
         pytest.skip("C kernels not built")
     return nat

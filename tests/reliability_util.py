@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from harness.fsimage import build_image
+from harness.disk.fsimage import build_image
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"

@@ -20,12 +20,12 @@ from types import SimpleNamespace
 import pytest
 from unicorn import UC_ARCH_RISCV, UC_MODE_RISCV64, Uc
 
-from harness.clock import HostClock
+from harness.cpu.clock import HostClock
 from harness.devices import virtio_ai as ai
 from harness.devices.base import DeviceContext, DeviceError
 from harness.devices.virtio_mmio import REG, V
-from harness.hart import Hart
-from harness.physmem import PhysMem
+from harness.cpu.registers import Hart
+from harness.cpu.physmem import PhysMem
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "data" / "qwen35" / "tiny_text"
@@ -63,8 +63,9 @@ class Rig:
 
     def _native(self) -> tuple[object, ...]:
         """The C bus's view of the device, as NativeMmio.adopt gives it: QUEUE_NOTIFY of
-        queue 0 goes to harness/native/virtq.c first (`notify`)."""
-        from harness import mmio_native, native
+        queue 0 goes to harness/fastpath/virtq.c first (`notify`)."""
+        from harness import fastpath as native
+        from harness.machine import bus_c as mmio_native
 
         if native.load() is None:
             pytest.skip(native.ERROR)
@@ -644,7 +645,7 @@ def test_descriptor_loop_and_bad_index(rig: Rig) -> None:
 
 def test_c_walker_takes_good_chains_and_leaves_the_rest_to_python(tiny: ai.LoadedModel,
                                                                   ) -> None:
-    """harness/native/virtq.c walks each chain _walk would take as it is and hands it to
+    """harness/fastpath/virtq.c walks each chain _walk would take as it is and hands it to
     the device; at one with a problem it stops, and Python's _notify goes on from that
     chain (the avail index is shared), wording the error as without the C bus."""
     rig = Rig(tiny, native=True)
@@ -766,7 +767,7 @@ def _stub_run(model: ai.LoadedModel | str, prompt: list[int],
     from machine_stubs import Run
     from made import stub
 
-    from harness import bootinfo
+    from harness.abi import bootinfo
 
     elf = stub("aidev")
     devs: list[ai.VirtioAi] = []
@@ -808,10 +809,10 @@ def test_bare_metal_guest_with_smol(smol: ai.LoadedModel) -> None:
 
 
 def test_trace_counts_requests_in_flight() -> None:
-    """harness/ai_trace.py's counter track: requests in the kernel's queue (submit ->
+    """harness/run/trace.py's counter track: requests in the kernel's queue (submit ->
     dispatch or freed) and in the engine (engine -> done) at every change; a request that
     leaves as another enters at the same µs is never counted twice."""
-    from harness import ai_trace
+    from harness.run import trace as ai_trace
 
     E = ai.TraceEvent  # noqa: N806
     evs = [E(0, "submit", 1, "kernel"), E(5, "submit", 2, "kernel"), E(10, "dispatch", 1, "kernel"),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.session import AiSession, parse_llmrun
+from harness.run.hostapi import AiSession, parse_llmrun
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"
@@ -28,7 +28,7 @@ def _need_build() -> None:
     for p in (KERNEL, FS_IMG):
         if not p.exists():
             pytest.skip(f"{p.relative_to(ROOT)} is not built (make build)")
-    from harness.fsimage import FsImage
+    from harness.disk.fsimage import FsImage
 
     if "llmrun" not in FsImage(FS_IMG).listdir("/"):
         pytest.skip("the image has no llmrun (user programs not built)")

@@ -105,7 +105,7 @@ def test_clients_and_daemons_killed_mid_request(server) -> None:
     requests stream; every completed result equals the in-process engine's, every slot is
     free afterwards (the device's HTTP requests of killed clients were cancelled)."""
     from harness.engines.local import LoadedModel
-    from harness.reliability import boot, parse_stress, verify
+    from harness.run.fuzz_stress import boot, parse_stress, verify
 
     eng = RemoteEngine.parse(server.url).loader(SMOL)
     lm = LoadedModel.load(SMOL)

@@ -239,7 +239,7 @@ def test_llmrun_timing_format() -> None:
 
 def ai_state_names() -> dict[int, str]:
     """kernel_c/ai.h's AI_STATE_NAMES by state number (the header is the one source)."""
-    from harness import cheader
+    from harness.abi import cheader
 
     h = cheader.load("ai.h")
     body = re.search(r"#define AI_STATE_NAMES\s*\{(.*?)\}", h.path.read_text(), re.S)

@@ -55,7 +55,7 @@ def test_noisy_ceilings_widen_the_ridge_band_up_to_its_cap() -> None:
 
 
 def test_the_probes_repeat_and_the_roof_is_the_best_sample() -> None:
-    pytest.importorskip("pyllm.kernels._native")
+    pytest.importorskip("pyllm.kernels._ckernels")
     probes = roofline.Probes(1)
     try:
         probes.run()
@@ -123,7 +123,7 @@ def test_a_bad_length_names_the_real_range() -> None:
 
 def test_a_first_load_reports_its_repack_and_later_ones_none(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("pyllm.kernels._native")
+    pytest.importorskip("pyllm.kernels._ckernels")
     import pyllm
 
     monkeypatch.setenv("PYLLM_CACHE_DIR", str(tmp_path))
@@ -134,8 +134,8 @@ def test_a_first_load_reports_its_repack_and_later_ones_none(
 
 
 def test_the_repack_is_named_wherever_a_load_time_is() -> None:
-    from harness.run_prompt import format_timings
-    from harness.session import LlmResult
+    from harness.run.prompt import format_timings
+    from harness.run.hostapi import LlmResult
 
     t = {"model": "m", "load_us": 19_700_000, "repack_us": 19_000_000, "ttft_us": 1000,
          "tpot_us": 100, "e2e_us": 2000, "generated": 4}
@@ -154,7 +154,7 @@ def test_the_repack_is_named_wherever_a_load_time_is() -> None:
 
 def test_a_cold_load_of_a_mapped_file_is_called_impossible(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("pyllm.kernels._native")
+    pytest.importorskip("pyllm.kernels._ckernels")
     model = tmp_path / "tiny"
     shutil.copytree(TINY, model)
     monkeypatch.setenv("PYLLM_CACHE_DIR", str(tmp_path / "cache"))

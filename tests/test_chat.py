@@ -17,9 +17,9 @@ import pytest
 from test_ai_host import ROOT, _need_build, _need_smol
 from test_ai_user import smol_name
 
-from harness.guest_tokenizer import vocab_files
-from harness.machine import Machine
-from harness.session import AiSession
+from harness.guest.bpe import vocab_files
+from harness.machine.board import Machine
+from harness.run.hostapi import AiSession
 
 
 class Console:

@@ -1,11 +1,11 @@
-"""harness/console.py: host messages never cut a guest line in two."""
+"""harness/run/terminal.py: host messages never cut a guest line in two."""
 
 from __future__ import annotations
 
 import os
 import time
 
-from harness.console import HOLD_S, Console
+from harness.run.terminal import HOLD_S, Console
 
 
 def _console() -> tuple[Console, int]:

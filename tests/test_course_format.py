@@ -20,7 +20,7 @@ from pyllm_util import native_or_skip, tiny_llama_gguf
 import pyllm
 from pyllm.errors import FormatError, PyllmError
 from pyllm.export import export_course
-from pyllm.loaders import course as C
+from pyllm.loaders import course_assets as C
 
 QWEN = Path(__file__).parent / "data" / "qwen35"
 
@@ -361,7 +361,7 @@ def test_registry_paths_names_and_models_dir(assets, tmp_path, monkeypatch):
     rows = {r.path.name: r for r in installed()}
     assert {"QWEN", "smol.zip"} <= set(rows) and rows["QWEN"].name == "qwen"
     assert "course assets" in rows["smol.zip"].origin
-    from pyllm.cli import models as models_cli
+    from harness.cli.cmd_models import models as models_cli
 
     out = CliRunner().invoke(models_cli, ["list"])
     assert out.exit_code == 0 and "smol.zip" in out.output and "QWEN" in out.output
@@ -378,7 +378,7 @@ def test_synthetic_source_stays_labelled(tmp_path, monkeypatch):
 
 
 def test_export_cli(tmp_path):
-    from pyllm.cli import models as models_cli
+    from harness.cli.cmd_models import models as models_cli
 
     gguf = tiny_llama_gguf(tmp_path / "tiny.gguf")
     out = tmp_path / "tiny.zip"

@@ -20,9 +20,9 @@ SHAPES = [(16, 32, 1), (37, 64, 1), (48, 96, 3), (1536, 576, 1), (576, 1536, 9),
 
 @pytest.fixture(params=[False, True], ids=["avx512", "generic"])
 def lib(request):
-    from pyllm.kernels import native
+    from pyllm.kernels import c_kernels
 
-    nat = native()
+    nat = c_kernels()
     if nat is None:
         pytest.skip("C kernels not built")
     nat[1].pyllm_force_generic(1 if request.param else 0)

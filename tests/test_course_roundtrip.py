@@ -24,7 +24,7 @@ from pyllm_util import native_or_skip, smol_path, tiny_llama_gguf
 import pyllm
 from pyllm.engine import Engine, GenParams
 from pyllm.export import export_course
-from pyllm.loaders.course import open_course
+from pyllm.loaders.course_assets import open_course
 
 QWEN = Path(__file__).parent / "data" / "qwen35"
 TOKS = [1, 5, 9, 33, 2, 7, 40, 12, 3, 60]
@@ -135,7 +135,7 @@ def test_batched_step_keeps_each_sequence_own_rows(exported, case):
 def test_smol_rope_rows_are_permuted_back(exported, monkeypatch):
     """The course stores Q/K in HF order (rotate-half); the Llama code needs GGUF's interleaved
     order. Without the permutation the model disagrees with the spec; with it, it agrees."""
-    from pyllm.models import course as C
+    from pyllm.models import course_model as C
 
     _, path = exported["smol"]
     ref = CourseRef(path).run(TOKS)
@@ -151,8 +151,8 @@ def test_smol_rope_rows_are_permuted_back(exported, monkeypatch):
 def test_rope_convention_identity():
     """Rotate-half RoPE with ROP.BIN's table on HF-order vectors == the Llama code's interleaved
     RoPE on the permuted vectors (then permuted back)."""
-    from pyllm.loaders.course import rope_table
-    from pyllm.models.course import to_interleaved
+    from pyllm.loaders.course_assets import rope_table
+    from pyllm.models.course_model import to_interleaved
     from pyllm.models.llama import rope
 
     hd, theta = 64, 1e5
@@ -174,7 +174,7 @@ def test_theta_is_recovered_from_rop_bin(exported, tmp_path):
     import dataclasses
     import shutil
 
-    from pyllm.loaders.course import CourseFormatError, pack_cfg, parse_cfg
+    from pyllm.loaders.course_assets import CourseFormatError, pack_cfg, parse_cfg
 
     _, path = exported["qwen_mm"]
     bad = tmp_path / "QWEN"

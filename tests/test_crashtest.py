@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.crashtest import check_markers, kill_runs, record, run_crashtest
+from harness.disk.crashtest import check_markers, kill_runs, record, run_crashtest
 from tests.reliability_util import require_build
 
 
@@ -78,8 +78,8 @@ def test_soak_kill_persist() -> None:
 def test_live_power_cut_matches_the_rebuilt_image(k: int) -> None:
     """The disk cut live after k writes holds exactly the image crashtest rebuilds from the
     journal (the workload is deterministic up to the cut)."""
-    from harness.crashtest import _apply
-    from harness.diskboot import boot_disk
+    from harness.disk.crashtest import _apply
+    from harness.disk.diskboot import boot_disk
 
     rec = record(1)
     live = boot_disk(rec.base, "fscrash 1", cut_after=k, timeout=120)

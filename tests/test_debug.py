@@ -16,9 +16,9 @@ from harness.debug import DebugError
 from harness.debug.commands import Interpreter
 from harness.debug.target import Target
 from harness.guest.programs import Programs
-from harness.hart import STIP
-from harness.launch import Launch
-from harness.machine import MachineConfig
+from harness.cpu.registers import STIP
+from harness.run.launch import Launch
+from harness.machine.board import MachineConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"

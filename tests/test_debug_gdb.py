@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from harness import cheader
+from harness.abi import cheader
 from harness.debug.gdbregs import FIRST_CSR, PRIV_REGNUM, target_xml
 from harness.debug.gdbserver import GdbServer
 from harness.debug.rsp import RspConnection, frame
 from harness.debug.target import Target
 from harness.guest.programs import Programs
-from harness.launch import Launch
-from harness.machine import MachineConfig
+from harness.run.launch import Launch
+from harness.machine.board import MachineConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"

@@ -1,4 +1,4 @@
-"""Deterministic mode (harness/detmachine.py): seeded schedules repeat exactly, with the AI
+"""Deterministic mode (harness/det/mode.py): seeded schedules repeat exactly, with the AI
 device and the disk; different seeds interleave differently; recordings replay byte for
 byte, also without the model."""
 
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from test_ai_host import _need_build, _need_smol
 
-from harness.launch import GuestRun, add_ai_device, launch
-from harness.machine import MachineConfig
-from harness.recording import Replay, check_replay, finish_recording, new_recording
-from harness.sched_native import Counter
-from harness.schedule import PctPolicy, RandomPolicy, ScheduleError, ScheduleSpec
+from harness.run.launch import GuestRun, add_ai_device, launch
+from harness.machine.board import MachineConfig
+from harness.run.recording import Replay, check_replay, finish_recording, new_recording
+from harness.det.counter import Counter
+from harness.det.schedule import PctPolicy, RandomPolicy, ScheduleError, ScheduleSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL, FS = ROOT / "build/kernel/kernel.elf", ROOT / "build/fs.img"
@@ -96,7 +96,7 @@ def _run(spec: str, model, cmd: str = WORKLOAD, **kw) -> GuestRun:
 def _transcript(r: GuestRun) -> tuple:
     m = r.machine
     assert m is not None and m.det is not None
-    from harness.detmachine import ram_hash
+    from harness.det.mode import ram_hash
 
     return (r.output, r.exit, r.status, m.det.counter.total, tuple(m.det.counter.counts()),
             ram_hash(m.ram.view))
@@ -169,7 +169,7 @@ def test_replay_refuses_another_kernel_or_disk(tmp_path: Path) -> None:
     finish_recording(r.machine, r.result, path)
     other = tmp_path / "other.img"
     other.write_bytes(FS.read_bytes()[:-512] + b"x" * 512)
-    from harness.journal import JournalError
+    from harness.det.journal import JournalError
 
     cfg = MachineConfig(kernel=KERNEL, fs=other)
     with pytest.raises(JournalError, match="another disk"):
@@ -212,7 +212,7 @@ def test_stops_and_steps_do_not_change_the_run() -> None:
     """A run stopped at many points (as a debugger does: goals, single steps of any hart)
     and resumed is the same run as one that never stopped."""
     _need_build()
-    from harness.machine import REACHED, Exit, Machine
+    from harness.machine.board import REACHED, Exit, Machine
 
     cmd = "echo hi | wc; cat README | wc; ps"
     whole = _transcript(_run("random:5", None, cmd))
@@ -235,7 +235,7 @@ def test_stops_and_steps_do_not_change_the_run() -> None:
                 before = m.det.counter.count(m.cur)
                 if m.cpus[m.cur].started and m.step() is None:
                     assert m.det.counter.count(m.cur) == before + 1
-        from harness.detmachine import ram_hash
+        from harness.det.mode import ram_hash
 
         got = (bytes(out).decode().replace("\r\n", "\n"), res.exit, res.status,
                m.det.counter.total, tuple(m.det.counter.counts()), ram_hash(m.ram.view))

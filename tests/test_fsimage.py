@@ -1,4 +1,4 @@
-"""harness.fsimage: the host-side file-system image builder and checker.
+"""harness.disk.fsimage: the host-side file-system image builder and checker.
 
 The layout comes from kernel_c/fs.h; these tests check that images round-trip through
 the reader, that every size class of file (direct, indirect, double indirect blocks)
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import cheader
-from harness.fsimage import (
+from harness.abi import cheader
+from harness.disk.fsimage import (
     FsBuilder,
     FsError,
     FsImage,
@@ -175,7 +175,7 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(out), f"x={tmp_path / 'missing'}"]) == 1
     assert "cannot read" in capsys.readouterr().err
     # the documented module entry point
-    r = subprocess.run([sys.executable, "-m", "harness.fsimage", "--ls", str(out)],
+    r = subprocess.run([sys.executable, "-m", "harness.disk.fsimage", "--ls", str(out)],
                        cwd=ROOT, capture_output=True, text=True, check=True)
     assert "/dir/hello" in r.stdout
 
@@ -215,7 +215,7 @@ def test_with_files_copies_everything_and_adds(tmp_path: Path, layout: FsLayout)
 
 def test_with_files_grow_keeps_the_free_space() -> None:
     """with_files(grow=True): files larger than the free space fit, and the free space the
-    image had is still there (the guest tokenizer's vocabulary, harness/cmd_run.py)."""
+    image had is still there (the guest tokenizer's vocabulary, harness/cli/cmd_run.py)."""
     fs = FsBuilder(1024, 32)
     fs.add_file("a", b"x" * 100_000)
     img = fs.to_bytes()

@@ -9,10 +9,10 @@ import struct
 
 import pytest
 
-from harness.diskboot import boot_disk
-from harness.fsimage import FsImage
-from harness.imagefuzz import base_image, run_imagefuzz
-from harness.machine import Exit
+from harness.disk.diskboot import boot_disk
+from harness.disk.fsimage import FsImage
+from harness.disk.imagefuzz import base_image, run_imagefuzz
+from harness.machine.board import Exit
 from tests.reliability_util import FS_IMG, require_build
 
 

@@ -2,13 +2,13 @@
 
 Most cases run tests/kernel_progs/ktest.c, which `make build` compiles with the user
 programs' flags and links with user_c's library (build/tests/_ktest, tests/made.py); this
-module puts it in a scratch file-system image next to the normal programs (harness.fsimage).
+module puts it in a scratch file-system image next to the normal programs (harness.disk.fsimage).
 ktest makes the system calls with bad pointers, lengths, fds and numbers, fuzzes them,
 bombs fork and sbrk, feeds exec malformed ELF files, kills blocked processes and checks
 the clock; each of its modes prints "ktest NAME: OK ..." only when every check held and
 no page leaked.
 
-The rest drive the machine directly (harness.machine): the boot banner, init's argv,
+The rest drive the machine directly (harness.machine.board): the boot banner, init's argv,
 console line editing and ^C, the idle timer, and a deliberate kernel panic whose frame
 pointer chain must run from panic() through kernelvec's frame record into the
 corrupted system call.
@@ -26,7 +26,7 @@ import pytest
 from machine_stubs import Captured
 from made import kernel_prog
 
-from harness.fsimage import build_image
+from harness.disk.fsimage import build_image
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"
@@ -58,7 +58,7 @@ class Boot(Captured):
 
     def __init__(self, fs: Path, cmd: str = "", *, timeout: float = 120.0,
                  ram_size: int = 128 << 20) -> None:
-        from harness.machine import MachineConfig
+        from harness.machine.board import MachineConfig
 
         super().__init__(MachineConfig(kernel=KERNEL, fs=fs, cmd=cmd, timeout=timeout,
                                        ram_size=ram_size, cpus=guest.CPUS))
@@ -66,7 +66,7 @@ class Boot(Captured):
 
 def run_cmd(image: Path, cmd: str, timeout: float = 300.0) -> tuple[str, int]:
     """Boot with `-c cmd`; return the console output and the power-off status."""
-    from harness.machine import Exit
+    from harness.machine.board import Exit
 
     b = Boot(image, cmd, timeout=timeout)
     r = b.run()
@@ -194,7 +194,7 @@ def test_console_line_editing_and_ctrl_keys(image: Path) -> None:
 
     b = Boot(image, "", timeout=60)
     r = b.run(type_keys)
-    from harness.machine import Exit
+    from harness.machine.board import Exit
 
     assert r.exit == Exit.POWEROFF, b.text
     out = b.text
@@ -207,7 +207,7 @@ def test_console_line_editing_and_ctrl_keys(image: Path) -> None:
 def test_idle_machine_stops_its_timer(image: Path) -> None:
     """At the prompt with nothing to do the kernel disarms the timer (no ticks at all);
     with a process in sleep() the timer is set for its wake-up only, not every tick."""
-    from harness import cheader
+    from harness.abi import cheader
 
     hz = cheader.load("memlayout.h")["TIMEBASE_HZ"]
     seen: dict[str, int] = {}
@@ -244,7 +244,7 @@ def test_idle_machine_stops_its_timer(image: Path) -> None:
 def test_process_woken_after_idle_is_still_preempted(image: Path) -> None:
     """The CPU idles with only a 30 s sleep() armed; console input wakes ktest, which
     forks and spins: the child must run on a preemption tick, not 30 s later."""
-    from harness.machine import Exit
+    from harness.machine.board import Exit
 
     def type_line(b: Boot) -> None:
         b.wait_for("ktest preempt: waiting for a line\n")
@@ -334,7 +334,7 @@ def _corrupt_and_call(image: Path, symbol: str, code: bytes, cmd: str):  # -> (B
 
 def test_kernel_panic_has_a_backtrace_into_the_interrupted_function(image: Path) -> None:
     """Write an illegal instruction into sys_uptime in the running kernel, then call it."""
-    from harness.machine import Exit
+    from harness.machine.board import Exit
 
     b, r, addr = _corrupt_and_call(image, "sys_uptime", bytes(4),
                                    "echo ready; sleep 1; uptime")
@@ -354,7 +354,7 @@ def test_kernel_panic_has_a_backtrace_into_the_interrupted_function(image: Path)
 def test_kernel_stack_overflow_panics_instead_of_hanging(image: Path) -> None:
     """sys_uptime rewritten to move sp 10 KiB down and store: kernelvec sees the frame
     would land in the guard page and panics on its spare stack."""
-    from harness.machine import Exit
+    from harness.machine.board import Exit
 
     code = b"".join(i.to_bytes(4, "little") for i in (
         0x000022B7,     # lui  t0, 2           t0 = 8192

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from harness.guest.programs import Programs
-from harness.machine import Machine, MachineConfig
+from harness.machine.board import Machine, MachineConfig
 from harness.race.lockdep import Held, LockDep
-from harness.race.runner import RaceOptions, render, run_seed
-from harness.schedule import ScheduleSpec
+from harness.run.race_seeds import RaceOptions, render, run_seed
+from harness.det.schedule import ScheduleSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"

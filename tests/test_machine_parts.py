@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from made import CC, ROOT, stub
 
-from harness import cheader
+from harness.abi import cheader
 from harness.devices.base import DeviceContext, DeviceError
 from harness.devices.plic import SCLAIM, SENABLE, Plic
 from harness.devices.uart import Uart16550
-from harness.elf import ElfImage
-from harness.traps import mem_operand
+from harness.guest.elf import ElfImage
+from harness.machine.traps import mem_operand
 
 needs_cc = pytest.mark.skipif(CC is None, reason="needs riscv64-unknown-elf-gcc")
 
@@ -138,7 +138,7 @@ def test_elf_symbols_and_lines(tmp_path: Path) -> None:
 
 
 def test_elf_load_errors(tmp_path: Path) -> None:
-    from harness.elf import ElfLoadError
+    from harness.guest.elf import ElfLoadError
     with pytest.raises(ElfLoadError, match="no such file"):
         ElfImage.load(tmp_path / "missing.elf")
     (tmp_path / "junk").write_bytes(b"not an elf")

@@ -1,4 +1,4 @@
-"""The int8 matmul microbench (pyllm/kernels/matbench.py): it times the model's own matrices,
+"""The int8 matmul microbench (pyllm/matbench.py): it times the model's own matrices,
 checks that a batch of rows gives each row's 1-row product bit for bit, and reports against
 ceilings it measured itself. Figures are not asserted (timings are never)."""
 
@@ -11,7 +11,7 @@ from pyllm_util import native_or_skip, smol_path
 
 def test_shapes_are_the_models_matrices() -> None:
     native_or_skip()
-    from pyllm.kernels import matbench
+    from pyllm import matbench
 
     shapes = {sh.name: sh for sh in matbench.model_shapes(str(smol_path()))}
     # SmolLM2-135M: dim 576, 3 KV heads x 64, hidden 1536, vocab 49152, 30 layers; the fast
@@ -24,7 +24,7 @@ def test_shapes_are_the_models_matrices() -> None:
 
 def test_batch_rows_equal_their_one_row_products() -> None:
     native_or_skip()
-    from pyllm.kernels import matbench
+    from pyllm import matbench
 
     for sh in matbench.model_shapes(str(smol_path())):
         for n in (2, 5, 8, 9):  # tiles of 8 and a shorter last one
@@ -32,7 +32,7 @@ def test_batch_rows_equal_their_one_row_products() -> None:
 
 
 def test_rows_equal_names_the_differing_row() -> None:
-    from pyllm.kernels import matbench
+    from pyllm import matbench
 
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     matbench.rows_equal("m", a, a.copy())
@@ -44,7 +44,7 @@ def test_rows_equal_names_the_differing_row() -> None:
 
 def test_report_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     native_or_skip()
-    from pyllm.kernels import matbench
+    from pyllm import matbench
 
     monkeypatch.setattr(matbench, "SAMPLES", 2)
     monkeypatch.setattr(matbench, "PEAK_ITERS", 1000)
@@ -63,7 +63,7 @@ def test_step_report_times_both_batch_sizes() -> None:
     native_or_skip()
     import re
 
-    from pyllm.kernels import matbench
+    from pyllm import matbench
 
     (line,) = matbench.step_report(str(smol_path()), 4, 1, 3)
     m = re.search(r"1 sequence ([\d.]+) ms, 4 sequences ([\d.]+) ms = ([\d.]+)x", line)
@@ -77,7 +77,7 @@ def test_rows_are_timed_on_the_threads_asked_for(monkeypatch: pytest.MonkeyPatch
     """Loading a model sets the pool to its default thread count; the report must set it back
     (it once timed every matrix of `--threads 1` on two threads)."""
     _, lib = native_or_skip()
-    from pyllm.kernels import matbench
+    from pyllm import matbench
 
     monkeypatch.setattr(matbench, "SAMPLES", 1)
     monkeypatch.setattr(matbench, "PEAK_ITERS", 1000)

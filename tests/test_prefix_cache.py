@@ -37,9 +37,9 @@ MODELS = {"smol-f32": lambda: smol("numpy-f32"), "smol-c": lambda: smol("c"),
 @pytest.fixture(scope="module", params=list(MODELS))
 def model(request):  # noqa: ANN001, ANN201
     if request.param.endswith("-c"):
-        from pyllm.kernels import native
+        from pyllm.kernels import c_kernels
 
-        if native() is None:
+        if c_kernels() is None:
             pytest.skip("C kernels not built")
     return MODELS[request.param]()
 

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from pyllm_util import smol_path
 
-from harness.cli import main
+from harness.cli.main import main
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -156,10 +156,10 @@ def test_fetch_offline_message(tmp_path: Path) -> None:
 
 def test_bench_engine_without_llama_cpp(monkeypatch: pytest.MonkeyPatch) -> None:
     """The benchmark runs (and says so) when llama-cpp-python is missing."""
-    import pyllm.bench
+    import pyllm.enginebench
 
     smol_path()
-    monkeypatch.setattr(pyllm.bench, "llama_cpp_available", lambda: "No module named 'llama_cpp'")
+    monkeypatch.setattr(pyllm.enginebench, "llama_cpp_available", lambda: "No module named 'llama_cpp'")
     code, out = run("bench", "engine", "--rounds", "1", "--ttft", "8", "--gen", "4",
                     "--no-busy", "--no-numpy")
     assert code == 0, out

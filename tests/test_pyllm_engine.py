@@ -18,9 +18,9 @@ PROMPT = [504, 3575, 282, 4649, 314]  # "The capital of France is"
 
 @pytest.fixture(scope="module")
 def model():  # noqa: ANN201
-    from pyllm.kernels import native
+    from pyllm.kernels import c_kernels
 
-    return smol("c" if native() is not None else "numpy-q8")
+    return smol("c" if c_kernels() is not None else "numpy-q8")
 
 
 @pytest.fixture
@@ -98,9 +98,9 @@ def test_mixed_step_equals_one_by_one(backend: str) -> None:
     """Decode tokens of two sequences and a prompt chunk of a third in one step (one pass
     over the weights on the fast path): each gets the logits it gets alone -- the same
     greedy ids, within 1e-5 of the largest logit."""
-    from pyllm.kernels import native
+    from pyllm.kernels import c_kernels
 
-    if backend == "c" and native() is None:
+    if backend == "c" and c_kernels() is None:
         pytest.skip("C kernels not built")
     m = smol(backend)
 
@@ -212,11 +212,11 @@ def test_a_finished_requests_state_serves_the_next(which: str, model) -> None:  
     if which == "qwen":
         from pathlib import Path
 
-        from pyllm.kernels import native
+        from pyllm.kernels import c_kernels
         from pyllm.models import qwen35 as Q
 
         data = Path(__file__).parent / "data" / "qwen35" / "tiny_text"
-        model = Q.from_hf(data, name="tiny_text", backend="c" if native() else "numpy-f32",
+        model = Q.from_hf(data, name="tiny_text", backend="c" if c_kernels() else "numpy-f32",
                           cache=False)
     vocab = model.info.vocab_size
     a = [(7 * i + 3) % vocab for i in range(40)]

@@ -301,9 +301,9 @@ def test_argmax_rows_lowest_index_on_ties(lib) -> None:  # noqa: ANN001
     also gives the first of equal maxima: random rows, ties, a maximum in the last and in
     a tail element, all -inf; and a NaN, which never wins unless it comes first (the
     scalar `>` loop's rule, on both paths)."""
-    from pyllm.kernels import native
+    from pyllm.kernels import c_kernels
 
-    ffi, _ = native()
+    ffi, _ = c_kernels()
     rng = np.random.default_rng(3)
     cols = 49152 + 5  # a tail after the 16-lane blocks
     x = rng.standard_normal((7, cols)).astype(np.float32)

@@ -248,6 +248,6 @@ def test_live_against_transformers() -> None:
 
 
 def _have_c() -> bool:
-    from pyllm.kernels import native
+    from pyllm.kernels import c_kernels
 
-    return native() is not None
+    return c_kernels() is not None

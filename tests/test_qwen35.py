@@ -164,9 +164,9 @@ def test_kv_cache_grows_past_its_first_allocation():
 # ----------------------------------------------------------------------------- the int8 C path
 
 def native_or_skip() -> None:
-    from pyllm.kernels import native
+    from pyllm.kernels import c_kernels
 
-    if native() is None:
+    if c_kernels() is None:
         pytest.skip("C kernels not built")
 
 
@@ -186,9 +186,9 @@ def test_int8_path_close_to_f32(golden, name):
 @pytest.fixture(params=[False, True], ids=["avx512", "generic"])
 def c_paths(request):
     native_or_skip()
-    from pyllm.kernels import native
+    from pyllm.kernels import c_kernels
 
-    lib = native()[1]
+    lib = c_kernels()[1]
     lib.pyllm_force_generic(1 if request.param else 0)
     yield
     lib.pyllm_force_generic(0)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from harness.cli import main
+from harness.cli.main import main
 
 DATA = Path(__file__).parent / "data" / "qwen35"
 
@@ -37,9 +37,9 @@ def test_tokens_encode_decode_qwen(tmp_path):
 @pytest.mark.parametrize("backend", ["numpy-f32", "c"])
 def test_generate_with_a_checkpoint_folder(tmp_path, backend):
     if backend == "c":
-        from pyllm.kernels import native
+        from pyllm.kernels import c_kernels
 
-        if native() is None:
+        if c_kernels() is None:
             pytest.skip("C kernels not built")
     model = tmp_path / "tiny"
     shutil.copytree(DATA / "tiny_mm", model)

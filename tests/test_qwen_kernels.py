@@ -19,8 +19,8 @@ TOL_CHUNKED = 2e-5  # chunked delta rule vs token-by-token recurrence, float32
 TOL_Q8_TWIN = 1e-5  # Q8X16 C product vs its numpy twin: max |diff| / max |ref|
 
 
-def native():
-    from pyllm.kernels import native as nat
+def c_kernels():
+    from pyllm.kernels import c_kernels as nat
 
     n = nat()
     if n is None:
@@ -30,7 +30,7 @@ def native():
 
 @pytest.fixture(params=[False, True], ids=["avx512", "generic"])
 def paths(request):
-    ffi, lib = native()
+    ffi, lib = c_kernels()
     lib.pyllm_force_generic(1 if request.param else 0)
     yield ffi, lib
     lib.pyllm_force_generic(0)
@@ -65,7 +65,7 @@ def test_gdn_step_matches_twin(paths, H, dk, dv):
 
 
 def test_gdn_step_rejects_bad_sizes():
-    ffi, lib = native()
+    ffi, lib = c_kernels()
     z = np.zeros(4, np.float32)
     assert lib.pyllm_gdn_step(*(ptr(ffi, z) for _ in range(6)), 1, 1, 2048, ptr(ffi, z)) == -1
 
@@ -159,7 +159,7 @@ def test_decay_flushes_below_float_range():
 
 
 def test_q8_linear_matches_twin_and_exact():
-    native()
+    c_kernels()
     from pyllm.backend.linear import BlockTwinLinear, DenseLinear, RecordLinear
     from pyllm.backend.ops import CKernelOps
     from pyllm.loaders import TensorRef
@@ -181,7 +181,7 @@ def test_q8_linear_matches_twin_and_exact():
 
 
 def test_repack_cache_hit_and_rebuild(tmp_path, monkeypatch):
-    native()
+    c_kernels()
     monkeypatch.setenv("PYLLM_CACHE_DIR", str(tmp_path))
     a = Q.from_hf(DATA / "tiny_mm", backend="c")
     assert a.info.extra["repack_cache"] == "miss"
@@ -201,7 +201,7 @@ def test_repack_cache_hit_and_rebuild(tmp_path, monkeypatch):
 
 
 def test_bandwidth_probe_reads_everything():
-    ffi, lib = native()
+    ffi, lib = c_kernels()
     from pyllm.kernels.cstructs import aligned_empty
 
     buf = aligned_empty(4 << 20)
@@ -219,5 +219,5 @@ def test_backend_names():
     assert Q.from_hf(DATA / "tiny_mm", backend="numpy-q8").info.backend == "numpy-q8"
     with pytest.raises(PyllmError, match="unknown backend"):
         Q.from_hf(DATA / "tiny_mm", backend="gpu")
-    if os.environ.get("PYLLM_NO_NATIVE"):
+    if os.environ.get("PYLLM_NO_C"):
         assert Q.from_hf(DATA / "tiny_mm").info.backend == "numpy-f32"

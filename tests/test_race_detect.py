@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.guest.programs import Programs
-from harness.race.runner import RaceOptions, render, run_seed
+from harness.run.race_seeds import RaceOptions, render, run_seed
 from tests.race_kernels import Variant, build, line_of
 
 ROOT = Path(__file__).resolve().parent.parent

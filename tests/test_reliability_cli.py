@@ -2,7 +2,7 @@
 
 `harness run` checks what it is given before it boots: the kernel (missing, not an ELF,
 an ELF for another machine), the disk image (missing, not our file system, truncated,
-structurally corrupt; fsck-style, harness/fsimage.py; lost blocks only warn), the model
+structurally corrupt; fsck-style, harness/disk/fsimage.py; lost blocks only warn), the model
 (unknown name, missing path, truncated or malformed GGUF / safetensors, an architecture
 we do not run) and its own options. `harness generate`, `fuzz` and `stress` likewise.
 """
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from reliability_util import FS_IMG, KERNEL, ROOT, TINY, require_build
 
-from harness.fsimage import FsImage, FsLayout
+from harness.disk.fsimage import FsImage, FsLayout
 
 
 def harness(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -4,7 +4,7 @@ The bug this pins down: `cat` printed "rreqid" / "baatch" now and then. A stop f
 waker thread that landed right after a UART THR write made Unicorn restart the store; the
 bus armed a replay for it, but the pending interrupt (the reason for the stop) ran first,
 its handler's own MMIO access was stopped and restarted too, and that replaced the armed
-one, so the THR store really ran twice. harness/mmio.py now completes a restarted MMIO
+one, so the THR store really ran twice. harness/machine/bus.py now completes a restarted MMIO
 instruction at the stop itself. Here the real kernel prints a long known text through
 `cat` (consolewrite runs with interrupts on, and the timer preempts it) while a host thread
 posts events as fast as it can, and the output must equal the text byte for byte.
@@ -20,8 +20,8 @@ from pathlib import Path
 import guest
 import pytest
 
-from harness.fsimage import build_image
-from harness.machine import Exit, Machine, MachineConfig
+from harness.disk.fsimage import build_image
+from harness.machine.board import Exit, Machine, MachineConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"

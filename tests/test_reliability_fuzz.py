@@ -1,5 +1,5 @@
 """The system-call fuzzer (user_c/sysfuzz.c) against the real kernel, through
-harness/reliability.py: concurrent processes make random calls, the AI ones included, with
+harness/run/fuzz_stress.py: concurrent processes make random calls, the AI ones included, with
 hostile pointers, lengths, fds and request ids, while a killer kills them at random
 moments. The kernel must not panic or hang (the hang detector is on), and afterwards every
 page and every AI slot must be back (sysfuzz checks, and says OK).
@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from reliability_util import image_without_daemon, load_tiny, require_build
 
-from harness.reliability import FuzzReport, run_fuzz
+from harness.run.fuzz_stress import FuzzReport, run_fuzz
 
 FAULTS = "fail=0.1,delay=30ms,reorder,engine-raise=0.05,seed={seed}"
 

@@ -1,4 +1,4 @@
-"""Hang detection (harness/hang.py, `harness run --hang-timeout`).
+"""Hang detection (harness/machine/watchdog.py, `harness run --hang-timeout`).
 
 A guest that makes no progress (no trap, no console byte, no user code) for the timeout is
 stopped with Exit.HANG, unless it waits legitimately (idle with a timer armed, a device
@@ -18,7 +18,7 @@ import pytest
 from machine_stubs import Run
 from made import CC
 
-from harness.machine import Exit
+from harness.machine.board import Exit
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"

@@ -1,4 +1,4 @@
-"""The AI service under load and faults (user_c/aistress.c through harness/reliability.py).
+"""The AI service under load and faults (user_c/aistress.c through harness/run/fuzz_stress.py).
 
 More clients than request slots send mixed short and long requests in four styles; a
 killer kills clients mid-wait and ai_daemon's workers and supervisor mid-request; the AI
@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from reliability_util import load_tiny, require_build
 
-from harness.reliability import StressReport, boot, fnv1a, run_stress, verify
+from harness.run.fuzz_stress import StressReport, boot, fnv1a, run_stress, verify
 
 FAULTS = "fail=0.05,delay=30ms,reorder,engine-raise=0.03,seed={seed}"
 

@@ -17,7 +17,7 @@ from guest import run_guest, run_raw
 from machine_stubs import Run
 from made import stub
 
-from harness.machine import Exit, Machine, MachineConfig
+from harness.machine.board import Exit, Machine, MachineConfig
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +54,8 @@ def test_harts_interleave_and_icount_repeats_the_interleaving(smp: Path) -> None
 
 def test_lock_and_amoadd_totals_are_exact_with_the_host_clock(smp: Path) -> None:
     # slices end by asynchronous stops here; a store cut by one must not be repeated
-    # after the other harts ran (harness/harts.py, complete_store), and no such stop may
-    # land inside an amoadd or sc, which Unicorn would run again (harness/machine.py,
+    # after the other harts ran (harness/machine/cpus.py, complete_store), and no such stop may
+    # land inside an amoadd or sc, which Unicorn would run again (harness/machine/board.py,
     # _on_atomic_edge: before it, 1-2 extra in 80 000 in most runs)
     for seed in (1, 2, 3):
         assert _run(smp, f"locks {seed} 20000", 4, clock="host") == (
@@ -163,7 +163,7 @@ def test_debugger_shows_and_selects_harts() -> None:
 
 
 def test_fault_report_lists_every_hart(smp: Path) -> None:
-    from harness.report import format_report
+    from harness.run.fault_report import format_report
 
     r = Run(smp, cmd="fault", cpus=4, clock="icount")
     res = r.run()

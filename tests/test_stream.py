@@ -2,7 +2,7 @@
 
 The streaming path: the device writes ids into out[] while it runs and raises its rate-limited
 progress interrupt; the kernel wakes ai_read; llmrun prints each id; the host decodes the
-growing line (harness/text_stream.py). ai_read's semantics are tests/test_ai_user.py's
+growing line (harness/run/text_stream.py). ai_read's semantics are tests/test_ai_user.py's
 aireadtest.
 """
 
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from test_ai_host import harness
 
-from harness.guest_tokenizer import vocab_files
-from harness.machine import Machine
-from harness.session import AiSession, parse_llmrun
-from harness.text_stream import IdStream
+from harness.guest.bpe import vocab_files
+from harness.machine.board import Machine
+from harness.run.hostapi import AiSession, parse_llmrun
+from harness.run.text_stream import IdStream
 
 PROMPT = "504 3575 282 4649 314"  # "The capital of France is"
 
@@ -97,7 +97,7 @@ def test_id_stream_decodes_pieces_and_passes_the_rest(smol_session: AiSession) -
 def test_stream_text_and_the_tokenize_detokenize_stages(smol_session: AiSession) -> None:
     """`llmrun --stream --timing --text`: the same text as without --stream, the guest's
     tokenize/detokenize stages printed and in the trace with the streaming slices."""
-    from harness import ai_trace
+    from harness.run import trace as ai_trace
 
     text = '"The capital of France is"'
     run = smol_session.run(f"llmrun --stream --timing --predict 12 --text {text}; "

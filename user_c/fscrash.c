@@ -1,4 +1,4 @@
-// fscrash: the file-system workload of `harness crashtest` (harness/crashtest.py).
+// fscrash: the file-system workload of `harness crashtest` (harness/disk/crashtest.py).
 //
 //   fscrash [ROUNDS [PROCS]]  ROUNDS rounds (default 1) of creating,
 //                      writing, linking, truncating and deleting files

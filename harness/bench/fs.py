@@ -17,9 +17,9 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import bootinfo
+from harness.abi import bootinfo
 from harness.bench.errors import BenchError
-from harness.diskboot import DEFAULT_FS, DEFAULT_KERNEL, boot_disk
+from harness.disk.diskboot import DEFAULT_FS, DEFAULT_KERNEL, boot_disk
 
 FS_LINE = re.compile(r"^fs: n=(\d+) us=(\d+) files_per_s=([\d.]+)", re.M)
 

@@ -263,7 +263,7 @@ def machine_meta() -> dict[str, Any]:
 def run(opts: Options, progress: Progress, say: Callable[[str], None]) -> Results:
     """Measure everything (see the module docstring); raises ValueError on bad options."""
     from harness.devices.virtio_ai import LoadedModel
-    from pyllm.bench import CpuWatch
+    from pyllm.enginebench import CpuWatch
     from pyllm.errors import PyllmError
 
     t_start = time.perf_counter()

@@ -42,8 +42,8 @@ spec = sys.argv[1]
 # the code is not the weights: import the builder and the C kernels before the clock starts
 _, path = registry.resolve(spec)
 registry.builder(*registry.detect(path), path)
-from pyllm.kernels import native
-native()
+from pyllm.kernels import c_kernels
+c_kernels()
 t0 = time.perf_counter()
 model = registry.load(spec)
 load_s = time.perf_counter() - t0
@@ -214,7 +214,7 @@ def _child_load(spec: str, env: dict[str, str] | None = None) -> dict[str, Any]:
 def prepare(spec: str) -> tuple[LoadResult, LoadSample]:
     """The untimed first load: which files a load reads (and a repack cache written if it was
     missing). Returns the result to fill and that first load as a 'first' sample."""
-    from pyllm.bench import CpuWatch
+    from pyllm.enginebench import CpuWatch
 
     with CpuWatch() as w:
         d = _child_load(spec)
@@ -226,7 +226,7 @@ def prepare(spec: str) -> tuple[LoadResult, LoadSample]:
 
 def measure(res: LoadResult, kind: str, method: str = "fadvise") -> LoadSample:
     """One timed load in a fresh process: cold (cache dropped with `method`) or warm."""
-    from pyllm.bench import CpuWatch
+    from pyllm.enginebench import CpuWatch
 
     used = ""
     if kind == "cold":

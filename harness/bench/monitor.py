@@ -18,11 +18,11 @@ from pathlib import Path
 import click
 
 from harness.bench.system import _field
-from harness.launch import Launch
-from harness.machine import Machine
+from harness.run.launch import Launch
+from harness.machine.board import Machine
 from harness.monitor.feed import PERIOD_S, Monitor
 from harness.monitor.view import stream
-from harness.session import AiSession, parse_llmrun
+from harness.run.hostapi import AiSession, parse_llmrun
 
 PROMPT = [504, 3575, 282, 4649, 314, 3543, 282, 1342]
 

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from harness import cheader
+from harness.abi import cheader
 from harness.bench.stats import ratio, summarize
 
 AI_MAX_TOKENS = cheader.load("ai.h")["AI_MAX_TOKENS"]  # the service's prompt limit
@@ -178,7 +178,7 @@ def _guest_round(mp: ModelPrefix, lm: Any, opts: Options, new: _Prompts,
                  guest: tuple[Path, Path]) -> None:
     """One boot: a warm-up request, then each length's new prompt twice (cold, warm)."""
     from harness.bench.errors import BenchError
-    from harness.session import AiSession, parse_llmrun
+    from harness.run.hostapi import AiSession, parse_llmrun
 
     files = {f"p{n}.ids": (" ".join(map(str, new(n))) + "\n").encode() for n in opts.lengths}
     files["w.ids"] = (" ".join(map(str, new(8))) + "\n").encode()

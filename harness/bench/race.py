@@ -19,10 +19,10 @@ from pathlib import Path
 import click
 
 from harness.guest.programs import Program
-from harness.launch import DEFAULT_FS, DEFAULT_KERNEL
-from harness.machine import Exit, Machine, MachineConfig
+from harness.run.launch import DEFAULT_FS, DEFAULT_KERNEL
+from harness.machine.board import Exit, Machine, MachineConfig
 from harness.race.attach import attach
-from harness.schedule import ScheduleSpec
+from harness.det.schedule import ScheduleSpec
 
 MODES = ("host", "det", "locks", "race")
 SPEC = "random:1"

@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from harness import cheader
+from harness.abi import cheader
 from harness.bench import analysis as A
 from harness.bench.lifecycle import Results
 from harness.bench.metrics import METRICS, START_STOP, TIMESTAMP_MEANING, VANTAGES

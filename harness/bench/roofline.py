@@ -189,9 +189,9 @@ class Probes:
         self.peaks = Peaks(threads)
         self.threads = threads
         try:
-            from pyllm.kernels import native
+            from pyllm.kernels import c_kernels
 
-            self.native = native()
+            self.native = c_kernels()
         except Exception:  # noqa: BLE001 - no kernels: numpy fallbacks below
             self.native = None
         rng = np.random.default_rng(0)
@@ -220,7 +220,7 @@ class Probes:
     def _sample(self) -> None:
         p = self.peaks
         if self.native is not None:
-            from pyllm.bench import stream_bandwidth
+            from pyllm.enginebench import stream_bandwidth
 
             lib = self.native[1]
             lib.pyllm_set_threads(self.threads)

@@ -6,7 +6,7 @@
                    runs `aibench` (and one `llmrun --timing`) in the guest; per request it
                    returns the guest's figures (aibench's lines, guest clock) and the
                    device's (the device's accept / first / done trace events for that reqid)
-    LlamaCppRunner llama.cpp through llama-cpp-python (pyllm.bench's adapter), GGUF only
+    LlamaCppRunner llama.cpp through llama-cpp-python (pyllm.enginebench's adapter), GGUF only
 
 Every runner sends the same prompt: user_c/aibench.c's pattern (1 42 314 2718 7 99 1234 2048
 repeated, each id modulo the vocabulary), greedy, exactly `n_out` tokens (no EOS stop).
@@ -163,7 +163,7 @@ def guest_times(run: AibenchRun, trace: list[Any]) -> list[tuple[RequestTimes, R
 
 
 class GuestRunner:
-    """Boots the machine (harness.session.AiSession) with the AI device serving an
+    """Boots the machine (harness.run.hostapi.AiSession) with the AI device serving an
     already-loaded model; one boot per `session` call."""
 
     def __init__(self, loaded: Any, kernel: Path = DEFAULT_KERNEL, fs: Path = DEFAULT_FS,
@@ -175,7 +175,7 @@ class GuestRunner:
         for what, p in (("kernel", self.kernel), ("file system image", self.fs)):
             if not p.is_file():
                 raise GuestError(f"{what} {p} not found (build it with `make build`)")
-        from harness.fsimage import FsImage
+        from harness.disk.fsimage import FsImage
 
         try:
             names = set(FsImage(self.fs).listdir("/"))
@@ -190,7 +190,7 @@ class GuestRunner:
                 on_output: Callable[[str], None] | None = None) -> GuestSession:
         """One boot: `aibench -c C -n N -p P -g G` for each run (in order), then
         `llmrun --timing` on an (n_in, n_out) prompt; then power off."""
-        from harness.session import AiSession
+        from harness.run.hostapi import AiSession
 
         cmds = [f"aibench -c {r.clients} -n {r.per_client} -p {r.n_in} -g {r.n_out}"
                 for r in runs]
@@ -255,10 +255,10 @@ def parse_llmrun(text: str) -> tuple[dict[str, str], str]:
 # ---------------------------------------------------------------- llama.cpp
 
 class LlamaCppRunner:
-    """llama.cpp on the same GGUF file (pyllm.bench.LlamaCppAdapter: the AMX workaround)."""
+    """llama.cpp on the same GGUF file (pyllm.enginebench.LlamaCppAdapter: the AMX workaround)."""
 
     def __init__(self, path: str, threads: int) -> None:
-        from pyllm.bench import LlamaCppAdapter
+        from pyllm.enginebench import LlamaCppAdapter
 
         self.adapter = LlamaCppAdapter(path, threads)
         self.load_s = self.adapter.load()
@@ -266,7 +266,7 @@ class LlamaCppRunner:
     @staticmethod
     def unavailable(path: str) -> str | None:
         """None if llama.cpp can run `path`, else why not."""
-        from pyllm.bench import llama_cpp_available, llama_cpp_runs
+        from pyllm.enginebench import llama_cpp_available, llama_cpp_runs
 
         why = llama_cpp_available()
         if why is None and not str(path).endswith(".gguf"):

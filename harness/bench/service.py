@@ -87,7 +87,7 @@ def run(model: str, reps: int, pairs: int, tokens: int, busy: bool, kernel: Path
     """`reps` rounds of paired requests (the module docstring says how); `busy` adds the
     busy-guest boot to each round."""
     from harness.devices.virtio_ai import LoadedModel
-    from harness.session import AiSession
+    from harness.run.hostapi import AiSession
     from pyllm.engine import GenParams
     from pyllm.errors import PyllmError
 
@@ -152,7 +152,7 @@ def _paired_round(session: Any, lm: Any, prompts: list[list[int]], params: Any,
     a guest request, adjacent (their order alternates). A first, unmeasured request warms the
     boot up (Unicorn translates the kernel and user code paths it runs the first time).
     ([(engine Request, LlmResult)], what the guest path added to that first request, ms)."""
-    from harness.session import parse_llmrun
+    from harness.run.hostapi import parse_llmrun
 
     cond = threading.Condition()
     text = bytearray()

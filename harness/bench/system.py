@@ -11,7 +11,7 @@ medians reported:
     syscall round trip  `sysbench getpid` (U -> kernel -> U through our trap delivery)
       reference         an ecall loop on the machine with a 5-instruction S handler and
                         no kernel: the floor set by the harness's trap delivery, the C
-                        path's (harness/native) and the Python path's beside it
+                        path's (harness/fastpath) and the Python path's beside it
       minimal path      the same loop through the least a kernel must do (a Linux-style
                         entry and exit, paging on, MINPATH_S): what any kernel's getpid
                         costs at best on this emulator, against the floor
@@ -23,10 +23,10 @@ medians reported:
       Python traps      getpid and fork again with HARNESS_TRAPS=python (first hart
                         count only): what the C trap path gains, in the same run
     MMIO floor          a load loop on a device register with no kernel: the UART's LSR
-                        (served by the C bus, harness/native/mmio.c) and its SCR (the
+                        (served by the C bus, harness/fastpath/mmio.c) and its SCR (the
                         Python device behind the C bus), and LSR on the Python bus; a
                         store loop on mtimecmp (a deadline past the slice's end, as a
-                        kernel's next tick: harness/native/clint.c) on both buses
+                        kernel's next tick: harness/fastpath/clint.c) on both buses
     console output      `cat` of a 200 KB file to the console (KiB/s), C and Python bus
     context switch      `sysbench pingpong` (one byte there and back over two pipes): on
                         one hart two switches per round trip; on several, two wake-ups
@@ -55,12 +55,12 @@ from typing import Any
 from unicorn import UC_ARCH_RISCV, UC_MODE_RISCV64, UC_PROT_ALL, Uc
 from unicorn import riscv_const as R
 
-from harness import cheader
+from harness.abi import cheader
 from harness.bench.errors import BenchError
 from harness.devices.uart import Reg
-from harness.elf import ElfImage
-from harness.launch import Launch, launch
-from harness.machine import Exit, Machine, MachineConfig
+from harness.guest.elf import ElfImage
+from harness.run.launch import Launch, launch
+from harness.machine.board import Exit, Machine, MachineConfig
 
 LOOPS = 50_000_000       # sysbench cpu iterations (8 instructions each)
 GETPIDS = 20_000

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.bench.errors import BenchError
-from harness.fsimage import FsError, build_image
-from harness.launch import ROOT
+from harness.disk.fsimage import FsError, build_image
+from harness.run.launch import ROOT
 
 TOOLPREFIX = "riscv64-unknown-elf-"
 OUR_SOURCES = ROOT / "user_c" / "xv6"

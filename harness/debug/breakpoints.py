@@ -29,8 +29,8 @@ from harness.debug import DebugError
 from harness.guest.memory import Phys
 from harness.guest.procs import ProcTable
 from harness.guest.programs import Location, Program
-from harness.hart import PRIV_U
-from harness.machine import Machine
+from harness.cpu.registers import PRIV_U
+from harness.machine.board import Machine
 
 MAX_WATCH = 4096
 

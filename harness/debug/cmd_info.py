@@ -20,8 +20,8 @@ from harness.debug.values import format_value
 from harness.guest.backtrace import process_backtrace
 from harness.guest.memory import flags_text, satp_root
 from harness.guest.programs import Program
-from harness.hart import ABI_NAMES, PRIV_NAMES, REG_PC
-from harness.traps import cause_name
+from harness.cpu.registers import ABI_NAMES, PRIV_NAMES, REG_PC
+from harness.machine.traps import cause_name
 
 
 class InfoCommands(CommandBase):

@@ -19,7 +19,7 @@ from harness.guest.backtrace import Frame, backtrace, in_prologue, sp_allocation
 from harness.guest.dwarf import CType
 from harness.guest.locals import Local, evaluate
 from harness.guest.programs import Program
-from harness.machine import ML
+from harness.machine.board import ML
 
 LIST_LINES = 10
 KERNBASE = ML["KERNBASE"]
@@ -240,7 +240,7 @@ class CommandBase:
         if stop.kind == "exited":
             return f"[The guest powered off with status {r.status}]"
         if stop.kind in ("panic", "fault"):
-            from harness.report import format_report
+            from harness.run.fault_report import format_report
 
             return format_report(self.t.m, r)
         return f"[{describe_end(r)}]"

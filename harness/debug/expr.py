@@ -28,7 +28,7 @@ from harness.debug.target import Target
 from harness.guest.dwarf import VOID, CType, scalar
 from harness.guest.memory import AddressSpace
 from harness.guest.programs import Program
-from harness.hart import ABI_NAMES
+from harness.cpu.registers import ABI_NAMES
 
 MASK = (1 << 64) - 1
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from unicorn import riscv_const as R
 
-from harness.hart import ABI_NAMES
+from harness.cpu.registers import ABI_NAMES
 
 FIRST_CSR = 65
 PRIV_REGNUM = FIRST_CSR + 4096

@@ -35,7 +35,7 @@ from harness.debug.gdbregs import BY_NUMBER, G_PACKET, GdbReg, target_xml
 from harness.debug.rsp import INTERRUPT, RspConnection, RspError
 from harness.debug.target import Stop, Target
 from harness.guest.programs import Location
-from harness.machine import Exit, Machine, RunResult
+from harness.machine.board import Exit, Machine, RunResult
 
 SIGINT, SIGTRAP, SIGABRT, SIGSEGV, SIGALRM = 2, 5, 6, 11, 14
 E_FAULT, E_INVAL = b"E0e", b"E16"
@@ -273,7 +273,7 @@ class GdbServer:
     def _resume_at(self, pkt: bytes, start: int) -> None:
         """c ADDR / s ADDR resume elsewhere (the signal of C/S is ignored)."""
         if start > 0 and len(pkt) > start:
-            from harness.hart import REG_PC
+            from harness.cpu.registers import REG_PC
 
             self.t.hart.set(REG_PC, int(pkt[start:], 16))
 

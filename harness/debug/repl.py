@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from harness.console import Console
+from harness.run.terminal import Console
 from harness.debug import DebugError
 from harness.debug.commands import Interpreter
 

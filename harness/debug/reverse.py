@@ -1,5 +1,5 @@
 """Reverse execution for the debugger: reverse-stepi/-nexti/-step/-next/-finish/-continue
-and goto, over the time travel of a deterministic machine (harness/timetravel.py).
+and goto, over the time travel of a deterministic machine (harness/machine/timetravel.py).
 
 Going back is going to an earlier instruction count (`TimeTravel.goto`): restore a
 checkpoint, run forward. What "earlier" means comes from here:
@@ -31,7 +31,7 @@ from harness.debug import DebugError
 from harness.debug.breakpoints import Breakpoint
 from harness.debug.target import Stop, Target
 from harness.guest.backtrace import backtrace
-from harness.hart import REG_PC
+from harness.cpu.registers import REG_PC
 
 REG_SP = R.UC_RISCV_REG_SP
 TRACE = (4096, 65536, 1 << 20)  # instructions of history read for a line step, in turn
@@ -67,7 +67,7 @@ def _thaw(t: Target, hits: dict[int, int]) -> None:
 
 
 def _landed(t: Target, res: Any, hart: int) -> Stop:
-    from harness.machine import REACHED, Exit
+    from harness.machine.board import REACHED, Exit
 
     t.bps.disarm()
     t.bps.take_hit()

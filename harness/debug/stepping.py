@@ -19,10 +19,10 @@ from __future__ import annotations
 from harness.debug import DebugError
 from harness.debug.disasm import is_call
 from harness.debug.target import Stop, Target
-from harness.elf import Symbol
+from harness.guest.elf import Symbol
 from harness.guest.backtrace import backtrace
 from harness.guest.programs import Location, Program
-from harness.hart import PRIV_U
+from harness.cpu.registers import PRIV_U
 
 MAX_STEPS = 200_000  # instructions one step/next may take before giving up
 ECALL = 0x0000_0073

@@ -1,6 +1,6 @@
 """Run control over one machine: resume, one instruction, run to an address; why it stopped.
 
-The machine's own run loop does the running (harness/machine.py): a breakpoint hook
+The machine's own run loop does the running (harness/machine/board.py): a breakpoint hook
 calls `Machine.pause()` and `run()` returns Exit.PAUSE; `Machine.step()` executes one
 instruction. This module adds what a debugger needs around that:
 
@@ -35,11 +35,11 @@ from harness.debug import DebugError
 from harness.debug.breakpoints import Breakpoint, BreakpointTable, Hit, Watchpoint
 from harness.guest.programs import Location, Programs
 from harness.guest.spaces import Guest
-from harness.hart import PRIV_NAMES, PRIV_U, REG_PC, SSTATUS_SIE, Hart
-from harness.harts import Cpu
-from harness.machine import Exit, Machine, RunResult
-from harness.machine_guest import machine_phys
-from harness.traps import mem_operand
+from harness.cpu.registers import PRIV_NAMES, PRIV_U, REG_PC, SSTATUS_SIE, Hart
+from harness.machine.cpus import Cpu
+from harness.machine.board import Exit, Machine, RunResult
+from harness.machine.guest_view import machine_phys
+from harness.machine.traps import mem_operand
 
 END_KINDS = {Exit.POWEROFF: "exited", Exit.PANIC: "panic", Exit.FAULT: "fault",
              Exit.TIMEOUT: "timeout", Exit.QUIT: "quit", Exit.RESET: "reset"}

@@ -1,1 +1,1 @@
-"""Device models of the machine, one class per file (see harness/machine.py for the map)."""
+"""Device models of the machine, one class per file (see harness/machine/board.py for the map)."""

@@ -1,7 +1,7 @@
 """What every device shares: the error type, the context the machine injects, a base class.
 
 A device is a small class that owns one MMIO window of the memory map
-(harness/machine.py). The machine calls `read(offset, size)` / `write(offset, size,
+(harness/machine/board.py). The machine calls `read(offset, size)` / `write(offset, size,
 value)` from Unicorn's MMIO callbacks on the emulation thread. A device never touches
 the CPU: it raises its interrupt line through `ctx.irq`, reaches guest RAM (DMA) through
 `ctx.ram`, and anything that happens on a host thread (console input, an inference
@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from harness.clock import Clock
-    from harness.detmachine import Deterministic
-    from harness.physmem import PhysMem
-    from harness.timeline import HostTimeline, Timeline
+    from harness.cpu.clock import Clock
+    from harness.det.mode import Deterministic
+    from harness.cpu.physmem import PhysMem
+    from harness.det.timeline import HostTimeline, Timeline
 
 
 class MachineFault(Exception):
@@ -56,9 +56,9 @@ class DeviceContext:
     # (mtime - boot_mtime) in microseconds
     boot_mtime: Callable[[], int] = lambda: 0
     # a host thread's result for the guest: `timeline.expect(delay)` now, `.fire(fn)` from
-    # the thread (harness/timeline.py); the ordinary machine's fires straight into `post`
+    # the thread (harness/det/timeline.py); the ordinary machine's fires straight into `post`
     timeline: Timeline | HostTimeline | None = None
-    det: Deterministic | None = None  # deterministic mode's state (harness/detmachine.py)
+    det: Deterministic | None = None  # deterministic mode's state (harness/det/mode.py)
 
 
 def _no_irq(level: bool) -> None:
@@ -92,7 +92,7 @@ class Device:
 
     def busy(self) -> bool:
         """True while the device has work in flight that will interrupt the guest later
-        (harness/hang.py: an idle guest waiting for it is not hung)."""
+        (harness/machine/watchdog.py: an idle guest waiting for it is not hung)."""
         return False
 
     def close(self) -> None:

@@ -3,7 +3,7 @@
 64-bit registers, each accessed as two 32-bit halves (Unicorn splits 8-byte MMIO
 accesses, low word first):
 
-    CLINT_MTIME                  read-only   current time (harness/clock.py), TIMEBASE_HZ
+    CLINT_MTIME                  read-only   current time (harness/cpu/clock.py), TIMEBASE_HZ
     CLINT_MTIMECMP + 8*hart      read/write  hart's deadline: its supervisor timer
                                              interrupt (STIP) is pending while
                                              mtime >= mtimecmp (QEMU virt's layout)
@@ -12,8 +12,8 @@ This is not QEMU's CLINT: there is no M-mode, so the comparator drives STIP dire
 (Unicorn cannot raise MTIP). Writing mtimecmp re-evaluates STIP at once, so a handler
 that moves the deadline into the future sees STIP drop before its `sret`.
 
-With the host clock and the C bus (harness/mmio_native.py) the registers are served in C
-(harness/native/clint.c) and `cmp`/`levels` are views of its `struct fp_clint`
+With the host clock and the C bus (harness/machine/bus_c.py) the registers are served in C
+(harness/fastpath/clint.c) and `cmp`/`levels` are views of its `struct fp_clint`
 (`use_native`): this object stays the owner as the run loop, the hang watch and the
 debugger see it, and its `on_deadline` is called from C only when a store moved the
 earliest deadline before the one the running slice ends at.
@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, MutableSequence
 from typing import Any
 
-from harness import cheader
-from harness.clock import NEVER, Clock
+from harness.abi import cheader
+from harness.cpu.clock import NEVER, Clock
 from harness.devices.base import Device, DeviceContext
 
 _ML = cheader.load("memlayout.h")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness import cheader
+from harness.abi import cheader
 from harness.devices.base import Device, DeviceContext
 
 _ML = cheader.load("memlayout.h")

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness import cheader
+from harness.abi import cheader
 from harness.devices.base import Device, DeviceContext
 
 _ML = cheader.load("memlayout.h")

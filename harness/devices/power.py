@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 
-from harness import cheader
+from harness.abi import cheader
 from harness.devices.base import Device, DeviceContext
 
 _ML = cheader.load("memlayout.h")

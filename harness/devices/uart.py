@@ -13,7 +13,7 @@ Registers are the National Semiconductor PC16550D's, 8 bits wide at byte offsets
 - Divisor latch (LCR.DLAB) registers, FCR, MCR, MSR and SCR are kept but do nothing; in
   particular a FIFO reset through FCR does not throw away input that already arrived.
 
-On the C path (`use_native`, a `struct fp_uart` of harness/native/mmio.h) the C bus serves
+On the C path (`use_native`, a `struct fp_uart` of harness/fastpath/mmio.h) the C bus serves
 the LSR read and the THR write while the THR-empty interrupt is off (such a byte changes
 nothing but the output) into a buffer that `take_tx` drains; this model serves the rest
 and mirrors IER, LCR and "a byte waits" into the struct after each change (`_sync`).

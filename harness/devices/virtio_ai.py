@@ -51,7 +51,7 @@ On an error status ngenerated counts every id the backend delivered (the driver 
 
 The trace register (VIRTIO_AI_TRACE, write-only) takes (event << 24) | reqid from the
 kernel; the device time-stamps it and adds its own events (accept, first token, done) to
-`trace`, which harness/ai_trace.py turns into Chrome/Perfetto JSON.
+`trace`, which harness/run/trace.py turns into Chrome/Perfetto JSON.
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness import cheader
-from harness.clock import HostClock
+from harness.abi import cheader
+from harness.cpu.clock import HostClock
 from harness.devices.base import DeviceContext
 from harness.devices.virtio_mmio import (
     DESC_F_NEXT,
@@ -287,7 +287,7 @@ class VirtioAi(VirtioMmio):
     # ---------------------------------------------------------------- model / config
     def start_load(self, spec: str, job: _Job | None = None) -> None:
         """Load a model on a host thread; LOADING now, READY/FAILED when done (in
-        deterministic mode at a guest time drawn now: harness/timeline.py)."""
+        deterministic mode at a guest time drawn now: harness/det/timeline.py)."""
         self._loads += 1
         gen = self._loads
         self._set_state(DEV_STATE["LOADING"])

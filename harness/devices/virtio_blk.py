@@ -20,7 +20,7 @@ flush a barrier for the host's own power too (it costs: ~10 ms a flush on a slow
 disk, four flushes per commit).
 
 `journal` (a list, when given) records every write as `(byte offset, data)` and every
-flush as None, so harness/crashtest.py can rebuild the disk as any crash would have left
+flush as None, so harness/disk/crashtest.py can rebuild the disk as any crash would have left
 it: after the k-th write, or with the writes since the last flush reordered or lost.
 `cut_after = k` cuts the power live instead: the disk ignores every write after the k-th
 (the guest runs on, talking to a dead disk), which the tests use to check that rebuilding
@@ -49,7 +49,7 @@ Journal = list[tuple[int, bytes] | None]
 
 class DiskHistory:
     """Every write to the disk with what it overwrote, and where in that list the disk
-    is now (time travel, harness/snapshot.py): going back undoes writes, going forward
+    is now (time travel, harness/machine/snapshot.py): going back undoes writes, going forward
     again redoes them; a deterministic re-execution writes what is already there, so its
     writes just move the position on."""
 
@@ -114,7 +114,7 @@ class VirtioBlk(VirtioMmio):
         return bytes(CAPACITY_OFFSET) + cap
 
     def handle(self, queue: int, chain: Chain) -> int | None:
-        """Serve one request. Under a random or PCT schedule (harness/detmachine.py) it
+        """Serve one request. Under a random or PCT schedule (harness/det/mode.py) it
         is served later, at a guest time drawn from the seed, as a real disk's DMA would
         be: so the driver's handling of a slow completion gets exercised too."""
         det = self.ctx.det

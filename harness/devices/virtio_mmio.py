@@ -27,7 +27,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness import cheader
+from harness.abi import cheader
 from harness.devices.base import Device, DeviceContext
 
 V = cheader.load("virtio.h")
@@ -51,7 +51,7 @@ USED_ELEM = V.struct("virtq_used_elem")
 USED_ELEM_SIZE = USED_ELEM.size
 USED_ELEM_ID, USED_ELEM_LEN = USED_ELEM.offset("id"), USED_ELEM.offset("len")
 AVAIL_ELEM_SIZE = _AVAIL.fields["ring"].size // (_AVAIL.fields["ring"].length or 1)
-CHAIN_MAX = 16  # harness/native/mmio.h FP_CHAIN_MAX: struct fp_virtq's head, n, nread, addr, len
+CHAIN_MAX = 16  # harness/fastpath/mmio.h FP_CHAIN_MAX: struct fp_virtq's head, n, nread, addr, len
 _CQ_HEAD = struct.Struct("=3I")
 _CQ_ADDR, _CQ_LEN = struct.Struct(f"={CHAIN_MAX}Q"), struct.Struct(f"={CHAIN_MAX}I")
 
@@ -148,15 +148,15 @@ class VirtioMmio(Device):
         self.irqs.isr = value & 0xFFFF_FFFF
 
     def use_native(self, st: Any) -> None:
-        """Keep the interrupt state in `st` (a `struct fp_virtio`, harness/native/mmio.h),
+        """Keep the interrupt state in `st` (a `struct fp_virtio`, harness/fastpath/mmio.h),
         whose InterruptStatus read and InterruptACK write the C bus serves; with its `vq`,
-        the C bus also walks queue 0's chains on QUEUE_NOTIFY (harness/native/virtq.c)
+        the C bus also walks queue 0's chains on QUEUE_NOTIFY (harness/fastpath/virtq.c)
         and hands each to `take_chain`, and that queue's last_avail lives there."""
         st.isr, st.line = self.irqs.isr, self.irqs.line
         st.isr_off, st.ack_off = REG["INTERRUPT_STATUS"], REG["INTERRUPT_ACK"]
         self.irqs = st
         if st.vq:
-            from harness import native
+            from harness import fastpath as native
 
             ffi = native.load()[0]  # type: ignore[index]
             q = self.queues[0]

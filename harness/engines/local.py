@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from harness import cheader
+from harness.abi import cheader
 from harness.engines.base import Outcome, Sampling, SubmitError, guest_name
 from pyllm.errors import ContextOverflowError, PyllmError, TokenError  # light: no numpy
 

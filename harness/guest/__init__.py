@@ -1,6 +1,6 @@
 """Reading the guest: what the harness knows about the kernel and processes in a machine.
 
-Used by the fault report (harness/report.py), the hang report (harness/hang.py) and the
+Used by the fault report (harness/run/fault_report.py), the hang report (harness/machine/watchdog.py) and the
 debugger (harness/debug/). It depends only on the hart (register access, passed in as a
 parameter, so each hart of a machine can be read), RAM, the ELF reader and the C headers,
 never on the machine or the debugger. One file per concept:

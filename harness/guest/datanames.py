@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 
-from harness.elf import ElfImage
+from harness.guest.elf import ElfImage
 from harness.guest.dwarf import CType, DwarfInfo
 
 MAX_DEPTH = 8

@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterator
 from unicorn import UC_PROT_READ
 from unicorn import riscv_const as R
 
-from harness import cheader
+from harness.abi import cheader
 from harness.guest import GuestError
-from harness.physmem import PhysMem
+from harness.cpu.physmem import PhysMem
 
 PAGE = 4096
 SATP_MODE_SV39 = 8
@@ -76,7 +76,7 @@ class Phys:
 class AddressSpace:
     """Virtual memory as one Sv39 page table maps it; root None means bare (VA = PA).
 
-    Also offers the read interface of harness.hart.Hart (vread, read_u64, fetch), so the
+    Also offers the read interface of harness.cpu.registers.Hart (vread, read_u64, fetch), so the
     frame walker (backtrace.py) can run over any address space.
     """
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from harness import cheader
-from harness.elf import ElfImage, ElfLoadError, Symbol
+from harness.abi import cheader
+from harness.guest.elf import ElfImage, ElfLoadError, Symbol
 from harness.guest import GuestError
 from harness.guest.dwarf import DwarfInfo
 from harness.guest.lines import LineTable, Row

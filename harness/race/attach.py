@@ -45,7 +45,7 @@ def attach(machine: Any, kernel: Any, *, data: bool, on_report: Callable[[Findin
     kernel's guest Program (symbols, lines, DWARF). Lock findings are looked for after
     each lock event, data races as they happen."""
     from harness.guest.procs import ProcTable
-    from harness.machine_guest import machine_phys
+    from harness.machine.guest_view import machine_phys
 
     procs = ProcTable(kernel, machine_phys(machine))
 

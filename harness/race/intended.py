@@ -14,7 +14,7 @@ from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
 
-from harness.elf import ElfImage
+from harness.guest.elf import ElfImage
 from harness.guest.dwarf import DwarfInfo
 
 

@@ -1,7 +1,7 @@
 """Data races in the manner of Linux's KCSAN: soft watchpoints on sampled accesses.
 
 The C counter stops a hart before an S-mode instruction about every `sample_mean`
-instructions (harness/native/sched.c). If that instruction is a load, store or AMO of
+instructions (harness/fastpath/sched.c). If that instruction is a load, store or AMO of
 the kernel's RAM, its bytes are watched and the hart is held (the schedule does not pick
 it) while the others run up to `hold` instructions; then it goes on and makes its
 access. Another hart's access to the watched bytes in that window is a race when
@@ -35,10 +35,10 @@ from unicorn import UC_PROT_READ, UC_PROT_WRITE
 
 from harness.guest.datanames import DataNames
 from harness.guest.programs import PGSIZE, TRAMPOLINE
-from harness.mmio import mmio_form
+from harness.machine.bus import mmio_form
 from harness.race import intended
 from harness.race.lockdep import Finding, LockDep
-from harness.traps import mem_operand
+from harness.machine.traps import mem_operand
 
 SAMPLE_MEAN = 1_000   # instructions between two samples, on average
 HOLD = 4_000          # instructions of the other harts a watched hart waits

@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from harness.serve import logprobs as LP
+from harness.serve import logprob_fields as LP
 from harness.serve import sse
 from harness.serve.bridge import Bridge, Generation
 from harness.serve.errors import ApiError

@@ -7,7 +7,7 @@
                                  `content` and `with_pieces` too)
     GET  /tokenizer_info         vLLM's: eos/bos tokens, chat template (lm-evaluation-harness)
     GET  /health                 200 while the engine runs
-    GET  /metrics                Prometheus text (harness/serve/metrics.py)
+    GET  /metrics                Prometheus text (harness/serve/prometheus.py)
 
 `--api-key KEY` guards the /v1 routes (401 without `Authorization: Bearer KEY`).
 `stream: true` answers with server-sent events (harness/serve/sse.py), one chunk per token, or
@@ -34,7 +34,7 @@ from harness.serve import errors
 from harness.serve.answer import answer
 from harness.serve.bridge import Bridge
 from harness.serve.errors import ApiError
-from harness.serve.metrics import CONTENT_TYPE
+from harness.serve.prometheus import CONTENT_TYPE
 from harness.serve.responses import Shape, model_card
 from harness.serve.schemas import (
     ChatRequest,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from harness.devices.virtio_ai import LoadedModel
 from harness.serve import errors
-from harness.serve.metrics import Metrics
+from harness.serve.prometheus import Metrics
 from pyllm.engine import GenParams, Request, TokenEvent
 from pyllm.errors import EngineClosedError, PyllmError
 from pyllm.tokenizers.base import Tokenizer

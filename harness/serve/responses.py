@@ -7,7 +7,7 @@ chunks each carry one choice. With `return_token_ids` (vLLM's option) every choi
 `prompt_token_ids` comes with the response (or the first chunk of each choice): at the top
 level for the first prompt, and for completions also on each choice, where vLLM puts it.
 
-Log-probabilities (harness/serve/logprobs.py) go on a choice as `logprobs`: for completions
+Log-probabilities (harness/serve/logprob_fields.py) go on a choice as `logprobs`: for completions
 OpenAI's legacy object (tokens, token_logprobs, top_logprobs, text_offset), for chat the
 `content` list of {token, logprob, bytes, top_logprobs}.
 """

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from pyllm.kernels import qmat as qm
-from pyllm.kernels import require_native as native
+from pyllm.kernels import require_c_kernels
 from pyllm.kernels import twins
 from pyllm.quants import Q8_0_BLOCK, QK
 
@@ -59,7 +59,7 @@ class RecordLinear:
     def __init__(self, data: np.ndarray, rows: int, cols: int, kind: str) -> None:
         from pyllm.kernels.cstructs import QMat
 
-        self.ffi, self.lib = native()
+        self.ffi, self.lib = require_c_kernels()
         self.format = self.FORMATS[kind]
         self.rows, self.shape = rows, (rows, cols)
         self.qm = QMat(data, rows + (-rows % 16), cols, getattr(self.lib, kind))
@@ -72,7 +72,7 @@ class RecordLinear:
         from pyllm.kernels.cstructs import QParts
 
         self = cls.__new__(cls)
-        self.ffi, self.lib = native()
+        self.ffi, self.lib = require_c_kernels()
         self.format = "parts"
         self.rows, self.shape = rows, (rows, parts[0].shape[1])
         self.parts = parts
@@ -86,7 +86,7 @@ class RecordLinear:
         multiple of 32; rows are padded to 16)."""
         from pyllm.kernels.cstructs import aligned_empty
 
-        ffi, lib = native()
+        ffi, lib = require_c_kernels()
         rows, cols = q.shape
         if cols % QK:
             raise ValueError(f"qmat {rows}x{cols}: columns must be a multiple of {QK}")
@@ -193,7 +193,7 @@ class QmatF32Linear(QmatRows):
     format = "qmat-f32"
 
     def __init__(self, scale: np.ndarray, q: np.ndarray) -> None:
-        self.ffi, self.lib = native()
+        self.ffi, self.lib = require_c_kernels()
         super().__init__(scale, q)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:

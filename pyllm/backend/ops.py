@@ -37,7 +37,7 @@ from pyllm.backend.threads import blas_limit, default_threads
 from pyllm.backend.traits import TRAITS
 from pyllm.errors import PyllmError
 from pyllm.kernels import qmat as qm
-from pyllm.kernels import require_native as native
+from pyllm.kernels import require_c_kernels
 
 F32 = np.float32
 BACKENDS = ("auto", "c", "numpy-q8", "numpy-f32")
@@ -147,7 +147,7 @@ class CKernelOps(NumpyOps):
         super().__init__()
         from pyllm.kernels import backend_name
 
-        self.ffi, self.lib = native()
+        self.ffi, self.lib = require_c_kernels()
         self.backend = backend_name()
         self.n_threads = n_threads or default_threads()
         self.lib.pyllm_set_threads(self.n_threads)
@@ -307,13 +307,13 @@ def make_ops(backend: str = "auto", *, n_threads: int | None = None,
     if backend not in choices:
         raise PyllmError(f"unknown backend '{backend}' (choose {', '.join(choices)})")
     if backend == "auto":
-        backend = "c" if kernels.native() is not None else fallback
+        backend = "c" if kernels.c_kernels() is not None else fallback
     if backend == "numpy-f32":
         return NumpyOps()
     if backend == "numpy-q8":
         return NumpyQ8Ops()
-    if kernels.native() is None:
-        raise PyllmError(f"backend '{backend}' requested but {kernels.NATIVE_ERROR}")
+    if kernels.c_kernels() is None:
+        raise PyllmError(f"backend '{backend}' requested but {kernels.C_KERNELS_ERROR}")
     if backend == "c-f32":
         return CF32Ops(n_threads=n_threads)
     return CKernelOps(n_threads=n_threads, cache_key=cache_key, cache_name=cache_name,

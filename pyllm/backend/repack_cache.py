@@ -90,10 +90,10 @@ def _format_key(base: str) -> str:
     """Fold the record format into a cache key: record sizes and the repacking sources."""
     import hashlib
 
-    from pyllm.kernels import native
+    from pyllm.kernels import c_kernels
 
     h = hashlib.sha256(base.encode())
-    nat = native()
+    nat = c_kernels()
     if nat is not None:
         lib = nat[1]
         h.update(f"{lib.PYLLM_Q4X16_RECORD} {lib.PYLLM_Q8X16_QS} {lib.PYLLM_Q8X16_SCALES}".encode())

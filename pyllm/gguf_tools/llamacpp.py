@@ -21,7 +21,7 @@ CHILD = """
 import sys
 import numpy as np
 import llama_cpp
-from pyllm.bench import plain_buffers
+from pyllm.enginebench import plain_buffers
 path, out, n_gen, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 prompt = [int(x) for x in sys.argv[5].split(",")]
 plain_buffers()

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from pyllm.kernels import require_native as _lib
+from pyllm.kernels import require_c_kernels as _lib
 
 QK = 32
 

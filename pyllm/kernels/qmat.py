@@ -48,9 +48,9 @@ def dequantize(scale: np.ndarray, q: np.ndarray) -> np.ndarray:
 def dequantize_table(scale: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Like `dequantize`, for a big matrix (the numpy-f32 backend's LM head): in C on the
     thread pool when the kernels are built."""
-    from pyllm.kernels import native
+    from pyllm.kernels import c_kernels
 
-    nat = native()
+    nat = c_kernels()
     rows, cols = q.shape
     if nat is None:
         return dequantize(scale, q)

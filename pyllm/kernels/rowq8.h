@@ -2,7 +2,7 @@
 // per row, weight[r][c] = scale[r] * q[r][c]) on the fast path.
 //
 // The course stores a matrix as `rows` float32 scales, then rows x cols int8,
-// row-major (pyllm/loaders/course.py). At load time it is repacked into
+// row-major (pyllm/loaders/course_assets.py). At load time it is repacked into
 // 16-row records like Q8X16 (quant.h), so one 64-byte load feeds one VNNI dot
 // product for 16 output rows at once:
 //

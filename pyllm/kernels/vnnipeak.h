@@ -1,6 +1,6 @@
 // vnnipeak.h: the int8 compute ceilings of this CPU -- vpdpbusd on registers
 // only, no loads, alone or beside a Q4X16 tile's float work -- that the matmul
-// microbench (pyllm/kernels/matbench.py) sets its GOP/s against.
+// microbench (pyllm/matbench.py) sets its GOP/s against.
 
 #ifndef PYLLM_VNNIPEAK_H
 #define PYLLM_VNNIPEAK_H

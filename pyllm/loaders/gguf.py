@@ -133,9 +133,9 @@ class _Cursor:
 
 def _skip_strings(buf: memoryview, off: int, count: int) -> int:
     """Offset after `count` length-prefixed strings at `off`, or -1 if they overrun the buffer."""
-    from pyllm.kernels import native
+    from pyllm.kernels import c_kernels
 
-    nat = native()
+    nat = c_kernels()
     if nat is not None:
         ffi, lib = nat
         return int(lib.pyllm_gguf_skip_strings(ffi.from_buffer(buf), len(buf), off, count))

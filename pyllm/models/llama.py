@@ -276,7 +276,7 @@ def forward_numpy(cfg: LlamaConfig, w: LlamaWeights, tokens: np.ndarray, state: 
 
 class LlamaModel(Model):
     """A Llama model from its weights (built by `from_gguf`, or from course assets by
-    pyllm/models/course.py); see the module docstring for the backends. `fast` is the C
+    pyllm/models/course_model.py); see the module docstring for the backends. `fast` is the C
     forward pass over the same weights (llama_c.py), None on the numpy paths."""
 
     def __init__(self, cfg: LlamaConfig, w: LlamaWeights, info: ModelInfo, fast: LlamaC | None,

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from pyllm.kernels import require_native as native
+from pyllm.kernels import require_c_kernels
 from pyllm.backend.tensors import call_rows
 from pyllm.errors import ContextOverflowError, FormatError
 from pyllm.models.base import ModelState, with_greedy
@@ -31,7 +31,7 @@ class LlamaC:
     def __init__(self, cfg: Any, w: Any, where: str) -> None:
         from pyllm.kernels.cstructs import ptr
 
-        ffi, lib = native()
+        ffi, lib = require_c_kernels()
         self.ffi, self.lib, self.cfg, self.w = ffi, lib, cfg, w
         L = cfg.n_layers
         self.qmats = {f: ffi.new("struct pyllm_qmat[]", L) for f in ("wqkv", "wo", "wgu", "wdown")}

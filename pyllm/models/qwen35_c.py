@@ -45,9 +45,9 @@ class FastDecode:
     """Holds the cffi struct pyllm_qwen35 and every array it points to."""
 
     def __init__(self, model: Any) -> None:
-        from pyllm.kernels import require_native as native
+        from pyllm.kernels import require_c_kernels
 
-        self.ffi, self.lib = native()
+        self.ffi, self.lib = require_c_kernels()
         ffi = self.ffi
         cfg, w = model.cfg, model.w
         self.vocab = cfg.vocab_size

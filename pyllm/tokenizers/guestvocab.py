@@ -2,7 +2,7 @@
 
 user_c/bpe.c (the byte-level BPE that the guest programs `tok` and `llmrun --text` run)
 reads this file; the harness puts it on the guest's disk next to the model's other files,
-as /AI/SMOL/VOCAB.TOK or /AI/QWEN/VOCAB.TOK (harness/cmd_run.py). Little-endian:
+as /AI/SMOL/VOCAB.TOK or /AI/QWEN/VOCAB.TOK (harness/cli/cmd_run.py). Little-endian:
 
     header   8 x uint32: magic "BPEV", version 1, kind (1 = SmolLM2: merges decide,
              2 = Qwen3.5: ranks decide), nvocab, nrows, nspecial, nmerges, strbytes

@@ -1,4 +1,4 @@
-// hang.c: guests for the hang detector (harness/hang.py). bootinfo.cmd:
+// hang.c: guests for the hang detector (harness/machine/watchdog.py). bootinfo.cmd:
 //   "spin"   a kernel loop with interrupts off: never idle, never progresses
 //   "wfi"    idle with nothing armed: a lost wakeup (nothing will come)
 //   "timer"  idle with a timer deadline 2 s ahead (legitimate), then exit 0

@@ -1,0 +1,1 @@
+"""What the kernel's C headers define, read for the harness (the one source of truth)."""

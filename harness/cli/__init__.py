@@ -1,0 +1,1 @@
+"""The `harness` command line: click only (options parsed, one library call made)."""

@@ -1,0 +1,112 @@
+"""`harness race`'s work: guest commands under seeded schedules with the lock checks
+(lockdep.py) and the data-race watch (kcsan.py) on, each distinct finding once, with the
+seed and the command that replays it."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.guest.programs import Programs
+from harness.run.launch import DEFAULT_FS, DEFAULT_KERNEL
+from harness.machine.board import Exit, Machine, MachineConfig
+from harness.race.attach import attach
+from harness.race.kcsan import HOLD, SAMPLE_MEAN
+from harness.race.lockdep import Finding
+from harness.det.schedule import ScheduleSpec
+
+
+@dataclass
+class SeedRun:
+    spec: str
+    exit: str
+    instructions: int
+    events: int
+    findings: list[Finding] = field(default_factory=list)
+    samples: int = 0          # the data-race watch's samples ...
+    watched: int = 0          # ... the accesses it watched
+    seconds: float = 0.0
+
+
+@dataclass
+class RaceOptions:
+    cmd: str
+    kernel: Path
+    fs: Path
+    cpus: int = 4
+    ram: int = 128 << 20
+    timeout: float = 600.0
+    model: object = None      # an AI model for the device (name or loaded), or None
+    data: bool = True         # the data-race watch too (not only the lock checks)
+    sample_mean: int = SAMPLE_MEAN
+    hold: int = HOLD
+    focus: tuple[str, ...] = ()   # sample only these source files' accesses
+
+
+def _where(prog: object) -> Callable[[int], str]:
+    def where(pc: int, exact: bool = False) -> str:
+        at = pc if exact else pc - 2  # a return address: its call is just before it
+        name = prog.describe(at) or f"{pc:#x}"  # type: ignore[attr-defined]
+        row = prog.row(at)  # type: ignore[attr-defined]
+        line = f" at {row.file}:{row.line}" if row is not None else ""
+        return f"{pc:#x} in {name.split('+')[0]}{line}"
+
+    return where
+
+
+def run_seed(opts: RaceOptions, spec: str, programs: Programs) -> SeedRun:
+    """One run under schedule `spec` with the checks on."""
+    from harness.run.launch import add_ai_device
+
+    config = MachineConfig(kernel=opts.kernel, fs=opts.fs, cpus=opts.cpus, ram_size=opts.ram,
+                           cmd=opts.cmd, timeout=opts.timeout, output=lambda b: None,
+                           schedule=ScheduleSpec.parse(spec), clock="icount")
+    if opts.model is not None:
+        add_ai_device(config, opts.model)
+    m = Machine(config)
+    try:
+        d = attach(m, programs.kernel, data=opts.data, on_report=lambda f: None,
+                   sample_mean=opts.sample_mean, hold=opts.hold, focus=opts.focus)
+        t0 = time.perf_counter()
+        res = m.run()
+        took = time.perf_counter() - t0
+        found = d.findings
+        for f in found:
+            f.seed = spec
+        st = d.watch.stats if d.watch is not None else None
+        return SeedRun(spec, res.exit.value if res.exit != Exit.POWEROFF else "ok",
+                       m.det.counter.total, d.lockdep.events, found,
+                       st.samples if st else 0, st.watched if st else 0, took)
+    finally:
+        m.close()
+
+
+def replay_command(opts: RaceOptions, spec: str) -> str:
+    """The two commands that show a seed's finding again: `harness race` for the report,
+    `harness debug` to stop at it (--race: the watch's holds are part of the schedule)."""
+    extra = "" if opts.data else " --no-data"
+    if opts.data and (opts.sample_mean, opts.hold) != (SAMPLE_MEAN, HOLD):
+        extra += f" --sample {opts.sample_mean} --hold {opts.hold}"
+    if opts.data and opts.focus:
+        extra += f" --focus {','.join(opts.focus)}"
+    machine = f" --cpus {opts.cpus}"
+    if opts.kernel != DEFAULT_KERNEL:
+        machine += f" --kernel {shlex.quote(str(opts.kernel))}"
+    if opts.fs != DEFAULT_FS:
+        machine += f" --fs {shlex.quote(str(opts.fs))}"
+    dbg = " --race" if opts.data else " --race-locks"
+    return (f"harness race --seed {spec}{machine}{extra} -c {shlex.quote(opts.cmd)}"
+            f"   (or: harness debug --schedule {spec}{machine}{dbg} "
+            f"-c {shlex.quote(opts.cmd)})")
+
+
+def render(f: Finding, programs: Programs) -> str:
+    return f.render(_where(programs.kernel))
+
+
+def render_with(f: Finding, kernel: object) -> str:
+    """The report with the kernel Program's symbols and lines."""
+    return f.render(_where(kernel))
