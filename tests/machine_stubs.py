@@ -8,8 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.machine.board import Machine
+from harness.machine.config import MachineConfig, RunResult
 from harness.run.launch import Launch
-from harness.machine.board import Machine, MachineConfig, RunResult
 
 
 class Captured:

@@ -21,11 +21,11 @@ import pytest
 from unicorn import UC_ARCH_RISCV, UC_MODE_RISCV64, Uc
 
 from harness.cpu.clock import HostClock
+from harness.cpu.physmem import PhysMem
+from harness.cpu.registers import Hart
 from harness.devices import virtio_ai as ai
 from harness.devices.base import DeviceContext, DeviceError
 from harness.devices.virtio_mmio import REG, V
-from harness.cpu.registers import Hart
-from harness.cpu.physmem import PhysMem
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "data" / "qwen35" / "tiny_text"

@@ -88,8 +88,8 @@ class Boot(Captured):
 
     def __init__(self, fs: Path, cmd: str, model: object, *, device: bool = True,
                  timeout: float = 180.0) -> None:
+        from harness.machine.config import MachineConfig
         from harness.run.launch import add_ai_device
-        from harness.machine.board import MachineConfig
 
         self.created: list = []
         config = MachineConfig(kernel=KERNEL, fs=fs, cmd=cmd, timeout=timeout, cpus=guest.CPUS)
@@ -109,7 +109,7 @@ class Boot(Captured):
 def run(fs: Path, cmd: str, model: object, *, device: bool = True,
         timeout: float = 180.0) -> tuple[str, Boot]:
     """Boot, run cmd, power off; the console output (the run must end in a power-off)."""
-    from harness.machine.board import Exit
+    from harness.machine.config import Exit
 
     b = Boot(fs, cmd, model, device=device, timeout=timeout)
     r = b.run()
@@ -242,7 +242,7 @@ def test_submit_sleeps_while_the_model_loads(images: dict[str, Path],
         release.set()
 
     b = Boot(images["nodaemon"], "aiktest loading", None)
-    from harness.machine.board import Exit
+    from harness.machine.config import Exit
 
     r = b.run(drive)
     assert r.exit == Exit.POWEROFF, f"{r.exit}: {r.message}\n{b.text[-3000:]}"

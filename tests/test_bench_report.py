@@ -134,8 +134,8 @@ def test_a_first_load_reports_its_repack_and_later_ones_none(
 
 
 def test_the_repack_is_named_wherever_a_load_time_is() -> None:
-    from harness.run.prompt import format_timings
     from harness.run.hostapi import LlmResult
+    from harness.run.prompt import format_timings
 
     t = {"model": "m", "load_us": 19_700_000, "repack_us": 19_000_000, "ttft_us": 1000,
          "tpot_us": 100, "e2e_us": 2000, "generated": 4}

@@ -84,7 +84,8 @@ def test_panic_backtrace_crosses_the_trap_into_the_interrupted_function() -> Non
     backtrace goes panic <- kerneltrap <- kernelvec <- sys_uptime <- syscall <- usertrap."""
     import threading
 
-    from harness.machine.board import Exit, Machine, MachineConfig
+    from harness.machine.board import Machine
+    from harness.machine.config import Exit, MachineConfig
     from harness.run.fault_report import format_report
 
     out = bytearray()

@@ -17,7 +17,7 @@ import pytest
 from test_ai_host import ROOT, _need_build, _need_smol
 from test_ai_user import smol_name
 
-from harness.guest.bpe import vocab_files
+from harness.guest.bpe_host import vocab_files
 from harness.machine.board import Machine
 from harness.run.hostapi import AiSession
 

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from harness.cpu.registers import STIP
 from harness.debug import DebugError
 from harness.debug.commands import Interpreter
 from harness.debug.target import Target
 from harness.guest.programs import Programs
-from harness.cpu.registers import STIP
+from harness.machine.config import MachineConfig
 from harness.run.launch import Launch
-from harness.machine.board import MachineConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"

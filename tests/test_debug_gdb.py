@@ -23,8 +23,8 @@ from harness.debug.gdbserver import GdbServer
 from harness.debug.rsp import RspConnection, frame
 from harness.debug.target import Target
 from harness.guest.programs import Programs
+from harness.machine.config import MachineConfig
 from harness.run.launch import Launch
-from harness.machine.board import MachineConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"

@@ -21,7 +21,8 @@ from harness.debug.values import _runs
 from harness.guest.dwarf import c_string
 from harness.guest.memory import PTE_U
 from harness.guest.programs import Programs
-from harness.machine.board import Exit, Machine, MachineConfig
+from harness.machine.board import Machine
+from harness.machine.config import Exit, MachineConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"

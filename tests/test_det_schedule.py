@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from test_ai_host import _need_build, _need_smol
 
-from harness.run.launch import GuestRun, add_ai_device, launch
-from harness.machine.board import MachineConfig
-from harness.run.recording import Replay, check_replay, finish_recording, new_recording
 from harness.det.counter import Counter
 from harness.det.schedule import PctPolicy, RandomPolicy, ScheduleError, ScheduleSpec
+from harness.machine.config import MachineConfig
+from harness.run.launch import GuestRun, add_ai_device, launch
+from harness.run.recording import Replay, check_replay, finish_recording, new_recording
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL, FS = ROOT / "build/kernel/kernel.elf", ROOT / "build/fs.img"
@@ -212,7 +212,8 @@ def test_stops_and_steps_do_not_change_the_run() -> None:
     """A run stopped at many points (as a debugger does: goals, single steps of any hart)
     and resumed is the same run as one that never stopped."""
     _need_build()
-    from harness.machine.board import REACHED, Exit, Machine
+    from harness.machine.board import Machine
+    from harness.machine.config import REACHED, Exit
 
     cmd = "echo hi | wc; cat README | wc; ps"
     whole = _transcript(_run("random:5", None, cmd))

@@ -12,7 +12,7 @@ import pytest
 from harness.disk.diskboot import boot_disk
 from harness.disk.fsimage import FsImage
 from harness.disk.imagefuzz import base_image, run_imagefuzz
-from harness.machine.board import Exit
+from harness.machine.config import Exit
 from tests.reliability_util import FS_IMG, require_build
 
 

@@ -58,7 +58,7 @@ class Boot(Captured):
 
     def __init__(self, fs: Path, cmd: str = "", *, timeout: float = 120.0,
                  ram_size: int = 128 << 20) -> None:
-        from harness.machine.board import MachineConfig
+        from harness.machine.config import MachineConfig
 
         super().__init__(MachineConfig(kernel=KERNEL, fs=fs, cmd=cmd, timeout=timeout,
                                        ram_size=ram_size, cpus=guest.CPUS))
@@ -66,7 +66,7 @@ class Boot(Captured):
 
 def run_cmd(image: Path, cmd: str, timeout: float = 300.0) -> tuple[str, int]:
     """Boot with `-c cmd`; return the console output and the power-off status."""
-    from harness.machine.board import Exit
+    from harness.machine.config import Exit
 
     b = Boot(image, cmd, timeout=timeout)
     r = b.run()
@@ -194,7 +194,7 @@ def test_console_line_editing_and_ctrl_keys(image: Path) -> None:
 
     b = Boot(image, "", timeout=60)
     r = b.run(type_keys)
-    from harness.machine.board import Exit
+    from harness.machine.config import Exit
 
     assert r.exit == Exit.POWEROFF, b.text
     out = b.text
@@ -244,7 +244,7 @@ def test_idle_machine_stops_its_timer(image: Path) -> None:
 def test_process_woken_after_idle_is_still_preempted(image: Path) -> None:
     """The CPU idles with only a 30 s sleep() armed; console input wakes ktest, which
     forks and spins: the child must run on a preemption tick, not 30 s later."""
-    from harness.machine.board import Exit
+    from harness.machine.config import Exit
 
     def type_line(b: Boot) -> None:
         b.wait_for("ktest preempt: waiting for a line\n")
@@ -334,7 +334,7 @@ def _corrupt_and_call(image: Path, symbol: str, code: bytes, cmd: str):  # -> (B
 
 def test_kernel_panic_has_a_backtrace_into_the_interrupted_function(image: Path) -> None:
     """Write an illegal instruction into sys_uptime in the running kernel, then call it."""
-    from harness.machine.board import Exit
+    from harness.machine.config import Exit
 
     b, r, addr = _corrupt_and_call(image, "sys_uptime", bytes(4),
                                    "echo ready; sleep 1; uptime")
@@ -354,7 +354,7 @@ def test_kernel_panic_has_a_backtrace_into_the_interrupted_function(image: Path)
 def test_kernel_stack_overflow_panics_instead_of_hanging(image: Path) -> None:
     """sys_uptime rewritten to move sp 10 KiB down and store: kernelvec sees the frame
     would land in the guard page and panics on its spare stack."""
-    from harness.machine.board import Exit
+    from harness.machine.config import Exit
 
     code = b"".join(i.to_bytes(4, "little") for i in (
         0x000022B7,     # lui  t0, 2           t0 = 8192

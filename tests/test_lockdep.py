@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.det.schedule import ScheduleSpec
 from harness.guest.programs import Programs
-from harness.machine.board import Machine, MachineConfig
+from harness.machine.board import Machine
+from harness.machine.config import MachineConfig
 from harness.race.lockdep import Held, LockDep
 from harness.run.race_seeds import RaceOptions, render, run_seed
-from harness.det.schedule import ScheduleSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"

@@ -14,7 +14,7 @@ from made import CC
 
 from harness.devices.base import DeviceContext
 from harness.devices.virtio_mmio import Chain, VirtioMmio
-from harness.machine.board import Exit
+from harness.machine.config import Exit
 from harness.run.fault_report import format_report
 
 pytestmark = pytest.mark.skipif(CC is None, reason="needs riscv64-unknown-elf-gcc")

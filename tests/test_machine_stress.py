@@ -15,7 +15,7 @@ import pytest
 from machine_stubs import Run
 from made import CC, stub
 
-from harness.machine.board import Exit
+from harness.machine.config import Exit
 
 pytestmark = [pytest.mark.skipif(CC is None, reason="needs riscv64-unknown-elf-gcc"),
               pytest.mark.slow]

@@ -21,7 +21,8 @@ import guest
 import pytest
 
 from harness.disk.fsimage import build_image
-from harness.machine.board import Exit, Machine, MachineConfig
+from harness.machine.board import Machine
+from harness.machine.config import Exit, MachineConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"

@@ -18,7 +18,7 @@ import pytest
 from machine_stubs import Run
 from made import CC
 
-from harness.machine.board import Exit
+from harness.machine.config import Exit
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"

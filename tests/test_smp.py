@@ -17,7 +17,8 @@ from guest import run_guest, run_raw
 from machine_stubs import Run
 from made import stub
 
-from harness.machine.board import Exit, Machine, MachineConfig
+from harness.machine.board import Machine
+from harness.machine.config import Exit, MachineConfig
 
 
 @pytest.fixture(scope="module")

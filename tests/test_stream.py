@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_ai_host import harness
 
-from harness.guest.bpe import vocab_files
+from harness.guest.bpe_host import vocab_files
 from harness.machine.board import Machine
 from harness.run.hostapi import AiSession, parse_llmrun
 from harness.run.text_stream import IdStream

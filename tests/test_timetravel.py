@@ -19,9 +19,10 @@ from harness.debug import DebugError
 from harness.debug.commands import Interpreter
 from harness.debug.target import Target
 from harness.det.mode import ram_hash
-from harness.guest.programs import Programs
-from harness.machine.board import Machine, MachineConfig
 from harness.det.schedule import ScheduleSpec
+from harness.guest.programs import Programs
+from harness.machine.board import Machine
+from harness.machine.config import MachineConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"

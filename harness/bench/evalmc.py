@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import click
+from harness.bench.errors import BenchError
 
 DATA = Path(__file__).parent / "evaldata" / "mc_basics.jsonl"
 TASK = "mc_basics"
@@ -88,7 +88,7 @@ def _lm_eval_available() -> str | None:
 def score(url: str, model_name: str, work: Path, limit: int | None,
           log: Path) -> tuple[dict[str, float], list[list[float]], float]:
     """lm-eval against the server at `url` (…/v1): its metrics, each question's choice
-    loglikelihoods and its wall time. Raises click.ClickException with the log's end."""
+    loglikelihoods and its wall time. Raises BenchError with the log's end."""
     work.mkdir(parents=True, exist_ok=True)
     (work / f"{TASK}.yaml").write_text(TASK_YAML.format(task=TASK, data=DATA))
     out = work / "out"
@@ -111,7 +111,7 @@ def score(url: str, model_name: str, work: Path, limit: int | None,
     samples = glob.glob(str(out / "**" / f"samples_{TASK}_*.jsonl"), recursive=True)
     if rc != 0 or not results or not samples:
         tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
-        raise click.ClickException(f"lm_eval failed (exit {rc}): {tail[0][:300]} (log: {log})")
+        raise BenchError(f"lm_eval failed (exit {rc}): {tail[0][:300]} (log: {log})")
     metrics = json.loads(Path(results[0]).read_text())["results"][TASK]
     docs = [json.loads(line) for line in Path(samples[0]).read_text().splitlines() if line]
     docs.sort(key=lambda d: d["doc_id"])
@@ -128,13 +128,13 @@ def run(model: str, backends: list[str], limit: int | None, work: Path,
 
     why = _lm_eval_available()
     if why:
-        raise click.ClickException(why)
+        raise BenchError(why)
     from pyllm.errors import PyllmError
 
     try:
         name, path = registry.resolve(model)
     except PyllmError as exc:  # a model that cannot be found: one line
-        raise click.ClickException(str(exc)) from None
+        raise BenchError(str(exc)) from None
     label = f"{name} ({path.name})"
     paths = []
     for b in backends:
@@ -143,7 +143,7 @@ def run(model: str, backends: list[str], limit: int | None, work: Path,
             with ServerProcess(model, args=("--backend", b)) as srv:
                 m, ll, secs = score(srv.url, srv.model, work / b, limit, work / f"{b}.log")
         except ServerError as exc:
-            raise click.ClickException(str(exc).splitlines()[0]) from None
+            raise BenchError(str(exc).splitlines()[0]) from None
         paths.append(PathResult(b, m.get("acc", float("nan")), m.get("acc_stderr", 0.0),
                                 m.get("acc_norm", float("nan")),
                                 m.get("acc_norm_stderr", 0.0), secs, ll))
@@ -174,33 +174,20 @@ def markdown(rep: EvalReport) -> list[str]:
     return lines
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--model", "-m", default="smol", show_default=True,
-              help="The model to serve (a name or a path, as for `harness serve`).")
-@click.option("--backends", default="c,numpy-f32", show_default=True,
-              help="Comma-separated engine paths, each served in turn: c (int8), numpy-q8, "
-                   "numpy-f32 (exact; the reference, put it last).")
-@click.option("--limit", type=click.IntRange(1), help="Score only the first N questions.")
-@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
-              help="Folder for lm-eval's outputs and logs, eval.md and eval.json "
-                   "(default: a temporary one).")
-def evalmc(model: str, backends: str, limit: int | None, out: Path | None) -> None:
-    """A multiple-choice set scored by lm-evaluation-harness against `harness serve`: the
-    int8 path's accuracy beside the exact f32 path's, one run."""
+def evaluate(model: str, backends: list[str], limit: int | None, out: Path | None,
+             say: Callable[[str], None] = print) -> list[str]:
+    """Score the set on each engine path of `backends` (keys of LABELS) and return the
+    markdown table's lines; with `out`, lm-eval's outputs and logs, eval.md and eval.json
+    stay there (else in a temporary folder)."""
     import tempfile
 
-    chosen = [b.strip() for b in backends.split(",") if b.strip()]
-    bad = [b for b in chosen if b not in LABELS]
-    if not chosen or bad:
-        raise click.BadParameter(f"unknown path(s) {', '.join(bad) or '(none)'}: give some of "
-                                 f"{', '.join(LABELS)}", param_hint="--backends")
     with tempfile.TemporaryDirectory(prefix="harness-eval-") as tmp:
         work = out or Path(tmp)
-        rep = run(model, chosen, limit, work, lambda m: click.echo(m, err=True))
+        rep = run(model, backends, limit, work, say)
         lines = markdown(rep)
         if out is not None:
             (out / "eval.md").write_text("\n".join(lines) + "\n")
             (out / "eval.json").write_text(json.dumps(
                 {"model": rep.model, "n": rep.n, "task": TASK,
                  "paths": [vars(p) for p in rep.paths]}, indent=1) + "\n")
-    click.echo("\n".join(lines))
+    return lines

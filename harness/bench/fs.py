@@ -19,7 +19,8 @@ from pathlib import Path
 
 from harness.abi import bootinfo
 from harness.bench.errors import BenchError
-from harness.disk.diskboot import DEFAULT_FS, DEFAULT_KERNEL, boot_disk
+from harness.disk.diskboot import boot_disk
+from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL
 
 FS_LINE = re.compile(r"^fs: n=(\d+) us=(\d+) files_per_s=([\d.]+)", re.M)
 

@@ -197,7 +197,8 @@ def ensure_models(specs: list[str], quick: bool, say: Callable[[str], None],
     """Specs that can be loaded, and {spec: why not} for the rest. A missing synthetic Qwen
     is written (harness models synth qwen) unless --quick or the disk is too full."""
     from pyllm.errors import ModelNotFoundError, PyllmError
-    from pyllm.registry import models_dir, resolve
+    from pyllm.paths import models_dir
+    from pyllm.registry import resolve
 
     ok, skipped = [], {}
     for spec in specs:

@@ -15,14 +15,13 @@ import statistics
 import threading
 from pathlib import Path
 
-import click
-
+from harness.bench.errors import BenchError
 from harness.bench.system import _field
-from harness.run.launch import Launch
 from harness.machine.board import Machine
-from harness.monitor.feed import PERIOD_S, Monitor
+from harness.monitor.feed import Monitor
 from harness.monitor.view import stream
 from harness.run.hostapi import AiSession, parse_llmrun
+from harness.run.launch import Launch
 
 PROMPT = [504, 3575, 282, 4649, 314, 3543, 282, 1342]
 
@@ -55,24 +54,16 @@ def one_run(session: AiSession, cmd: str, watched: bool,
 
     run = boot.run(before_close=stop)
     if not run.ok:
-        raise click.ClickException(f"'{cmd}' failed in the guest ({run.exit.value}):\n"
+        raise BenchError(f"'{cmd}' failed in the guest ({run.exit.value}):\n"
                                    f"{run.output[-800:]}")
     if mon is not None and mon.error:
-        raise click.ClickException(f"the monitor failed: {mon.error}")
+        raise BenchError(f"the monitor failed: {mon.error}")
     return run.output, got[0], mon.snap_s if mon else 0.0, run.wall_s
 
 
-@click.command()
-@click.option("--rounds", type=click.IntRange(1, 50), default=5, show_default=True,
-              help="Interleaved rounds (each: plain and watched, order alternating).")
-@click.option("--predict", type=click.IntRange(2, 512), default=128, show_default=True,
-              help="Tokens generated per TPOT request.")
-@click.option("--loops", type=click.IntRange(1_000_000), default=400_000_000,
-              show_default=True, help="sysbench cpu iterations (8 instructions each).")
-@click.option("--period", type=click.FloatRange(0.01, 10), default=PERIOD_S,
-              show_default=True, help="Seconds between snapshots.")
-def monitor(rounds: int, predict: int, loops: int, period: float) -> None:
-    """TPOT and guest MIPS with and without the AI-service monitor attached."""
+def cost_report(rounds: int, predict: int, loops: int, period: float) -> list[str]:
+    """TPOT and guest MIPS with and without the monitor attached: the report's lines."""
+    out: list[str] = []
     tpot: dict[bool, list[float]] = {False: [], True: []}
     mips: dict[bool, list[float]] = {False: [], True: []}
     snaps = 0
@@ -92,13 +83,14 @@ def monitor(rounds: int, predict: int, loops: int, period: float) -> None:
     m0, m1 = statistics.median(mips[False]), statistics.median(mips[True])
     rt = statistics.median(b / a for a, b in zip(tpot[False], tpot[True], strict=True))
     rm = statistics.median(b / a for a, b in zip(mips[False], mips[True], strict=True))
-    click.echo(f"monitor cost, {rounds} interleaved rounds, snapshot every {period:g} s "
+    out.append(f"monitor cost, {rounds} interleaved rounds, snapshot every {period:g} s "
                f"({snaps} snapshots read by the attached viewer); medians:")
-    click.echo(f"  TPOT (ms)        plain {t0:8.2f}   watched {t1:8.2f}   watched/plain "
+    out.append(f"  TPOT (ms)        plain {t0:8.2f}   watched {t1:8.2f}   watched/plain "
                f"{t1 / t0:.3f}   per-round median {rt:.3f}")
-    click.echo(f"  guest MIPS       plain {m0:8.1f}   watched {m1:8.1f}   watched/plain "
+    out.append(f"  guest MIPS       plain {m0:8.1f}   watched {m1:8.1f}   watched/plain "
                f"{m1 / m0:.3f}   per-round median {rm:.3f}")
-    click.echo(f"  the emulation thread spent {snap_s * 1e3:.1f} ms of {wall_s:.1f} s in "
+    out.append(f"  the emulation thread spent {snap_s * 1e3:.1f} ms of {wall_s:.1f} s in "
                f"snapshots ({100 * snap_s / wall_s:.2f} %), "
                f"{1e3 * snap_s / max(1, snaps):.2f} ms each")
-    click.echo("  (host shared with other work: only the ratios mean anything)")
+    out.append("  (host shared with other work: only the ratios mean anything)")
+    return out

@@ -87,8 +87,8 @@ def guest_cmd(clients: int, per_client: int, n_in: int, n_out: int) -> str:
 def run_machine(backend: RemoteBackend, run: AibenchRun, kernel: Path = DEFAULT_KERNEL,
                 fs: Path = DEFAULT_FS) -> AibenchRun:
     """One boot in this process, its AI device on `backend`, running aibench."""
+    from harness.machine.config import MachineConfig
     from harness.run.launch import add_ai_device, launch
-    from harness.machine.board import MachineConfig
 
     config = MachineConfig(kernel=kernel, fs=fs, cmd=guest_cmd(
         run.clients, run.per_client, run.n_in, run.n_out), ram_size=256 << 20, timeout=900)
@@ -367,54 +367,3 @@ def network_main(url: str, timeout_s: float | None, models: list[str] | None, re
         out.mkdir(parents=True, exist_ok=True)
         (out / "remote.md").write_text(text + "\n")
     return text
-
-
-def _remote_command():  # -> click.Command (click imported only for the CLI)
-    import click
-
-    from harness.cli.main import engine_options, remote_engine
-
-    @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-    @click.option("--machines", type=click.IntRange(1, 16), default=4, show_default=True,
-                  help="Harness machines, each a separate `harness run --engine` process.")
-    @click.option("--clients", "-c", type=click.IntRange(1, 32), default=8, show_default=True,
-                  help="aibench clients per machine.")
-    @click.option("--per-client", "-n", type=click.IntRange(1, 64), default=3,
-                  show_default=True, help="Requests per client.")
-    @click.option("--prompt", "-p", "n_in", type=click.IntRange(1, 512), default=32,
-                  show_default=True, help="Prompt tokens.")
-    @click.option("--tokens", "-g", "n_out", type=click.IntRange(1, 256), default=16,
-                  show_default=True, help="Tokens generated per request.")
-    @click.option("--model", "-m", required=True, help="The served model's name.")
-    @engine_options
-    def remote(machines: int, clients: int, per_client: int, n_in: int, n_out: int,
-               model: str, engine_url: str | None, engine_timeout: float | None) -> None:
-        """A load run: M machines x C clients against one OpenAI-compatible server.
-
-        \b
-        harness serve --model smol --port 8000 &
-        harness bench remote --machines 4 --clients 8 --engine http://127.0.0.1:8000/v1 -m smol
-
-        Every machine's aibench must pass and its reference ids equal the in-process
-        engine's (when this host has the model); prints throughput and P99 TTFT, against
-        one machine with the same clients in the same run.
-        """
-        if engine_url is None:
-            raise click.UsageError("bench remote needs --engine URL")
-        engine = remote_engine(engine_url, engine_timeout, model)
-        from harness.engines.remote import EngineError
-
-        try:
-            rep = load(engine, model, machines=machines, clients=clients,
-                       per_client=per_client, n_in=n_in, n_out=n_out,
-                       log=lambda msg: click.echo(msg, err=True))
-        except (EngineError, BenchError) as exc:
-            raise click.ClickException(str(exc)) from None
-        click.echo(format_load(rep))
-        if not rep.passed:
-            raise click.ClickException("the load run failed (see above)")
-
-    return remote
-
-
-remote = _remote_command()

@@ -42,8 +42,8 @@ from harness.bench import xv6build
 from harness.bench.errors import BenchError
 from harness.bench.stats import ratio
 from harness.bench.system import FORKS, GETPIDS
+from harness.machine.config import MachineConfig
 from harness.run.launch import launch
-from harness.machine.board import MachineConfig
 
 QEMU = "qemu-system-riscv64"
 # (mode, iterations), the same on both machines: half a second or more per loop on ours (the

@@ -13,16 +13,18 @@ few more instructions: MIPS, not seconds, is the comparable figure.
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from pathlib import Path
 
-import click
+from tqdm import tqdm
 
-from harness.guest.programs import Program
-from harness.run.launch import DEFAULT_FS, DEFAULT_KERNEL
-from harness.machine.board import Exit, Machine, MachineConfig
-from harness.race.attach import attach
+from harness.bench.errors import BenchError
 from harness.det.schedule import ScheduleSpec
+from harness.guest.programs import Program
+from harness.machine.board import Machine
+from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL, Exit, MachineConfig
+from harness.race.attach import attach
 
 MODES = ("host", "det", "locks", "race")
 SPEC = "random:1"
@@ -44,25 +46,20 @@ def _one(mode: str, cmd: str, cpus: int, kernel: Path, fs: Path) -> tuple[float,
         res = m.run()
         wall = time.perf_counter() - t0
         if res.exit != Exit.POWEROFF:
-            raise click.ClickException(f"the {mode} run ended {res.exit.value}: {res.message}")
+            raise BenchError(f"the {mode} run ended {res.exit.value}: {res.message}")
         return wall, m.det.counter.total if m.det is not None else 0
     finally:
         m.close()
 
 
-@click.command()
-@click.option("--rounds", type=click.IntRange(1, 20), default=3, show_default=True,
-              help="Interleaved rounds (one run per mode each).")
-@click.option("-c", "--cmd", default="usertests -q", show_default=True,
-              help="The guest commands.")
-@click.option("--cpus", type=click.IntRange(2, 8), default=4, show_default=True)
-def race(rounds: int, cmd: str, cpus: int) -> None:
-    """What `--race` and `--race-locks` cost: guest MIPS against the same run without."""
+def cost_report(rounds: int, cmd: str, cpus: int) -> list[str]:
+    """What `--race` and `--race-locks` cost: the report's lines (progress on stderr)."""
+    out: list[str] = []
     walls: dict[str, list[float]] = {m: [] for m in MODES}
     mips: dict[str, list[float]] = {m: [] for m in MODES}
     insns: dict[str, int] = {}
-    with click.progressbar(length=rounds * len(MODES), label=f"{rounds} rounds of {cmd!r}",
-                           file=click.get_text_stream("stderr")) as bar:
+    with tqdm(total=rounds * len(MODES), desc=f"{rounds} rounds of {cmd!r}",
+              file=sys.stderr) as bar:
         for r in range(rounds):
             for i in range(len(MODES)):
                 mode = MODES[(i + r) % len(MODES)]
@@ -74,14 +71,15 @@ def race(rounds: int, cmd: str, cpus: int) -> None:
     insns["host"] = insns["det"]
     for mode in MODES:
         mips[mode] = [insns[mode] / w / 1e6 for w in walls[mode]]
-    click.echo(f"race detectors' cost, {cmd!r} on {cpus} harts, medians of {rounds} "
+    out.append(f"race detectors' cost, {cmd!r} on {cpus} harts, medians of {rounds} "
                "interleaved rounds:")
-    click.echo(f"  {'mode':<8}{'wall s':>9}{'MIPS':>9}{'MIPS/det':>10}{'insns':>15}")
+    out.append(f"  {'mode':<8}{'wall s':>9}{'MIPS':>9}{'MIPS/det':>10}{'insns':>15}")
     det = statistics.median(mips["det"])
     for mode in MODES:
         mm = statistics.median(mips[mode])
         n = f"{insns[mode]:,}" if mode != "host" else "(det's count)"
-        click.echo(f"  {mode:<8}{statistics.median(walls[mode]):9.2f}{mm:9.1f}"
+        out.append(f"  {mode:<8}{statistics.median(walls[mode]):9.2f}{mm:9.1f}"
                    f"{mm / det:10.2f}{n:>15}")
-    click.echo("(host: the ordinary machine; det: --schedule random:1; locks: --race-locks; "
+    out.append("(host: the ordinary machine; det: --schedule random:1; locks: --race-locks; "
                "race: --race. Host shared with other work: the ratios, not the seconds)")
+    return out

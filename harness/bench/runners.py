@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.bench.metrics import RequestTimes
+from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL
 
 PATTERN = (1, 42, 314, 2718, 7, 99, 1234, 2048)  # user_c/aibench.c's prompt
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_KERNEL = ROOT / "build" / "kernel" / "kernel.elf"
-DEFAULT_FS = ROOT / "build" / "fs.img"
 GUEST_RAM = 256 << 20
 
 

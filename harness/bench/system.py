@@ -59,8 +59,9 @@ from harness.abi import cheader
 from harness.bench.errors import BenchError
 from harness.devices.uart import Reg
 from harness.guest.elf import ElfImage
+from harness.machine.board import Machine
+from harness.machine.config import Exit, MachineConfig
 from harness.run.launch import Launch, launch
-from harness.machine.board import Exit, Machine, MachineConfig
 
 LOOPS = 50_000_000       # sysbench cpu iterations (8 instructions each)
 GETPIDS = 20_000

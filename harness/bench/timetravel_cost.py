@@ -21,15 +21,16 @@ from __future__ import annotations
 import random
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import click
-
-from harness.run.launch import DEFAULT_FS, DEFAULT_KERNEL, Launch
-from harness.machine.board import Machine, MachineConfig
-from harness.run.recording import new_recording
+from harness.bench.errors import BenchError
 from harness.det.schedule import ScheduleSpec
+from harness.machine.board import Machine
+from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL, MachineConfig
+from harness.run.launch import Launch
+from harness.run.recording import new_recording
 
 MODES = ("host", "det", "record")
 USERTESTS = "usertests -q"
@@ -58,7 +59,7 @@ def _boot(config: MachineConfig, mode: str, model: str | None, tmp: Path) -> tup
     run = Launch(config).run()
     wall = time.perf_counter() - t0
     if not run.ok:
-        raise click.ClickException(f"'{config.cmd}' failed in the guest ({run.exit.value}):\n"
+        raise BenchError(f"'{config.cmd}' failed in the guest ({run.exit.value}):\n"
                                    f"{run.output[-600:]}")
     size = insns = 0
     m = run.machine
@@ -73,9 +74,9 @@ def _boot(config: MachineConfig, mode: str, model: str | None, tmp: Path) -> tup
 
 def recording_cost(rounds: int, cpus: int, tmp: Path, say,  # noqa: ANN001
                    cpu_cmd: str = USERTESTS) -> dict[str, Cost]:
+    from harness.run.hostapi import AiSession
     from harness.run.launch import DEMO_QUESTION
     from harness.run.prompt import PROMPT_FILE, encode_prompt
-    from harness.run.hostapi import AiSession
 
     ids = encode_prompt("smol", DEMO_QUESTION, chat=True)
     demo_cmd = f"llmrun --stream --timing --stop-eos --predict 32 --prompt-file /{PROMPT_FILE}"
@@ -118,7 +119,7 @@ def _travel_machine(cmd: str, cpus: int) -> tuple[Machine, object]:
 
 def reverse_costs(span: int, points: int, cpus: int, say) -> dict[str, object]:  # noqa: ANN001
     """reverse-stepi at random points of the first `span` instructions."""
-    from harness.machine.board import REACHED, Exit
+    from harness.machine.config import REACHED, Exit
 
     loops = span // 8 + 1
     m, interp = _travel_machine(f"usertests -q; sysbench cpu {loops}", cpus)
@@ -163,58 +164,47 @@ def watch_cost(back: int, cpus: int) -> dict[str, float]:
         out = interp.execute("reverse-continue")
         dt = time.perf_counter() - t
         if "Hardware watchpoint" not in out:
-            raise click.ClickException(f"reverse-continue did not stop at the watchpoint:\n{out}")
+            raise BenchError(f"reverse-continue did not stop at the watchpoint:\n{out}")
         return {"seconds": dt, "distance": here - m.det.counter.total}
     finally:
         m.close()
 
 
-@click.command()
-@click.option("--rounds", type=click.IntRange(1, 20), default=3, show_default=True,
-              help="Interleaved rounds of the recording-cost boots.")
-@click.option("--span", type=click.IntRange(10_000_000), default=1_000_000_000,
-              show_default=True, help="reverse-stepi points lie in the first SPAN instructions.")
-@click.option("--points", type=click.IntRange(1, 100), default=6, show_default=True,
-              help="reverse-stepi points measured.")
-@click.option("--back", type=click.IntRange(1_000_000), default=100_000_000,
-              show_default=True, help="Instructions between the watched store and now.")
-@click.option("--cpus", type=click.IntRange(1, 8), default=4, show_default=True)
-@click.option("--cmd", "cpu_cmd", default=USERTESTS, show_default=True,
-              help="The all-CPU workload of the recording cost (guest shell commands).")
-@click.option("--no-record", is_flag=True, help="Skip the recording cost (no model needed).")
-@click.option("--no-reverse", is_flag=True, help="Skip the reverse-execution figures.")
-def timetravel(rounds: int, span: int, points: int, back: int, cpus: int, cpu_cmd: str,
-               no_record: bool, no_reverse: bool) -> None:
-    """What the deterministic machine, --record and reverse execution cost."""
+def cost_report(rounds: int, span: int, points: int, back: int, cpus: int, cpu_cmd: str,
+                record: bool = True, reverse: bool = True,
+                say: Callable[[str], None] = print) -> list[str]:
+    """What the deterministic machine, --record and reverse execution cost: the report's
+    lines (progress through `say`)."""
+    out: list[str] = []
     import tempfile
 
-    say = lambda msg: click.echo(msg, err=True)  # noqa: E731
-    if not no_record:
+    if record:
         say(f"recording cost: {rounds} rounds x (demo, usertests) x {', '.join(MODES)}")
         with tempfile.TemporaryDirectory() as tmp:
             costs = recording_cost(rounds, cpus, Path(tmp), say, cpu_cmd)
-        click.echo(f"recording cost, {cpus} harts, medians of {rounds} interleaved rounds:")
-        click.echo(f"  {'workload':<12}{'host s':>8}{'det s':>8}{'record s':>10}"
+        out.append(f"recording cost, {cpus} harts, medians of {rounds} interleaved rounds:")
+        out.append(f"  {'workload':<12}{'host s':>8}{'det s':>8}{'record s':>10}"
                    f"{'record/det':>12}{'record/host':>13}{'journal':>10}{'insns':>14}")
         for name, c in costs.items():
             h, d, r = (c.median(x) for x in MODES)
             size = statistics.median(c.sizes) if c.sizes else 0
-            click.echo(f"  {name:<12}{h:8.2f}{d:8.2f}{r:10.2f}{r / d:12.2f}{r / h:13.2f}"
+            out.append(f"  {name:<12}{h:8.2f}{d:8.2f}{r:10.2f}{r / d:12.2f}{r / h:13.2f}"
                        f"{size / 1024:9.1f}K{c.insns:14,}")
-    if not no_reverse:
+    if reverse:
         say(f"reverse-stepi at {points} points of the first {span:,} instructions ...")
         rc = reverse_costs(span, points, cpus, say)
         first, series = rc["first"], rc["series"]
-        click.echo(f"reverse-stepi, {len(first)} points up to {rc['reached']:,} instructions "
+        out.append(f"reverse-stepi, {len(first)} points up to {rc['reached']:,} instructions "
                    f"({rc['checkpoints']} checkpoints, {rc['cp_mb']:.0f} MiB, "
                    f"{rc['take_ms']:.1f} ms each):")
         if first:
-            click.echo(f"  first step back: median {statistics.median(first) * 1e3:.0f} ms, "
+            out.append(f"  first step back: median {statistics.median(first) * 1e3:.0f} ms, "
                        f"max {max(first) * 1e3:.0f} ms (target < 500 ms)")
-            click.echo(f"  the next 5 steps: median {statistics.median(series) * 1e3:.1f} ms, "
+            out.append(f"  the next 5 steps: median {statistics.median(series) * 1e3:.1f} ms, "
                        f"max {max(series) * 1e3:.1f} ms")
         say(f"reverse-continue to a watchpoint {back:,} instructions back ...")
         w = watch_cost(back, cpus)
-        click.echo(f"reverse-continue to `watch nextpid`, {w['distance']:,.0f} instructions "
+        out.append(f"reverse-continue to `watch nextpid`, {w['distance']:,.0f} instructions "
                    f"back: {w['seconds']:.1f} s (target < 10 s)")
-    click.echo("(host shared with other work: the ratios and targets, not the seconds)")
+    out.append("(host shared with other work: the ratios and targets, not the seconds)")
+    return out

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.guest.bpe import ROOT, HostTool, sample_text, vocab_files
+from harness.guest.bpe_host import ROOT, HostTool, sample_text, vocab_files
 
 MODELS = ("smol", "qwen")
 FIRST_PROMPT = "The capital of France is"  # llmrun --text, for the first character
@@ -77,7 +77,7 @@ def _guest_us(vocab: bytes, text: bytes, tokens: int) -> tuple[float, float]:
 
 def tokenizer_cost(models: tuple[str, ...] = MODELS, size: int = 300_000, reps: int = 3,
                    guest: bool = False, guest_size: int = 8_000) -> list[TokenizerCost]:
-    """Measure each model; the text is harness.guest.bpe.sample_text(size)."""
+    """Measure each model; the text is harness.guest.bpe_host.sample_text(size)."""
     from pyllm.registry import load_tokenizer
 
     out = []
@@ -142,8 +142,8 @@ def first_character(lm: Any, reps: int = 5, kernel: Path | None = None,
     """`reps` + 1 `llmrun --stream --timing --text PROMPT` in one boot of the guest served by
     `lm` (a harness.devices.virtio_ai.LoadedModel); the first is not counted."""
     from harness.bench.errors import BenchError
-    from harness.guest.bpe import vocab_files
-    from harness.run.launch import DEFAULT_FS, DEFAULT_KERNEL
+    from harness.guest.bpe_host import vocab_files
+    from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL
     from harness.run.hostapi import AiSession, parse_llmrun
 
     cmd = f'llmrun --stream --timing --predict {FIRST_PREDICT} --text "{prompt}"'

@@ -12,9 +12,10 @@ from typing import Any
 
 import click
 
-from harness.cli.main import DEFAULT_CPUS, LazyGroup, cpus_option, engine_options
 from harness.cli.cmd_run import _file
-from harness.run.launch import DEFAULT_FS, DEFAULT_KERNEL
+from harness.cli.lazy import LazyGroup
+from harness.cli.options import DEFAULT_CPUS, cpus_option, engine_options
+from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL
 
 BENCH_COMMANDS: dict[str, str] = {
     "engine": "pyllm.enginebench:engine",
@@ -203,7 +204,7 @@ def _network(ctx: click.Context, models: str, input_lens: list[int], output_lens
     unless --models is given; the middle input and output lengths)."""
     from harness.bench.errors import BenchError
     from harness.bench.network import network_main
-    from harness.cli.main import remote_engine
+    from harness.cli.options import remote_engine
     from harness.engines.remote import EngineError
 
     given = ctx.get_parameter_source("models") is not click.core.ParameterSource.DEFAULT

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import click
 
-from harness.cli.main import cpus_option, det_options, engine_options, remote_engine
 from harness.cli.cmd_run import _check_model, _file, _size
-from harness.run.launch import DEFAULT_FS, DEFAULT_KERNEL, HOST_LOG, ROOT, add_ai_device, new_machine
+from harness.cli.options import cpus_option, det_options, engine_options, remote_engine
+from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL
+from harness.run.launch import HOST_LOG, ROOT, add_ai_device, new_machine
 
 DEFAULT_USER = ROOT / "build" / "user"
 
@@ -86,9 +87,9 @@ def debug(cmd: str | None, ex: tuple[str, ...], script: Path | None, batch: bool
     from harness.debug import DebugError
     from harness.debug.commands import Interpreter
     from harness.debug.target import Target
-    from harness.run.det_options import DetRun
     from harness.guest.programs import Programs
-    from harness.machine.board import MachineConfig
+    from harness.machine.config import MachineConfig
+    from harness.run.det_options import DetRun
 
     det = DetRun(schedule, record, replay, "debug",
                  race="all" if race else "locks" if race_locks else None)

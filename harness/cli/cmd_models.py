@@ -39,7 +39,8 @@ def models() -> None:
 def models_list(as_json: bool) -> None:
     """Installed models with their sizes and where they came from."""
     from pyllm.fetch import installed
-    from pyllm.registry import MODELS, cache_dir, models_dir
+    from pyllm.paths import cache_dir, models_dir
+    from pyllm.registry import MODELS
 
     rows = installed()
     if as_json:
@@ -87,7 +88,7 @@ def models_fetch(name: str, force: bool, wheel: str | None) -> None:
               "is reused without --force)")
 def models_synth(name: str, seed: int, force: bool, gguf_types: str | None) -> None:
     """Write full-size synthetic weights (random, labelled synthetic everywhere)."""
-    from pyllm.registry import models_dir
+    from pyllm.paths import models_dir
     from pyllm.synth import SYNTH_DIR, synth_qwen, total_bytes
 
     out = models_dir() / SYNTH_DIR
@@ -141,8 +142,8 @@ def models_info(model_arg: str | None, model: str | None, backend: str) -> None:
 
 
 def _register_export() -> None:
-    """`harness models export` lives in pyllm/export.py (the course asset format)."""
-    from pyllm.export import models_export
+    """`harness models export`: harness/cli/cmd_export.py (the course asset format)."""
+    from harness.cli.cmd_export import models_export
 
     models.add_command(models_export)
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import click
 
-from harness.cli.main import DEFAULT_CPUS
 from harness.cli.cmd_run import _check_model, _file, _size
-from harness.run.launch import DEFAULT_FS, DEFAULT_KERNEL
+from harness.cli.options import DEFAULT_CPUS
+from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL
 from harness.race.kcsan import HOLD, SAMPLE_MEAN
 
 DEFAULT_CMD = "usertests -q"

@@ -5,24 +5,23 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from harness.cli.main import cpus_option, det_options, engine_options, remote_engine
+from harness.cli.options import cpus_option, det_options, engine_options, remote_engine
+from harness.machine.board import Machine
+from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL, MachineConfig, RunResult
 from harness.run.det_options import DetRun
 from harness.run.launch import (
-    DEFAULT_FS,
-    DEFAULT_KERNEL,
     DEMO_QUESTION,
     DEMO_TEXT,
     HOST_LOG,
     add_ai_device,
     console_boot,
 )
-from harness.machine.board import MachineConfig
 
-__all__ = ["DEFAULT_FS", "DEFAULT_KERNEL", "run"]  # the defaults too, for the bench commands
 # --demo, `make run`: asked through the chat template. (Asked "What is the capital of France?",
 # the 135M model's first answer token is a near tie, "The" 0.08 nats above "L" on the exact
 # path, which the int8 path flips into a French ramble: docs/BENCH.md, "multiple choice".)
@@ -253,7 +252,7 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
         if det.race is not None:
             attach = _with_race(attach, det)
         code = console_boot(config, interactive=cmd is None and replay is None, quiet=quiet,
-                            gdb=gdb_port, attach=attach,
+                            serve=None if gdb_port is None else _gdb(gdb_port), attach=attach,
                             tee=None if trace is None else console.extend,
                             on_end=det.end if det.on else None)
     finally:
@@ -341,7 +340,7 @@ def _fault_plan(spec: str | None, model: str | None):  # -> FaultPlan | None
 def _add_course_files(config: MachineConfig, model: str, quiet: bool, *,
                       remote: bool = False) -> None:
     """The model's guest files, under /AI/SMOL or /AI/QWEN: the guest tokenizer's
-    vocabulary (VOCAB.TOK, harness/guest/bpe.py) and, for course assets, their
+    vocabulary (VOCAB.TOK, harness/guest/bpe_host.py) and, for course assets, their
     PMT.BIN / EXP.BIN, where the lab's aitest reads its reference prompt and answer (the
     weights stay on the host, in the AI device). In memory only: not with --persist.
     `remote`: `model` is a served name; its tokenizer is found as the remote backend finds
@@ -350,7 +349,7 @@ def _add_course_files(config: MachineConfig, model: str, quiet: bool, *,
         from harness.engines.remote import tokenizer_spec
 
         model = tokenizer_spec(model) or model
-    from harness.guest.bpe import vocab_files
+    from harness.guest.bpe_host import vocab_files
     from pyllm.errors import PyllmError
     from pyllm.loaders.course_assets import reference_files
     from pyllm.registry import resolve
@@ -387,3 +386,10 @@ def _add_course_files(config: MachineConfig, model: str, quiet: bool, *,
 
 if os.name != "posix":  # pragma: no cover
     raise ImportError("harness run needs a POSIX terminal")
+
+
+def _gdb(port: int) -> Callable[[Machine], RunResult]:
+    """`--gdb PORT`: the machine served to gdb-multiarch (harness/debug/gdbserver.py)."""
+    from harness.debug.gdbserver import serve_machine
+
+    return lambda machine: serve_machine(machine, port)

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 
 from unicorn import UC_HOOK_CODE, UC_HOOK_MEM_WRITE, Uc
 
+from harness.cpu.registers import PRIV_U
 from harness.debug import DebugError
 from harness.guest.memory import Phys
 from harness.guest.procs import ProcTable
 from harness.guest.programs import Location, Program
-from harness.cpu.registers import PRIV_U
 from harness.machine.board import Machine
 
 MAX_WATCH = 4096

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from harness.cpu.registers import ABI_NAMES, PRIV_NAMES, REG_PC
 from harness.debug import DebugError
 from harness.debug.cmdbase import (
     INFO_SUBCOMMANDS,
@@ -20,7 +21,6 @@ from harness.debug.values import format_value
 from harness.guest.backtrace import process_backtrace
 from harness.guest.memory import flags_text, satp_root
 from harness.guest.programs import Program
-from harness.cpu.registers import ABI_NAMES, PRIV_NAMES, REG_PC
 from harness.machine.traps import cause_name
 
 

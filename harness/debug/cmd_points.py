@@ -6,11 +6,11 @@ from __future__ import annotations
 import difflib
 import re
 
+from harness.cpu.registers import PRIV_U
 from harness.debug import DebugError
 from harness.debug.breakpoints import Watchpoint
 from harness.debug.cmdbase import KERNBASE, CommandBase
 from harness.guest.programs import Program
-from harness.cpu.registers import PRIV_U
 
 MAX_SUGGESTIONS = 5  # names offered for a function that does not exist
 

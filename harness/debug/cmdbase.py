@@ -19,7 +19,7 @@ from harness.guest.backtrace import Frame, backtrace, in_prologue, sp_allocation
 from harness.guest.dwarf import CType
 from harness.guest.locals import Local, evaluate
 from harness.guest.programs import Program
-from harness.machine.board import ML
+from harness.machine.config import ML
 
 LIST_LINES = 10
 KERNBASE = ML["KERNBASE"]

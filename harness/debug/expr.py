@@ -23,12 +23,12 @@ from dataclasses import dataclass, replace
 
 from unicorn import riscv_const as R
 
+from harness.cpu.registers import ABI_NAMES
 from harness.debug import DebugError
 from harness.debug.target import Target
 from harness.guest.dwarf import VOID, CType, scalar
 from harness.guest.memory import AddressSpace
 from harness.guest.programs import Program
-from harness.cpu.registers import ABI_NAMES
 
 MASK = (1 << 64) - 1
 

@@ -35,7 +35,8 @@ from harness.debug.gdbregs import BY_NUMBER, G_PACKET, GdbReg, target_xml
 from harness.debug.rsp import INTERRUPT, RspConnection, RspError
 from harness.debug.target import Stop, Target
 from harness.guest.programs import Location
-from harness.machine.board import Exit, Machine, RunResult
+from harness.machine.board import Machine
+from harness.machine.config import Exit, RunResult
 
 SIGINT, SIGTRAP, SIGABRT, SIGSEGV, SIGALRM = 2, 5, 6, 11, 14
 E_FAULT, E_INVAL = b"E0e", b"E16"

@@ -15,9 +15,9 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from harness.run.terminal import Console
 from harness.debug import DebugError
 from harness.debug.commands import Interpreter
+from harness.run.terminal import Console
 
 PROMPT = "(debug) "
 HISTORY = Path.home() / ".harness_debug_history"

@@ -27,11 +27,11 @@ from typing import Any
 
 from unicorn import riscv_const as R
 
+from harness.cpu.registers import REG_PC
 from harness.debug import DebugError
 from harness.debug.breakpoints import Breakpoint
 from harness.debug.target import Stop, Target
 from harness.guest.backtrace import backtrace
-from harness.cpu.registers import REG_PC
 
 REG_SP = R.UC_RISCV_REG_SP
 TRACE = (4096, 65536, 1 << 20)  # instructions of history read for a line step, in turn
@@ -67,7 +67,7 @@ def _thaw(t: Target, hits: dict[int, int]) -> None:
 
 
 def _landed(t: Target, res: Any, hart: int) -> Stop:
-    from harness.machine.board import REACHED, Exit
+    from harness.machine.config import REACHED, Exit
 
     t.bps.disarm()
     t.bps.take_hit()

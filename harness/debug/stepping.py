@@ -16,13 +16,13 @@ internal breakpoints.
 
 from __future__ import annotations
 
+from harness.cpu.registers import PRIV_U
 from harness.debug import DebugError
 from harness.debug.disasm import is_call
 from harness.debug.target import Stop, Target
-from harness.guest.elf import Symbol
 from harness.guest.backtrace import backtrace
+from harness.guest.elf import Symbol
 from harness.guest.programs import Location, Program
-from harness.cpu.registers import PRIV_U
 
 MAX_STEPS = 200_000  # instructions one step/next may take before giving up
 ECALL = 0x0000_0073

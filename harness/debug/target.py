@@ -31,13 +31,14 @@ from dataclasses import dataclass
 from unicorn import UC_PROT_WRITE
 from unicorn import riscv_const as R
 
+from harness.cpu.registers import PRIV_NAMES, PRIV_U, REG_PC, SSTATUS_SIE, Hart
 from harness.debug import DebugError
 from harness.debug.breakpoints import Breakpoint, BreakpointTable, Hit, Watchpoint
 from harness.guest.programs import Location, Programs
 from harness.guest.spaces import Guest
-from harness.cpu.registers import PRIV_NAMES, PRIV_U, REG_PC, SSTATUS_SIE, Hart
+from harness.machine.board import Machine
+from harness.machine.config import Exit, RunResult
 from harness.machine.cpus import Cpu
-from harness.machine.board import Exit, Machine, RunResult
 from harness.machine.guest_view import machine_phys
 from harness.machine.traps import mem_operand
 

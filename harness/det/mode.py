@@ -30,8 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from harness.det.journal import Journal, JournalError, LoadRecord
 from harness.det.counter import Counter
+from harness.det.journal import Journal, JournalError, LoadRecord
 from harness.det.schedule import Policy, ScheduleSpec, make_policy
 from harness.det.timeline import Timeline
 

@@ -33,9 +33,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.engines.base import AiBackend, OnDone, OnToken, Outcome, Sampling, SubmitError
 from harness.det.journal import AiRecord, Journal, prompt_hash
 from harness.det.timeline import Ticket, Timeline
+from harness.engines.base import AiBackend, OnDone, OnToken, Outcome, Sampling, SubmitError
 
 Latency = Callable[..., int]  # latency(kind, **facts) -> guest instructions
 

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from harness.cpu.clock import Clock
-    from harness.det.mode import Deterministic
     from harness.cpu.physmem import PhysMem
+    from harness.det.mode import Deterministic
     from harness.det.timeline import HostTimeline, Timeline
 
 

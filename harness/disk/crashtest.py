@@ -49,11 +49,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import click
-
 from harness.devices.virtio_blk import Journal
-from harness.disk.diskboot import DEFAULT_FS, DEFAULT_KERNEL, boot_disk
+from harness.disk.diskboot import boot_disk
+from harness.disk.errors import DiskTestError
 from harness.disk.fsimage import FsError, FsImage
+from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL
 
 CHECK_CMD = "ls /c"
 State = dict[str, tuple[int, int, bytes]]   # path -> (type, nlink, contents or b"")
@@ -121,7 +121,7 @@ def record(rounds: int, procs: int = 1, *, kernel: Path = DEFAULT_KERNEL,
         base = fs.read_bytes()
         sb = FsImage(base).sb
     except (OSError, FsError) as e:
-        raise click.ClickException(f"disk image {fs}: {e}") from None
+        raise DiskTestError(f"disk image {fs}: {e}") from None
     journal: Journal = []
     markers: list[int] = []
     line = bytearray()
@@ -137,7 +137,7 @@ def record(rounds: int, procs: int = 1, *, kernel: Path = DEFAULT_KERNEL,
     b = boot_disk(base, f"fscrash {rounds} {procs}", kernel=kernel, timeout=300, journal=journal,
                   on_tx=on_tx, clock="icount")
     if not b.clean or b.status != 0 or "calls OK" not in b.output:
-        raise click.ClickException(f"the workload failed ({b.exit.value}, status {b.status}):"
+        raise DiskTestError(f"the workload failed ({b.exit.value}, status {b.status}):"
                                    f" {b.panic or b.message}\n{b.output[-2000:]}")
     bsize = FsImage(base).layout.bsize
     head = sb["logstart"] * bsize
@@ -285,8 +285,7 @@ def run_crashtest(*, rounds: int = 1, procs: int = 1, sample: int = 0, reorder_s
         if not out.ok:
             rep.failures.append(out)
         if progress and n % 50 == 49:
-            click.echo(f"  {n + 1}/{len(jobs)} crash points, {len(rep.failures)} failures",
-                       err=True)
+            print(f"  {n + 1}/{len(jobs)} crash points, {len(rep.failures)} failures", file=sys.stderr)
     rep.booted = chk.booted
     rep.seconds = time.perf_counter() - t0
     return rep
@@ -370,58 +369,6 @@ def _point_job(point: str, writes: list[int], eps: list[list[int]],
             raise ValueError
         return point, writes[:k], None
     except ValueError:
-        raise click.BadParameter(f"'{point}': give K (0..{len(writes)}) or rE:MASK "
-                                 f"(E 0..{len(eps) - 1}, MASK hex)", param_hint="--point") \
+        raise DiskTestError(f"'{point}': give K (0..{len(writes)}) or rE:MASK "
+                                 f"(E 0..{len(eps) - 1}, MASK hex)") \
             from None
-
-
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--rounds", "-r", type=click.IntRange(1, 50), default=1, show_default=True,
-              help="Rounds of the fscrash workload (each ~20 system calls, ~140 writes).")
-@click.option("--procs", "-p", type=click.IntRange(1, 8), default=1, show_default=True,
-              help="Processes running the workload at once (each in its own directory).")
-@click.option("--sample", type=click.IntRange(0), default=0, show_default=True,
-              help="Try a seeded sample of this many in-order crash points (0: all).")
-@click.option("--reorder/--no-reorder", default=True, show_default=True,
-              help="Also cut the power with the writes since the last flush reordered.")
-@click.option("--reorder-samples", type=click.IntRange(1), default=4, show_default=True,
-              help="Random subsets tried per stretch between two flushes.")
-@click.option("--seed", "-s", type=int, default=1, show_default=True)
-@click.option("--point", metavar="K|rE:MASK", help="Try one crash point only (as printed).")
-@click.option("--kill", "kills", type=click.IntRange(0), default=0, show_default=True,
-              help="Also kill -9 `harness run --persist` this many times and check the image.")
-@click.option("--ignore-flushes", is_flag=True,
-              help="Pretend the driver issued no flushes (the log must then fail: a check "
-                   "of the checker).")
-@click.option("--kernel", type=click.Path(dir_okay=False, path_type=Path),
-              default=DEFAULT_KERNEL, show_default=True)
-@click.option("--fs", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_FS,
-              show_default=True, help="The image the workload starts from (not changed).")
-def crashtest(rounds: int, procs: int, sample: int, reorder: bool, reorder_samples: int, seed: int,
-              point: str | None, kernel: Path, fs: Path, ignore_flushes: bool,
-              kills: int) -> None:
-    """Cut the power after each disk write of a workload; check the log's recovery."""
-    rep = run_crashtest(rounds=rounds, procs=procs, sample=sample, reorder=reorder,
-                        reorder_samples=reorder_samples, seed=seed, point=point,
-                        kernel=kernel, fs=fs, ignore_flushes=ignore_flushes,
-                        progress=sys.stderr.isatty())
-    click.echo(f"crashtest: {rep.calls} system calls, {rep.writes} disk writes, "
-               f"{rep.flushes} flushes, {rep.commits} commits")
-    click.echo(f"crashtest: crash points tried: {rep.in_order} in order, {rep.reordered} "
-               f"reordered ({rep.booted} distinct images booted, {rep.seconds:.1f} s); "
-               f"failures: {len(rep.failures)}")
-    opts = (f"--rounds {rounds} --procs {procs} --seed {seed}"
-            + (" --no-reorder" if not reorder else "")
-            + (" --ignore-flushes" if ignore_flushes else ""))
-    if kills:
-        killed, pending, bad = kill_runs(kills, seed=seed, kernel=kernel, fs=fs)
-        rep.failures += bad
-        click.echo(f"crashtest: harness run --persist killed with SIGKILL: {killed} of {kills} "
-                   f"runs killed mid-run ({pending} left a committed transaction in the log), "
-                   f"{len(bad)} images not sound")
-    for f in rep.failures[:20]:
-        click.echo(f"  FAIL {f.point}: {f.why}   (harness crashtest {opts} --point "
-                   f"{f.point})", err=True)
-    if rep.failures:
-        raise click.ClickException(f"{len(rep.failures)} crash points failed")
-    click.echo("crashtest: OK")

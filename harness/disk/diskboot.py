@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.cli.cmd_run import DEFAULT_FS, DEFAULT_KERNEL
 from harness.devices.virtio_blk import Journal
-from harness.machine.board import Exit, Machine, MachineConfig
+from harness.machine.board import Machine
+from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL, Exit, MachineConfig
 
 __all__ = ["DEFAULT_FS", "DEFAULT_KERNEL", "DiskBoot", "boot_disk"]
 

@@ -38,11 +38,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import click
-
-from harness.disk.diskboot import DEFAULT_FS, DEFAULT_KERNEL, DiskBoot, boot_disk
+from harness.disk.diskboot import DiskBoot, boot_disk
+from harness.disk.errors import DiskTestError
 from harness.disk.fsimage import FsError, FsImage, FsLayout, Stat, with_files
-from harness.machine.board import Exit
+from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL, Exit
 
 SCRIPT = ("ls /; ls /fz; cat /fz/one; wc /fz/many; wc /fz/big; ls /fz/sub; cat /fz/sub/x; "
           "echo written > /fz/new; cat /fz/new; mkdir /fz/d2; echo y > /fz/d2/y; "
@@ -249,7 +248,7 @@ def base_image(fs: Path) -> bytes:
     try:
         return with_files(fs.read_bytes(), TREE)
     except (OSError, FsError) as e:
-        raise click.ClickException(f"disk image {fs}: {e}") from None
+        raise DiskTestError(f"disk image {fs}: {e}") from None
 
 
 def verdict(b: DiskBoot) -> tuple[str, str]:
@@ -290,42 +289,6 @@ def run_imagefuzz(*, images: int = 100, seed: int = 1, only: int | None = None,
                 save.mkdir(parents=True, exist_ok=True)
                 (save / f"fuzz-{seed}-{i}.img").write_bytes(img)
         if progress and rep.images % 100 == 0:
-            click.echo(f"  {rep.images} images: {dict(rep.verdicts)}", err=True)
+            print(f"  {rep.images} images: {dict(rep.verdicts)}", file=sys.stderr)
     rep.seconds = time.perf_counter() - t0
     return rep
-
-
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--images", "-n", type=click.IntRange(1), default=200, show_default=True)
-@click.option("--seed", "-s", type=int, default=1, show_default=True)
-@click.option("--only", type=click.IntRange(0), metavar="I",
-              help="Boot image I of this seed only, and print its mutations and console.")
-@click.option("--save", type=click.Path(file_okay=False, path_type=Path),
-              help="Write failing images (with --only: that image) here as fuzz-SEED-I.img.")
-@click.option("--timeout", type=click.FloatRange(min=1), default=30.0, show_default=True,
-              help="Seconds one boot may take before it counts as a hang.")
-@click.option("--hang-timeout", type=click.FloatRange(min=1), default=10.0, show_default=True,
-              help="Seconds without guest progress that count as a hang.")
-@click.option("--kernel", type=click.Path(dir_okay=False, path_type=Path),
-              default=DEFAULT_KERNEL, show_default=True)
-@click.option("--fs", type=click.Path(dir_okay=False, path_type=Path), default=DEFAULT_FS,
-              show_default=True, help="The real image the mutations start from.")
-def imagefuzz(images: int, seed: int, only: int | None, save: Path | None, timeout: float,
-              hang_timeout: float, kernel: Path, fs: Path) -> None:
-    """Boot damaged disk images; the kernel must never panic or hang."""
-    rep = run_imagefuzz(images=images, seed=seed, only=only, save=save, kernel=kernel, fs=fs,
-                        timeout=timeout, hang_timeout=hang_timeout,
-                        progress=sys.stderr.isatty())
-    if rep.last is not None and only is not None:
-        click.echo("mutations: " + "; ".join(rep.last.mutations))
-        click.echo(rep.last.output)
-    v = ", ".join(f"{k} {rep.verdicts.get(k, 0)}" for k in ("ran", "refused", *FAILURES))
-    click.echo(f"imagefuzz: seed {seed}: {rep.images} images ({v}) in {rep.seconds:.0f} s")
-    click.echo("imagefuzz: mutations: " + ", ".join(f"{k} {n}" for k, n in
-                                                     sorted(rep.kinds.items())))
-    for f in rep.failures[:20]:
-        click.echo(f"  {f.verdict.upper()} image {f.index}: {f.detail} [{'; '.join(f.mutations)}]"
-                   f"   (harness imagefuzz --seed {seed} --only {f.index})", err=True)
-    if not rep.passed:
-        raise click.ClickException(f"{len(rep.failures)} images made the kernel fail")
-    click.echo("imagefuzz: OK (0 panics, 0 faults, 0 hangs)")

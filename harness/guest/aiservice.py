@@ -29,9 +29,9 @@ from typing import Any
 
 from harness.abi import cheader
 from harness.guest import GuestError
+from harness.guest.channels import Layout, name_channel
 from harness.guest.dwarf import CType
 from harness.guest.spaces import Guest
-from harness.guest.channels import Layout, name_channel
 
 AI_H = cheader.load("ai.h").defines
 STATES = {AI_H[f"AI_{n}"]: n for n in ("FREE", "QUEUED", "RUNNING", "DONE", "FAILED")}

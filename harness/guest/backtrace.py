@@ -30,13 +30,13 @@ from typing import Protocol
 from unicorn import UC_PROT_READ
 from unicorn import riscv_const as R
 
-from harness.guest.elf import ElfImage
+from harness.cpu.registers import PRIV_U, REG_S0, Hart
 from harness.guest.dwarf import scalar
+from harness.guest.elf import ElfImage
 from harness.guest.memory import AddressSpace, RegsView
 from harness.guest.procs import Proc
 from harness.guest.programs import Program
 from harness.guest.spaces import Guest
-from harness.cpu.registers import PRIV_U, REG_S0, Hart
 
 MAX_FRAMES = 32
 MAX_VECTOR_SCAN = 64  # instructions of the trap vector searched for its frame allocation

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import bisect
 
-from harness.guest.elf import ElfImage
 from harness.guest.dwarf import CType, DwarfInfo
+from harness.guest.elf import ElfImage
 
 MAX_DEPTH = 8
 

@@ -18,8 +18,8 @@ from unicorn import UC_PROT_READ
 from unicorn import riscv_const as R
 
 from harness.abi import cheader
-from harness.guest import GuestError
 from harness.cpu.physmem import PhysMem
+from harness.guest import GuestError
 
 PAGE = 4096
 SATP_MODE_SV39 = 8

@@ -27,9 +27,9 @@ from functools import cached_property
 from pathlib import Path
 
 from harness.abi import cheader
-from harness.guest.elf import ElfImage, ElfLoadError, Symbol
 from harness.guest import GuestError
 from harness.guest.dwarf import DwarfInfo
+from harness.guest.elf import ElfImage, ElfLoadError, Symbol
 from harness.guest.lines import LineTable, Row
 from harness.guest.locals import Scopes
 

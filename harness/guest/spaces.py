@@ -13,11 +13,11 @@ from __future__ import annotations
 from unicorn import riscv_const as R
 
 from harness.abi import cheader
+from harness.cpu.registers import PRIV_NAMES, PRIV_U, Hart
 from harness.guest import GuestError
 from harness.guest.memory import AddressSpace, Phys, satp_root
 from harness.guest.procs import Proc, ProcTable
 from harness.guest.programs import Program, Programs
-from harness.cpu.registers import PRIV_NAMES, PRIV_U, Hart
 
 KERNBASE = cheader.load("memlayout.h")["KERNBASE"]
 

@@ -44,8 +44,8 @@ from dataclasses import dataclass
 
 from unicorn import Uc
 
-from harness.devices.base import Device, MachineFault
 from harness.cpu.registers import REG_PC, Hart
+from harness.devices.base import Device, MachineFault
 from harness.machine.traps import mem_operand
 
 

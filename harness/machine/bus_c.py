@@ -34,12 +34,12 @@ from unicorn.unicorn_py3 import unicorn as _ucmod
 from harness import fastpath as native
 from harness.abi.bootinfo import MAXCPU
 from harness.cpu.clock import HostClock
+from harness.cpu.registers import Hart
 from harness.devices.base import Device, MachineFault
 from harness.devices.clint import Clint
 from harness.devices.plic import NSOURCES, Plic
 from harness.devices.uart import Uart16550
 from harness.devices.virtio_mmio import CHAIN_MAX, VirtioMmio
-from harness.cpu.registers import Hart
 from harness.machine.bus import Access, MmioBus
 from harness.machine.traps_c import _native
 

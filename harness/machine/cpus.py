@@ -45,9 +45,9 @@ from dataclasses import dataclass
 from unicorn import UC_PROT_WRITE, Uc
 
 from harness.abi import cheader
+from harness.cpu.physmem import PhysMem
 from harness.cpu.registers import REG_PC, Hart
 from harness.machine.bus import MmioBus, mmio_form
-from harness.cpu.physmem import PhysMem
 from harness.machine.traps import Traps, mem_operand
 
 FENCE_I = 0x0000_100F

@@ -34,7 +34,6 @@ from collections.abc import Callable, MutableMapping
 from unicorn import UC_HOOK_INSN_INVALID, UC_HOOK_INTR, Uc
 from unicorn import riscv_const as R
 
-from harness.devices.base import MachineFault
 from harness.cpu.registers import (
     PRIV_NAMES,
     PRIV_S,
@@ -46,6 +45,7 @@ from harness.cpu.registers import (
     SSTATUS_SPP,
     Hart,
 )
+from harness.devices.base import MachineFault
 
 # scause values (privileged spec, table 4.2)
 CAUSE_NAMES = {

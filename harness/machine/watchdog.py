@@ -118,8 +118,8 @@ class HangWatch:
 def format_processes(g: Guest) -> str:
     """The process table with wait channels and kernel backtraces, read through the
     kernel's DWARF (harness/guest/procs.py); a line saying why if it cannot be read."""
-    from harness.guest.backtrace import process_backtrace
     from harness.guest.aiservice import channel_words
+    from harness.guest.backtrace import process_backtrace
 
     try:
         if g.procs is None:

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.guest import GuestError
-from harness.monitor.counters import Counters
 from harness.guest.aiservice import ServiceReader
+from harness.monitor.counters import Counters
 
 PERIOD_S = 0.2     # five snapshots a second
 
@@ -47,8 +47,8 @@ class Monitor:
     def __init__(self, machine: Any, *, period: float = PERIOD_S, record: Path | None = None,
                  serve: bool = True, reader: ServiceReader | None = None,
                  append: bool = False) -> None:
-        from harness.run.launch import ai_device
         from harness.machine.guest_view import machine_guest
+        from harness.run.launch import ai_device
 
         self.machine, self.period = machine, period
         self.reader = reader or ServiceReader(machine_guest(machine), ai_device(machine))

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
 
-from harness.guest.elf import ElfImage
 from harness.guest.dwarf import DwarfInfo
+from harness.guest.elf import ElfImage
 
 
 @dataclass

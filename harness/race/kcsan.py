@@ -36,9 +36,9 @@ from unicorn import UC_PROT_READ, UC_PROT_WRITE
 from harness.guest.datanames import DataNames
 from harness.guest.programs import PGSIZE, TRAMPOLINE
 from harness.machine.bus import mmio_form
+from harness.machine.traps import mem_operand
 from harness.race import intended
 from harness.race.lockdep import Finding, LockDep
-from harness.machine.traps import mem_operand
 
 SAMPLE_MEAN = 1_000   # instructions between two samples, on average
 HOLD = 4_000          # instructions of the other harts a watched hart waits

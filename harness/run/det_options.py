@@ -22,11 +22,12 @@ from typing import Any
 
 import click
 
-from harness.det.mode import ram_hash
 from harness.det.journal import JournalError
-from harness.machine.board import Exit, Machine, MachineConfig, RunResult
-from harness.run.recording import Replay, check_replay, finish_recording, new_recording
+from harness.det.mode import ram_hash
 from harness.det.schedule import ScheduleSpec
+from harness.machine.board import Machine
+from harness.machine.config import Exit, MachineConfig, RunResult
+from harness.run.recording import Replay, check_replay, finish_recording, new_recording
 
 
 @dataclass
@@ -145,7 +146,7 @@ class DetRun:
         det = machine.det
         if det is None:
             return ""
-        from harness.run.launch import DEFAULT_FS, DEFAULT_KERNEL
+        from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL
 
         at = det.counter.total
         cfg = machine.config

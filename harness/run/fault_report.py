@@ -20,10 +20,11 @@ from __future__ import annotations
 import capstone
 from unicorn import riscv_const as R
 
-from harness.guest.elf import ElfImage
-from harness.guest.backtrace import frame_chain
 from harness.cpu.registers import ABI_NAMES, PRIV_NAMES, Hart
-from harness.machine.board import Exit, Machine, RunResult
+from harness.guest.backtrace import frame_chain
+from harness.guest.elf import ElfImage
+from harness.machine.board import Machine
+from harness.machine.config import Exit, RunResult
 from harness.machine.traps import INTERRUPT, cause_name
 
 _cs = capstone.Cs(capstone.CS_ARCH_RISCV, capstone.CS_MODE_RISCV64 | capstone.CS_MODE_RISCVC)

@@ -15,22 +15,18 @@ leftover clients). Exit status 0 only if everything held.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import click
-
-from harness.cli.main import cpus_option, engine_options
-from harness.run.launch import DEFAULT_FS, DEFAULT_KERNEL, add_ai_device, launch, report
-from harness.machine.board import MachineConfig
 from harness.det.schedule import ScheduleSpec
+from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL, MachineConfig
+from harness.run.launch import add_ai_device, launch, report
 
 if TYPE_CHECKING:
-    from harness.engines.base import AiBackend
+    pass
 
 OK_LINE = re.compile(r"^ok c=(\d+) id=(-?\d+) n=(\d+) p=(\d+) prompt=([\d,]+) len=(\d+) "
                      r"fnv=([0-9a-f]+)$", re.M)
@@ -258,182 +254,30 @@ def run_stress(lm: object, *, seed: int = 1, seconds: int = 10, clients: int = 1
     return rep
 
 
-# ---------------------------------------------------------------- CLI
-
-
-def _load(model: str, engine_url: str | None = None,
-          engine_timeout: float | None = None) -> AiBackend:
-    """The backend every boot shares: the model loaded in process, or with --engine the
-    server asked for it."""
-    from harness.cli.main import remote_engine
-    from harness.devices.virtio_ai import LoadedModel
-    from harness.run.hostapi import check_model
-    from pyllm.errors import PyllmError
-
-    engine = remote_engine(engine_url, engine_timeout, model)
-    if engine is not None:
-        from harness.engines.remote import EngineError
-
-        try:
-            return engine.loader(model)
-        except EngineError as e:
-            raise click.ClickException(str(e)) from None
-    try:
-        check_model(model)
-        return LoadedModel.load(model)
-    except PyllmError as e:
-        raise click.ClickException(str(e)) from None
-
-
-def _check_faults(faults: str | None) -> None:
-    if faults:
-        from harness.devices.ai_faults import FaultPlan
-
-        try:
-            FaultPlan.parse(faults)
-        except ValueError as e:
-            raise click.BadParameter(str(e), param_hint="--faults") from None
-
-
-def _print_failure(b: Boot | None) -> None:
-    if b is None:
-        return
-    if b.report:
-        click.echo(b.report, err=True)
-    click.echo("--- guest console (last 3000 characters) ---\n" + b.output[-3000:], err=True)
-
-
-def _check_schedule(spec: str | None) -> None:
-    if spec is not None:
-        try:
-            ScheduleSpec.parse(spec)
-        except ValueError as e:
-            raise click.BadParameter(str(e), param_hint="--schedule") from None
-
-
-def _json(path: Path | None, obj: object) -> None:
-    if path is not None:
-        data = asdict(obj)  # type: ignore[call-overload]
-        data.get("boot", {}).pop("output", None)
-        path.write_text(json.dumps(data, indent=2))
-
-
-_common = [
-    click.option("--model", "-m", metavar="MODEL", help="AI device model (smol, qwen, a path); "
-                 "default for fuzz: none (AI calls fail with AI_ENODEV)"),
-    click.option("--seed", "-s", type=int, default=1, show_default=True),
-    click.option("--seconds", "-t", type=click.IntRange(1), help="Run this long."),
-    click.option("--faults", metavar="SPEC", help="AI device faults, as run --ai-fault."),
-    click.option("--hang-timeout", type=click.FloatRange(min=1), default=60.0,
-                 show_default=True, help="Seconds without guest progress that make a hang."),
-    click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
-                 help="Also write the report as JSON."),
-    cpus_option,
-    engine_options,
-    click.option("--schedule", metavar="SPEC",
-                 help="Deterministic machine: hart switches by a seeded schedule (rr | "
-                      "random:SEED | pct:SEED[:DEPTH]); the same SPEC and --seed give the same "
-                      "run."),
-]
-
-
-def _options(fn):  # noqa: ANN001, ANN202
-    for opt in reversed(_common):
-        fn = opt(fn)
-    return fn
-
-
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@_options
-@click.option("--calls", "-n", type=click.IntRange(1), default=3000, show_default=True,
-              help="System calls in all (unless --seconds).")
-@click.option("--procs", "-p", type=click.IntRange(1, 16), default=4, show_default=True)
-@click.option("--kill", "-k", type=click.IntRange(0, 100), default=20, show_default=True,
-              help="Chance (%) per killer wake-up (10-40 ms) to kill a fuzz process.")
-def fuzz(model: str | None, seed: int, seconds: int | None, faults: str | None,
-         hang_timeout: float, json_out: Path | None, calls: int, procs: int,
-         kill: int, cpus: int = 1, engine_url: str | None = None,
-         engine_timeout: float | None = None, schedule: str | None = None) -> None:
-    """Fuzz the system calls from the guest (user_c/sysfuzz.c) and check the kernel survives.
-
-    Concurrent processes make random calls, the AI service's included, with hostile
-    arguments, while a killer kills them at random moments. Fails on a panic, a machine
-    fault, a hang, a leaked page or an AI slot left in use.
-    """
-    if faults and not model:
-        raise click.UsageError("--faults needs --model")
-    _check_faults(faults)
-    _check_schedule(schedule)
-    if engine_url and not model:
-        raise click.UsageError("--engine needs --model NAME (the model the server serves)")
-    lm = _load(model, engine_url, engine_timeout) if model else None
-    try:
-        rep = run_fuzz(seed=seed, calls=calls, seconds=seconds or 0, procs=procs, kill=kill,
-                       model=lm, faults=faults, hang_timeout=hang_timeout, cpus=cpus,
-                       schedule=schedule)
-    finally:
-        if lm is not None:
-            lm.close()
+def fuzz_lines(rep: FuzzReport, seed: int) -> list[str]:
+    """What `harness fuzz` says of a run."""
     b = rep.boot
-    click.echo(f"fuzz: seed {seed}: {rep.calls} calls ({rep.ok} ok, {rep.failed} failed) by "
-               f"{rep.processes} processes, {rep.killed} killed; AI requests {rep.ai_submitted} "
-               f"submitted, {rep.ai_completed} completed, {rep.ai_failed} failed; pages leaked "
-               f"{rep.leaked_pages}; machine: {b.exit if b else '?'}; "
-               f"{b.wall_s if b else 0:.1f} s")
+    out = [f"fuzz: seed {seed}: {rep.calls} calls ({rep.ok} ok, {rep.failed} failed) by "
+           f"{rep.processes} processes, {rep.killed} killed; AI requests {rep.ai_submitted} "
+           f"submitted, {rep.ai_completed} completed, {rep.ai_failed} failed; pages leaked "
+           f"{rep.leaked_pages}; machine: {b.exit if b else '?'}; "
+           f"{b.wall_s if b else 0:.1f} s"]
     if b is not None and b.faults:
-        click.echo("faults injected: " + ", ".join(f"{k} {v}" for k, v in b.faults.items()))
-    _json(json_out, rep)
-    if not rep.passed:
-        _print_failure(b)
-        raise click.ClickException(f"fuzz failed: {rep.verdict}")
-    click.echo("fuzz: OK")
+        out.append("faults injected: " + ", ".join(f"{k} {v}" for k, v in b.faults.items()))
+    return out
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@_options
-@click.option("--clients", "-c", type=click.IntRange(1, 32), default=12, show_default=True,
-              help="Client processes (more than the 8 request slots).")
-@click.option("--kill", "-k", type=click.IntRange(0, 100), default=10, show_default=True,
-              help="Chance (%) per killer wake-up (20-80 ms) to kill a client mid-request.")
-@click.option("--kill-daemon", "-d", type=click.IntRange(0, 100), default=5,
-              show_default=True, help="Chance (%) per wake-up to kill an ai_daemon process.")
-@click.option("--long", "-L", type=click.IntRange(0, 100), default=20, show_default=True,
-              help="Share (%) of long requests (64..256 tokens; others 1..16).")
-def stress(model: str | None, seed: int, seconds: int | None, faults: str | None,
-           hang_timeout: float, json_out: Path | None, clients: int, kill: int,
-           kill_daemon: int, long: int, cpus: int = 1, engine_url: str | None = None,
-           engine_timeout: float | None = None, schedule: str | None = None) -> None:
-    """Soak the AI service (user_c/aistress.c) and verify every result on the host engine.
-
-    More clients than slots send mixed short and long requests; clients and ai_daemon
-    processes are killed mid-request. Afterwards every completed result must equal this
-    process's engine's, every slot be free, no client be stuck and free memory be back
-    to where it started.
-    """
-    _check_faults(faults)
-    _check_schedule(schedule)
-    lm = _load(model or "smol", engine_url, engine_timeout)
-    try:
-        rep = run_stress(lm, seed=seed, seconds=seconds or 30, clients=clients, kill=kill,
-                         kill_daemon=kill_daemon, long=long, faults=faults,
-                         hang_timeout=hang_timeout, cpus=cpus, schedule=schedule)
-    finally:
-        lm.close()
+def stress_lines(rep: StressReport, seed: int) -> list[str]:
+    """What `harness stress` says of a run (the mismatches are listed apart)."""
     b = rep.boot
     errs = ", ".join(f"{k} {v}" for k, v in rep.errors.items()) or "none"
-    click.echo(f"stress: seed {seed}: {rep.requests} requests, {rep.ok} completed "
-               f"({rep.verified} verified against the host engine, {len(rep.mismatched)} "
-               f"mismatched), {rep.failed} failed ({errs}); {rep.client_kills} clients and "
-               f"{rep.daemon_kills} daemon processes killed")
-    click.echo(f"stress: after: slots free {rep.slots_free}/8, queued {rep.queued}, orphans "
-               f"{rep.orphans}, workers {rep.workers}, free pages {rep.free_pages}, stuck "
-               f"{rep.stuck}; machine: {b.exit if b else '?'}; {b.wall_s if b else 0:.1f} s")
+    out = [f"stress: seed {seed}: {rep.requests} requests, {rep.ok} completed "
+           f"({rep.verified} verified against the host engine, {len(rep.mismatched)} "
+           f"mismatched), {rep.failed} failed ({errs}); {rep.client_kills} clients and "
+           f"{rep.daemon_kills} daemon processes killed",
+           f"stress: after: slots free {rep.slots_free}/8, queued {rep.queued}, orphans "
+           f"{rep.orphans}, workers {rep.workers}, free pages {rep.free_pages}, stuck "
+           f"{rep.stuck}; machine: {b.exit if b else '?'}; {b.wall_s if b else 0:.1f} s"]
     if b is not None and b.faults:
-        click.echo("faults injected: " + ", ".join(f"{k} {v}" for k, v in b.faults.items()))
-    for line in rep.mismatched[:10]:
-        click.echo(f"  MISMATCH {line}", err=True)
-    _json(json_out, rep)
-    if not rep.passed:
-        _print_failure(b)
-        raise click.ClickException(f"stress failed: {rep.verdict}")
-    click.echo("stress: PASS")
+        out.append("faults injected: " + ", ".join(f"{k} {v}" for k, v in b.faults.items()))
+    return out

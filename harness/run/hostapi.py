@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from harness.abi import cheader
 from harness.devices.virtio_ai import LoadedModel, VirtioAi
-from harness.run.launch import DEFAULT_FS, DEFAULT_KERNEL, GuestRun, add_ai_device, ai_device, launch
-from harness.machine.board import Machine, MachineConfig
+from harness.machine.board import Machine
+from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL, MachineConfig
+from harness.run.launch import GuestRun, add_ai_device, ai_device, launch
 
 if TYPE_CHECKING:
     from pyllm.tokenizers.base import Tokenizer

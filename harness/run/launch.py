@@ -31,10 +31,11 @@ from typing import TYPE_CHECKING
 import click
 
 from harness.abi import bootinfo
-from harness.run.terminal import Console
 from harness.devices.virtio_ai import TraceEvent, VirtioAi, device_entry
 from harness.guest.elf import ElfLoadError
-from harness.machine.board import Exit, Machine, MachineConfig, RunResult
+from harness.machine.board import Machine
+from harness.machine.config import Exit, MachineConfig, RunResult
+from harness.run.terminal import Console
 
 if TYPE_CHECKING:
     from harness.devices.ai_faults import FaultPlan
@@ -42,8 +43,6 @@ if TYPE_CHECKING:
     from harness.engines.remote import RemoteEngine
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_KERNEL = ROOT / "build" / "kernel" / "kernel.elf"
-DEFAULT_FS = ROOT / "build" / "fs.img"
 DEMO_QUESTION = "Tell me the capital of France."  # harness run --demo
 DEMO_TEXT = "The capital of France is"  # --demo --raw: continued as raw text
 
@@ -201,8 +200,8 @@ def report(machine: Machine, result: RunResult) -> str:
 
 def processes(machine: Machine) -> str:
     """The process table of a machine's guest (harness/machine/watchdog.py's format_processes)."""
-    from harness.machine.watchdog import format_processes
     from harness.machine.guest_view import machine_guest
+    from harness.machine.watchdog import format_processes
 
     try:
         guest = machine_guest(machine)
@@ -239,13 +238,13 @@ HOST_LOG = _HostLog()
 
 
 def console_boot(config: MachineConfig, *, interactive: bool, quiet: bool,
-                 gdb: int | None = None,
+                 serve: Callable[[Machine], RunResult] | None = None,
                  attach: Callable[[Machine], Callable[[], None]] | None = None,
                  tee: Callable[[bytes], None] | None = None,
                  on_end: Callable[[Machine, RunResult], None] | None = None) -> int:
     """Run the machine on the terminal (rebooting on POWER_RESET) and return the process
-    exit code; with `gdb` (a port) the machine is served to gdb instead
-    (harness/debug/gdbserver.py). `attach(machine)` runs before each boot and returns
+    exit code; with `serve` the machine is run by it instead (`harness run --gdb`: served
+    to gdb, harness/debug/gdbserver.py). `attach(machine)` runs before each boot and returns
     what to call when it ends (the `--monitor` of harness run); `tee` also gets the
     guest's console output (the `--trace` of harness run reads llmrun's stamps in it);
     `on_end(machine, result)` runs after the end is reported (a deterministic run's
@@ -265,10 +264,10 @@ def console_boot(config: MachineConfig, *, interactive: bool, quiet: bool,
         try:
             if interactive:
                 with console:
-                    result = _run_machine(machine, gdb)
+                    result = _run_machine(machine, serve)
             else:
                 with _quit_on_signals(machine):
-                    result = _run_machine(machine, gdb)
+                    result = _run_machine(machine, serve)
         finally:
             if detach is not None:
                 detach()
@@ -298,12 +297,9 @@ def _console(holder: list[Machine]) -> Console:
                    lambda why: holder[0].request_quit(why))
 
 
-def _run_machine(machine: Machine, gdb: int | None) -> RunResult:
-    if gdb is None:
-        return machine.run()
-    from harness.debug.gdbserver import serve_machine
-
-    return serve_machine(machine, gdb)
+def _run_machine(machine: Machine,
+                 serve: Callable[[Machine], RunResult] | None) -> RunResult:
+    return machine.run() if serve is None else serve(machine)
 
 
 def finish(machine: Machine, result: RunResult, quiet: bool) -> int:

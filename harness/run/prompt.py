@@ -27,11 +27,11 @@ from pathlib import Path
 import click
 
 from harness.abi import cheader
-from harness.run import trace as ai_trace
 from harness.devices.virtio_ai import TraceEvent, VirtioAi
-from harness.run.launch import ExitCode, GuestRun, add_ai_device, console_boot, exit_code
-from harness.machine.board import Exit, MachineConfig
+from harness.machine.config import Exit, MachineConfig
+from harness.run import trace as ai_trace
 from harness.run.hostapi import AI_MAX_TOKENS, AiSession, LlmResult, parse_llmrun
+from harness.run.launch import ExitCode, GuestRun, add_ai_device, console_boot, exit_code
 from harness.run.text_stream import IdStream
 
 AI_MAX_PREDICT = cheader.load("ai.h")["AI_MAX_PREDICT"]

@@ -10,13 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.det.schedule import ScheduleSpec
 from harness.guest.programs import Programs
-from harness.run.launch import DEFAULT_FS, DEFAULT_KERNEL
-from harness.machine.board import Exit, Machine, MachineConfig
+from harness.machine.board import Machine
+from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL, Exit, MachineConfig
 from harness.race.attach import attach
 from harness.race.kcsan import HOLD, SAMPLE_MEAN
 from harness.race.lockdep import Finding
-from harness.det.schedule import ScheduleSpec
 
 
 @dataclass

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.det.mode import ram_hash
 from harness.det.journal import Journal, JournalError, file_hash
-from harness.machine.board import Machine, MachineConfig, RunResult
+from harness.det.mode import ram_hash
 from harness.det.schedule import ScheduleSpec
+from harness.machine.board import Machine
+from harness.machine.config import MachineConfig, RunResult
 
 
 def disk_hash(config: MachineConfig) -> str:

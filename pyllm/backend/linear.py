@@ -22,8 +22,7 @@ from typing import Any
 import numpy as np
 
 from pyllm.kernels import qmat as qm
-from pyllm.kernels import require_c_kernels
-from pyllm.kernels import twins
+from pyllm.kernels import require_c_kernels, twins
 from pyllm.quants import Q8_0_BLOCK, QK
 
 F32 = np.float32

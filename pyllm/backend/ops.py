@@ -154,7 +154,7 @@ class CKernelOps(NumpyOps):
         self.cache = None
         if cache_key:
             from pyllm.backend.repack_cache import RepackCache
-            from pyllm.registry import cache_dir
+            from pyllm.paths import cache_dir
 
             self.cache = RepackCache(cache_key, cache_name, cache_dir(), records)
 

@@ -258,9 +258,9 @@ class CourseLlama(LlamaModel):
 def smol_tokenizer(vocab: int, where: str) -> Tokenizer:
     """SmolLM assets carry no tokenizer: use the installed SmolLM2 GGUF's (same vocabulary)."""
     from pyllm.models.llama import tokenizer_from_gguf
-    from pyllm.registry import MODELS, models_dir
+    from pyllm.paths import SMOL_GGUF, models_dir
 
-    gguf = models_dir() / MODELS["smol"].candidates[0]
+    gguf = models_dir() / SMOL_GGUF
     if vocab != SMOL_VOCAB or not gguf.is_file():
         raise ModelNotFoundError(
             f"{where}: course assets carry no tokenizer and the SmolLM2 one "

@@ -358,7 +358,7 @@ def from_gguf(path: Path, *, name: str, synthetic: bool = False, backend: str = 
               n_threads: int | None = None, cache: bool | None = None) -> LlamaModel:
     """Load a Llama GGUF file ready to run (see registry.load).
 
-    cache: keep the repacked weights in registry.cache_dir() (default: on, unless the
+    cache: keep the repacked weights in paths.cache_dir() (default: on, unless the
     environment sets PYLLM_CACHE=0).
     """
     import hashlib
