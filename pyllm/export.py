@@ -40,6 +40,8 @@ from pyllm.errors import PyllmError, UnsupportedArchitectureError
 if TYPE_CHECKING:  # numpy is imported where it is used: `harness models --help` stays quick
     import numpy as np
 
+    from pyllm.loaders.course_writer import AssetWriter
+
 COURSE_PROMPT = [1, 42, 314, 2718, 7, 99, 1234, 2048] * 4  # the lab's user/prompt.txt
 REFERENCE_TEXT = "The capital of France is"
 DEFAULT_CHUNK = 64 << 20
@@ -74,7 +76,7 @@ class Source:
 def _gguf_source(name: str, path: Path, synthetic: bool) -> Source:
     import numpy as np
 
-    from pyllm.loaders.course_assets import KIND_SMOL, CourseConfig
+    from pyllm.loaders.course_config import KIND_SMOL, CourseConfig
     from pyllm.loaders.gguf import file_type_name, open_gguf, tensor_array
     from pyllm.models.course_model import to_rotate_half
     from pyllm.models.llama import LlamaConfig, tokenizer_from_gguf
@@ -127,23 +129,17 @@ def _hf_source(name: str, path: Path, synthetic: bool) -> Source:
     import numpy as np
 
     from pyllm.backend.tensors import raw_f32, tensor_f32
-    from pyllm.loaders.course_assets import (
-        FLAG_ATTN_GATE,
-        FLAG_QK_NORM,
-        KIND_QWEN,
-        LAYER_FULL,
-        LAYER_LINEAR,
-        CourseConfig,
-    )
     from pyllm.loaders.safetensors import open_safetensors
-    from pyllm.models import qwen35 as Q
+    from pyllm.models.qwen35 import tokenizer_from_hf
+    from pyllm.models.qwen35_config import Qwen35Config, check_architecture
+    from pyllm.models.qwen35_weights import check_tensors
 
     F32 = np.float32
     ckpt = open_safetensors(path)
     where = str(path / "config.json")
-    Q.check_architecture(ckpt.metadata, where)
-    qc = Q.Qwen35Config.from_hf(ckpt.metadata, where)
-    prefix = Q.check_tensors(ckpt, qc)
+    check_architecture(ckpt.metadata, where)
+    qc = Qwen35Config.from_hf(ckpt.metadata, where)
+    prefix = check_tensors(ckpt, qc)
     if not qc.tie_embeddings:
         raise UnsupportedArchitectureError(
             f"{path}: the course format ties the LM head to the embedding (EMB.BIN), but this "
@@ -157,41 +153,67 @@ def _hf_source(name: str, path: Path, synthetic: bool) -> Source:
         return (one + f32(suffix)).astype(F32)
 
     def layer(i: int) -> dict[str, Any]:
-        p = f"layers.{i}."
-        d = {"input_norm": fold(p + "input_layernorm.weight"),
-             "post_norm": fold(p + "post_attention_layernorm.weight"),
-             "gate_proj": f32(p + "mlp.gate_proj.weight"), "up_proj": f32(p + "mlp.up_proj.weight"),
-             "down_proj": f32(p + "mlp.down_proj.weight")}
-        if qc.layer_types[i] == Q.LINEAR:
-            a = p + "linear_attn."
-            d.update(conv_weight=f32(a + "conv1d.weight")[:, 0, :], dt_bias=f32(a + "dt_bias"),
-                     a_log=f32(a + "A_log"), norm=f32(a + "norm.weight"),
-                     qkv_proj=f32(a + "in_proj_qkv.weight"), z_proj=f32(a + "in_proj_z.weight"),
-                     a_proj=f32(a + "in_proj_a.weight"), b_proj=f32(a + "in_proj_b.weight"),
-                     out_proj=f32(a + "out_proj.weight"))
-        else:
-            a = p + "self_attn."
-            d.update(q_norm=fold(a + "q_norm.weight"), k_norm=fold(a + "k_norm.weight"),
-                     q_proj=f32(a + "q_proj.weight"), k_proj=f32(a + "k_proj.weight"),
-                     v_proj=f32(a + "v_proj.weight"), o_proj=f32(a + "o_proj.weight"))
-        return d
+        return _hf_layer(qc.layer_types[i], f"layers.{i}.", f32, fold)
 
     emb_t = ckpt.tensors[prefix + "embed_tokens.weight"]
 
     def emb_rows(r0: int, r1: int) -> np.ndarray:
         return raw_f32(emb_t.type, np.asarray(emb_t.raw)[r0:r1])
 
-    cfg = CourseConfig(KIND_QWEN, FLAG_ATTN_GATE | FLAG_QK_NORM, qc.hidden_size,
-                       qc.intermediate_size, qc.n_layers, qc.n_heads, qc.n_kv_heads, qc.head_dim,
-                       qc.vocab_size, qc.max_position, qc.max_position, float(F32(qc.rms_eps)),
-                       qc.rope_theta, qc.rotary_dim, qc.lin_k_heads, qc.lin_v_heads,
-                       qc.lin_k_dim, qc.lin_v_dim, qc.conv_kernel)
-    kinds = [LAYER_LINEAR if t == Q.LINEAR else LAYER_FULL for t in qc.layer_types]
+    cfg, kinds = _hf_course_config(qc)
     synthetic = synthetic or bool(ckpt.metadata.get("pyllm_synthetic"))
     dtype = emb_t.type.lower()
     return Source(name, path, f"HF {dtype}", cfg, kinds, layer, emb_rows,
                   lambda: fold("norm.weight"), qc.rope_theta,
-                  lambda: Q.tokenizer_from_hf(path), None, qc.eos_ids, synthetic, keep=[ckpt])
+                  lambda: tokenizer_from_hf(path), None, qc.eos_ids, synthetic, keep=[ckpt])
+
+
+def _hf_layer(kind: str, p: str, f32: Callable[[str], np.ndarray],
+              fold: Callable[[str], np.ndarray]) -> dict[str, Any]:
+    """One Qwen3.5 layer's items under the course's names; `p` is the layer's tensor-name
+    prefix, `f32` reads a tensor, `fold` a (1 + w) norm with the 1 added."""
+    from pyllm.models.qwen35_config import LINEAR
+
+    d = {"input_norm": fold(p + "input_layernorm.weight"),
+         "post_norm": fold(p + "post_attention_layernorm.weight"),
+         "gate_proj": f32(p + "mlp.gate_proj.weight"), "up_proj": f32(p + "mlp.up_proj.weight"),
+         "down_proj": f32(p + "mlp.down_proj.weight")}
+    if kind == LINEAR:
+        a = p + "linear_attn."
+        d.update(conv_weight=f32(a + "conv1d.weight")[:, 0, :], dt_bias=f32(a + "dt_bias"),
+                 a_log=f32(a + "A_log"), norm=f32(a + "norm.weight"),
+                 qkv_proj=f32(a + "in_proj_qkv.weight"), z_proj=f32(a + "in_proj_z.weight"),
+                 a_proj=f32(a + "in_proj_a.weight"), b_proj=f32(a + "in_proj_b.weight"),
+                 out_proj=f32(a + "out_proj.weight"))
+    else:
+        a = p + "self_attn."
+        d.update(q_norm=fold(a + "q_norm.weight"), k_norm=fold(a + "k_norm.weight"),
+                 q_proj=f32(a + "q_proj.weight"), k_proj=f32(a + "k_proj.weight"),
+                 v_proj=f32(a + "v_proj.weight"), o_proj=f32(a + "o_proj.weight"))
+    return d
+
+
+def _hf_course_config(qc: Any) -> tuple[Any, list[int]]:
+    """The CourseConfig of a Qwen35Config (context: its trained one), and its layer kinds."""
+    import numpy as np
+
+    from pyllm.loaders.course_blobs import LAYER_FULL, LAYER_LINEAR
+    from pyllm.loaders.course_config import (
+        FLAG_ATTN_GATE,
+        FLAG_QK_NORM,
+        KIND_QWEN,
+        CourseConfig,
+    )
+    from pyllm.models.qwen35_config import LINEAR
+
+    cfg = CourseConfig(KIND_QWEN, FLAG_ATTN_GATE | FLAG_QK_NORM, qc.hidden_size,
+                       qc.intermediate_size, qc.n_layers, qc.n_heads, qc.n_kv_heads, qc.head_dim,
+                       qc.vocab_size, qc.max_position, qc.max_position,
+                       float(np.float32(qc.rms_eps)), qc.rope_theta, qc.rotary_dim,
+                       qc.lin_k_heads, qc.lin_v_heads, qc.lin_k_dim, qc.lin_v_dim,
+                       qc.conv_kernel)
+    kinds = [LAYER_LINEAR if t == LINEAR else LAYER_FULL for t in qc.layer_types]
+    return cfg, kinds
 
 
 def _course_source(name: str, path: Path, synthetic: bool) -> Source:
@@ -272,7 +294,7 @@ def default_prompt(src: Source, vocab: int) -> tuple[list[int], str]:
 
 def planned_bytes(cfg: Any, kinds: list[int]) -> int:
     """Bytes the export writes (for the progress bar)."""
-    from pyllm.loaders.course_assets import blob_bytes, emb_layout, layer_layout
+    from pyllm.loaders.course_blobs import blob_bytes, emb_layout, layer_layout
 
     return (blob_bytes(emb_layout(cfg)) + 4 * cfg.dim + sum(blob_bytes(layer_layout(cfg, k))
                                                            for k in kinds)
@@ -312,28 +334,40 @@ def export_course(model: str, out: Path, *, seq_len: int = DEFAULT_SEQ,
     the engine backend that computes EXP.BIN; plan(total_bytes) is called once before the
     writing starts, progress(n_bytes) as it goes.
     """
-    import numpy as np
-
-    from pyllm import kernels
-    from pyllm.loaders.course_assets import (
-        FOLDERS,
-        KIND_SMOL,
-        LAYER_LINEAR,
-        AssetWriter,
-        CourseConfig,
-        layer_layout,
-        layer_name,
-        pack_blob,
-        pack_cfg,
-        rope_table,
-        u32_list,
-    )
+    from pyllm.loaders.course_config import FOLDERS
+    from pyllm.loaders.course_writer import AssetWriter
 
     t0 = time.perf_counter()
     out = Path(out)
     if out.exists() and not force:
         raise PyllmError(f"{out} already exists (use --force to replace it)")
     src = open_source(model)
+    cfg = _export_config(src, out, seq_len, cfg_version)
+    prompt, prompt_from = _reference_prompt(src, cfg, prompt, prompt_text, n_expect)
+    if plan is not None:
+        plan(planned_bytes(cfg, src.kinds) + 4 * (len(prompt) + n_expect + 2))
+    w = AssetWriter(out, FOLDERS[cfg.model_kind] if out.suffix.lower() == ".zip" else "",
+                    chunk_size, compress, progress)
+    try:
+        expected, exp_backend = _write_assets(w, src, cfg, prompt, prompt_from, n_expect,
+                                              backend, chunk_size, log)
+        w.commit()
+    except BaseException:
+        w.abort()
+        raise
+    finally:
+        for k in src.keep:
+            if hasattr(k, "close"):
+                k.close()
+    return ExportResult(out, cfg, dict(w.written), dict(w.chunked), prompt, prompt_from,
+                        expected, exp_backend, time.perf_counter() - t0, src.synthetic)
+
+
+def _export_config(src: Source, out: Path, seq_len: int, cfg_version: int) -> Any:
+    """The CourseConfig to write: the source's, with runtime_seq_len = seq_len, checked
+    against what CFG.BIN `cfg_version` can describe."""
+    from pyllm.loaders.course_config import KIND_SMOL, CourseConfig
+
     if seq_len < 1:
         raise PyllmError(f"--seq-len must be at least 1, got {seq_len}")
     cfg = replace(src.cfg, runtime_seq_len=seq_len, seq_len=max(src.cfg.seq_len, seq_len),
@@ -345,9 +379,13 @@ def export_course(model: str, out: Path, *, seq_len: int = DEFAULT_SEQ,
                          "seq 256, seq 2048): this model differs")
     if cfg_version == 1 and (cfg.model_kind != KIND_SMOL):
         raise PyllmError("CFG.BIN v1 only describes SmolLM models: use --cfg-version 2")
+    return cfg
 
-    # the reference prompt
-    vocab = cfg.vocab_size
+
+def _reference_prompt(src: Source, cfg: Any, prompt: list[int] | None,
+                      prompt_text: str | None, n_expect: int) -> tuple[list[int], str]:
+    """PMT.BIN's ids and where they came from; checked to fit with EXP.BIN's n_expect ids."""
+    vocab, seq_len = cfg.vocab_size, cfg.runtime_seq_len
     if prompt_text is not None:
         prompt, prompt_from = src.tokenizer().encode(prompt_text), f"'{prompt_text}' tokenised"
     elif prompt is not None:
@@ -360,48 +398,54 @@ def export_course(model: str, out: Path, *, seq_len: int = DEFAULT_SEQ,
     if not 0 <= n_expect <= 255 or len(prompt) + n_expect > seq_len:
         raise PyllmError(f"EXP.BIN of {n_expect} tokens after a {len(prompt)}-token prompt does "
                          f"not fit runtime_seq_len {seq_len} (and must be 0..255 tokens)")
+    return prompt, prompt_from
 
-    if plan is not None:
-        plan(planned_bytes(cfg, src.kinds) + 4 * (len(prompt) + n_expect + 2))
-    w = AssetWriter(out, FOLDERS[cfg.model_kind] if out.suffix.lower() == ".zip" else "",
-                    chunk_size, compress, progress)
-    try:
-        if cfg_version:
-            w.add("CFG.BIN", [pack_cfg(cfg, cfg_version)])
-        if cfg.model_kind != KIND_SMOL or LAYER_LINEAR in src.kinds:
-            w.add("LTY.BIN", [u32_list(src.kinds)])
-        log(f"quantizing {cfg.n_layers} layers and the embedding to per-row int8")
-        w.add("EMB.BIN", _emb_pieces(src, cfg))
-        w.add("NRM.BIN", [np.asarray(src.final_norm(), "<f4")])
-        for i, kind in enumerate(src.kinds):
-            layout = layer_layout(cfg, kind)
-            w.add(layer_name(i), pack_blob(_layer_items(src.layer(i), layout), layout))
-        w.add("ROP.BIN", [rope_table(src.theta, cfg.rope_rotary_dim, seq_len)])
-        w.add("PMT.BIN", [u32_list(prompt)])
-        expected: list[int] = []
-        exp_backend = "-"
-        w.close_files()
-        if n_expect:
-            log(f"computing EXP.BIN: {n_expect} greedy tokens on the exported weights")
-            expected, exp_backend = greedy_ids(w.asset_path, cfg.model_kind, prompt, n_expect,
-                                               backend)
-            w.reopen()
-            w.add("EXP.BIN", [u32_list(expected)])
-        else:
-            w.reopen()
-        info = info_text(src, cfg, prompt, prompt_from, expected, exp_backend, chunk_size,
-                         kernels.backend_name())
-        w.add("INFO.TXT", [info.encode()])
-        w.commit()
-    except BaseException:
-        w.abort()
-        raise
-    finally:
-        for k in src.keep:
-            if hasattr(k, "close"):
-                k.close()
-    return ExportResult(out, cfg, dict(w.written), dict(w.chunked), prompt, prompt_from,
-                        expected, exp_backend, time.perf_counter() - t0, src.synthetic)
+
+def _write_assets(w: AssetWriter, src: Source, cfg: Any, prompt: list[int], prompt_from: str,
+                  n_expect: int, backend: str, chunk_size: int,
+                  log: Callable[[str], Any]) -> tuple[list[int], str]:
+    """Every file into the AssetWriter `w` (not committed); EXP.BIN is computed on the files
+    already written. Returns EXP.BIN's ids and the backend that computed them."""
+    import numpy as np
+
+    from pyllm import kernels
+    from pyllm.loaders.course_blobs import (
+        LAYER_LINEAR,
+        layer_layout,
+        layer_name,
+        pack_blob,
+        rope_table,
+        u32_list,
+    )
+    from pyllm.loaders.course_config import KIND_SMOL, pack_cfg
+
+    if cfg.version:
+        w.add("CFG.BIN", [pack_cfg(cfg, cfg.version)])
+    if cfg.model_kind != KIND_SMOL or LAYER_LINEAR in src.kinds:
+        w.add("LTY.BIN", [u32_list(src.kinds)])
+    log(f"quantizing {cfg.n_layers} layers and the embedding to per-row int8")
+    w.add("EMB.BIN", _emb_pieces(src, cfg))
+    w.add("NRM.BIN", [np.asarray(src.final_norm(), "<f4")])
+    for i, kind in enumerate(src.kinds):
+        layout = layer_layout(cfg, kind)
+        w.add(layer_name(i), pack_blob(_layer_items(src.layer(i), layout), layout))
+    w.add("ROP.BIN", [rope_table(src.theta, cfg.rope_rotary_dim, cfg.runtime_seq_len)])
+    w.add("PMT.BIN", [u32_list(prompt)])
+    expected: list[int] = []
+    exp_backend = "-"
+    w.close_files()
+    if n_expect:
+        log(f"computing EXP.BIN: {n_expect} greedy tokens on the exported weights")
+        expected, exp_backend = greedy_ids(w.asset_path, cfg.model_kind, prompt, n_expect,
+                                           backend)
+        w.reopen()
+        w.add("EXP.BIN", [u32_list(expected)])
+    else:
+        w.reopen()
+    info = info_text(src, cfg, prompt, prompt_from, expected, exp_backend, chunk_size,
+                     kernels.backend_name())
+    w.add("INFO.TXT", [info.encode()])
+    return expected, exp_backend
 
 
 def _emb_pieces(src: Source, cfg: Any) -> list[np.ndarray]:
@@ -434,7 +478,7 @@ def greedy_ids(asset: Path, kind: int, prompt: list[int], n: int,
 
 def info_text(src: Source, cfg: Any, prompt: list[int], prompt_from: str,
               expected: list[int], exp_backend: str, chunk_size: int, kernels: str) -> str:
-    from pyllm.loaders.course_assets import kind_name
+    from pyllm.loaders.course_config import kind_name
 
     lines = [
         "Course model assets written by nexai (`harness models export --format course`).",

@@ -38,7 +38,7 @@ import numpy as np
 from pyllm.errors import PyllmError
 
 PROBE_ROWS, PROBE_N, PROBE_K = 128, 3584, 1024  # as harness/bench/roofline.py's GEMM probe
-PEAK_ITERS = 200_000  # rounds of 16 vpdpbusd per peak chunk (~1 ms)
+PEAK_ITERS = 200_000  # rounds of 16 vpdpbusd per peak chunk (the call's overhead vanishes)
 SAMPLES = 40  # single calls per (matrix, rows); the best is reported
 
 

@@ -25,7 +25,7 @@ class Sampler:
     @property
     def rng(self) -> np.random.Generator:
         """The request's random stream, made on first use: a greedy request never needs it,
-        and seeding one costs 20-100 µs on the path from submit to the first token."""
+        and seeding one is a cost on the path from submit to the first token."""
         if self._rng is None:
             self._rng = np.random.default_rng(self.p.seed)
         return self._rng

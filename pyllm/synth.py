@@ -71,7 +71,8 @@ CONFIG = {
 
 def tensor_specs() -> list[tuple[str, tuple[int, ...]]]:
     """(name, shape) of every tensor, in the order they are written."""
-    from pyllm.models.qwen35 import Qwen35Config, tensor_table
+    from pyllm.models.qwen35_config import Qwen35Config
+    from pyllm.models.qwen35_weights import tensor_table
 
     cfg = Qwen35Config.from_hf(CONFIG)
     specs = [("model.language_model." + k, v) for k, v in tensor_table(cfg).items()]

@@ -76,7 +76,7 @@ def main() -> None:
 
     import openai
 
-    from harness.devices.virtio_ai import LoadedModel
+    from harness.engines.local import LoadedModel
 
     lm = LoadedModel.load(args.model)
     tok = lm.model.tokenizer

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from harness.disk.fsimage import build_image
+from harness.disk.fsbuild import build_image
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"
@@ -28,7 +28,7 @@ def load_tiny(prog: str) -> Iterator[Any]:
     """The tiny Qwen3.5 test model on the AI device (a LoadedModel), for a module's fixture;
     skips when prog or the kernel is not built."""
     require_build(prog)
-    from harness.devices.virtio_ai import LoadedModel
+    from harness.engines.local import LoadedModel
 
     lm = LoadedModel.load(str(TINY))
     yield lm

@@ -23,9 +23,12 @@ from unicorn import UC_ARCH_RISCV, UC_MODE_RISCV64, Uc
 from harness.cpu.clock import HostClock
 from harness.cpu.physmem import PhysMem
 from harness.cpu.registers import Hart
-from harness.devices import virtio_ai as ai
+from harness.devices import ai_protocol as ai
+from harness.devices import virtio_ai
 from harness.devices.base import DeviceContext, DeviceError
 from harness.devices.virtio_mmio import REG, V
+from harness.engines import local as engines_local
+from harness.engines.base import guest_name
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "data" / "qwen35" / "tiny_text"
@@ -44,7 +47,7 @@ NEXT = V["VRING_DESC_F_NEXT"]
 class Rig:
     """One AI device on real guest RAM, with a Python virtio driver and a post queue."""
 
-    def __init__(self, model: str | ai.LoadedModel | None, native: bool = False,
+    def __init__(self, model: str | engines_local.LoadedModel | None, native: bool = False,
                  **kw: object) -> None:
         self.uc = Uc(UC_ARCH_RISCV, UC_MODE_RISCV64)
         self.ram = PhysMem(self.uc, Hart(self.uc), RAM_BASE, RAM_SIZE)
@@ -54,7 +57,7 @@ class Rig:
         self.logs: list[str] = []
         ctx = DeviceContext(irq=self.irq_levels.append, post=self._post, ram=self.ram,
                             clock=HostClock())
-        self.dev = ai.VirtioAi("ai", ctx, model=model, log=self.logs.append, **kw)  # type: ignore[arg-type]
+        self.dev = virtio_ai.VirtioAi("ai", ctx, model=model, log=self.logs.append, **kw)  # type: ignore[arg-type]
         self.c: tuple[object, ...] | None = self._native() if native else None
         self.heap = RAM_BASE + 0x10000
         self.free_desc = list(range(QNUM))
@@ -228,14 +231,14 @@ def wait_done(rig: Rig, *reqs: Gen, timeout: float = 60.0) -> dict[int, int]:
 # ---------------------------------------------------------------- fixtures
 
 @pytest.fixture(scope="module")
-def tiny() -> ai.LoadedModel:
-    lm = ai.LoadedModel.load(str(TINY))
+def tiny() -> engines_local.LoadedModel:
+    lm = engines_local.LoadedModel.load(str(TINY))
     yield lm
     lm.close()
 
 
 @pytest.fixture(params=["python", "c"])
-def rig(tiny: ai.LoadedModel, request: pytest.FixtureRequest) -> Rig:
+def rig(tiny: engines_local.LoadedModel, request: pytest.FixtureRequest) -> Rig:
     """The device with its Python notify path, and with the C bus's chain walker."""
     r = Rig(tiny, native=request.param == "c")
     assert r.handshake() & V["VIRTIO_STATUS_DRIVER_OK"]
@@ -243,7 +246,7 @@ def rig(tiny: ai.LoadedModel, request: pytest.FixtureRequest) -> Rig:
     r.close()
 
 
-def engine_ids(lm: ai.LoadedModel, prompt: list[int], n: int) -> list[int]:
+def engine_ids(lm: engines_local.LoadedModel, prompt: list[int], n: int) -> list[int]:
     from pyllm.engine import GenParams
 
     return lm.engine.run(prompt, GenParams(max_new_tokens=n, stop_ids=())).tokens
@@ -251,7 +254,7 @@ def engine_ids(lm: ai.LoadedModel, prompt: list[int], n: int) -> list[int]:
 
 # ---------------------------------------------------------------- transport and config
 
-def test_identity_features_and_handshake(tiny: ai.LoadedModel) -> None:
+def test_identity_features_and_handshake(tiny: engines_local.LoadedModel) -> None:
     r = Rig(tiny)
     assert r.r("MAGIC_VALUE") == V["VIRTIO_MAGIC"] and r.r("VERSION") == 2
     assert r.r("DEVICE_ID") == ai.A["VIRTIO_ID_AI"]
@@ -264,13 +267,13 @@ def test_identity_features_and_handshake(tiny: ai.LoadedModel) -> None:
     assert st == 15 and r.dev.driver_features == (1 << 32) | ai.F_PROGRESS
 
 
-def test_features_ok_refused_without_version_1(tiny: ai.LoadedModel) -> None:
+def test_features_ok_refused_without_version_1(tiny: engines_local.LoadedModel) -> None:
     r = Rig(tiny)
     st = r.handshake(version_1=False)
     assert not st & V["VIRTIO_STATUS_FEATURES_OK"]
 
 
-def test_config_describes_the_model(rig: Rig, tiny: ai.LoadedModel) -> None:
+def test_config_describes_the_model(rig: Rig, tiny: engines_local.LoadedModel) -> None:
     c = rig.cfg()
     info = tiny.model.info
     assert c["state"] == ai.DEV_STATE["READY"] and c["flags"] == 0
@@ -293,20 +296,20 @@ def test_config_name_is_the_models_own_name(tmp_path: Path) -> None:
 
     folder = tmp_path / "qwen3.5-0.8b-synthetic"
     shutil.copytree(TINY, folder)
-    lm = ai.LoadedModel.load(str(folder))
+    lm = engines_local.LoadedModel.load(str(folder))
     assert lm.config_fields()["name"] == b"qwen3.5-0.8b-synthetic"
     lm.close()
     conf = json.loads((folder / "config.json").read_text())
     conf["_name_or_path"] = "Qwen/Qwen3.5-0.8B"
     (folder / "config.json").write_text(json.dumps(conf))
-    lm = ai.LoadedModel.load(str(folder))
+    lm = engines_local.LoadedModel.load(str(folder))
     assert lm.model.info.title == "Qwen3.5-0.8B" and lm.config_fields()["name"] == b"Qwen3.5-0.8B"
     lm.close()
 
 
 def test_config_name_fits_and_can_be_quoted() -> None:
-    assert ai.guest_name('a "quoted"\tname') == b"a _quoted__name"
-    long = ai.guest_name("\u00e9" * 20)  # 2 bytes each: cut at a character, not inside one
+    assert guest_name('a "quoted"\tname') == b"a _quoted__name"
+    long = guest_name("\u00e9" * 20)  # 2 bytes each: cut at a character, not inside one
     assert len(long) == 30 and long.decode() == "\u00e9" * 15
 
 
@@ -339,7 +342,7 @@ def test_failed_load_reports_and_requests_get_enomodel() -> None:
     r.close()
 
 
-def test_no_model_then_load_request(tiny: ai.LoadedModel) -> None:
+def test_no_model_then_load_request(tiny: engines_local.LoadedModel) -> None:
     r = Rig(None, allow_load=(str(TINY),))
     r.handshake()
     assert r.cfg()["state"] == ai.DEV_STATE["NOMODEL"]
@@ -371,7 +374,7 @@ def load_chain(r: Rig, name: str) -> Gen:
 
 # ---------------------------------------------------------------- requests
 
-def test_tokens_equal_the_engine_greedy_output(rig: Rig, tiny: ai.LoadedModel) -> None:
+def test_tokens_equal_the_engine_greedy_output(rig: Rig, tiny: engines_local.LoadedModel) -> None:
     prompt = [17, 300, 42, 7, 99, 250]
     g = Gen(rig, prompt, 12).submit()
     assert g.resp_fields["status"] == ST["RUNNING"]  # accepted at once, not finished
@@ -384,7 +387,7 @@ def test_tokens_equal_the_engine_greedy_output(rig: Rig, tiny: ai.LoadedModel) -
     assert rig.r("INTERRUPT_STATUS") & V["VIRTIO_INT_USED_RING"] and rig.irq_levels[-1]
 
 
-def test_stop_at_eos_only_when_asked(rig: Rig, tiny: ai.LoadedModel) -> None:
+def test_stop_at_eos_only_when_asked(rig: Rig, tiny: engines_local.LoadedModel) -> None:
     from pyllm.engine import GenParams
 
     prompt = [1]  # the tiny model answers its EOS (id 1) with EOS, greedily
@@ -397,7 +400,7 @@ def test_stop_at_eos_only_when_asked(rig: Rig, tiny: ai.LoadedModel) -> None:
     assert len(g2.tokens) == 12 and g2.tokens[: len(ref)] == ref
 
 
-def test_several_requests_in_flight(rig: Rig, tiny: ai.LoadedModel) -> None:
+def test_several_requests_in_flight(rig: Rig, tiny: engines_local.LoadedModel) -> None:
     prompts = [[3, 4, 5], [100, 200, 300, 400, 500], [7], list(range(10, 60))]
     gens = [Gen(rig, p, 10 + 3 * i, reqid=10 + i).submit() for i, p in enumerate(prompts)]
     assert len(rig.dev.jobs) == 4  # all accepted before any completes
@@ -416,7 +419,7 @@ def test_sampling_is_reproducible_by_seed(rig: Rig) -> None:
     assert a.tokens == b.tokens and a.tokens != c.tokens
 
 
-def test_progress_is_visible_while_generating(rig: Rig, tiny: ai.LoadedModel) -> None:
+def test_progress_is_visible_while_generating(rig: Rig, tiny: engines_local.LoadedModel) -> None:
     rig.dev.write(ai.PROGRESS_WANT, 4, 1)  # updates at the reader's rate
     g = Gen(rig, [11, 12, 13], 400).submit()
     seen: list[int] = []
@@ -488,7 +491,7 @@ def test_progress_interrupts_only_while_wanted(rig: Rig) -> None:
         rig.dev.read(ai.PROGRESS_WANT, 4)  # write-only
 
 
-def test_no_progress_interrupt_without_the_feature(tiny: ai.LoadedModel) -> None:
+def test_no_progress_interrupt_without_the_feature(tiny: engines_local.LoadedModel) -> None:
     r = Rig(tiny)
     r.handshake(features=ai.F_PROGRESS)
     r.dev.write(ai.PROGRESS_WANT, 4, 1)
@@ -502,13 +505,13 @@ def test_no_progress_interrupt_without_the_feature(tiny: ai.LoadedModel) -> None
 _CACHE: dict[str, list[int]] = {}
 
 
-def engine_ids_cached(tiny: ai.LoadedModel) -> list[int]:
+def engine_ids_cached(tiny: engines_local.LoadedModel) -> list[int]:
     if "p" not in _CACHE:
         _CACHE["p"] = engine_ids(tiny, [11, 12, 13], 400)
     return _CACHE["p"]
 
 
-def test_without_progress_the_result_appears_at_the_end(tiny: ai.LoadedModel) -> None:
+def test_without_progress_the_result_appears_at_the_end(tiny: engines_local.LoadedModel) -> None:
     r = Rig(tiny)
     r.handshake(features=0)
     g = Gen(r, [11, 12, 13], 200).submit()
@@ -519,7 +522,7 @@ def test_without_progress_the_result_appears_at_the_end(tiny: ai.LoadedModel) ->
     r.close()
 
 
-def test_cancel_stops_a_request(rig: Rig, tiny: ai.LoadedModel) -> None:
+def test_cancel_stops_a_request(rig: Rig, tiny: engines_local.LoadedModel) -> None:
     g = Gen(rig, [21, 22], 3000, reqid=77).submit()
     rig.pump(lambda: g.resp_fields["ngenerated"] > 5)
     c = cancel_chain(rig, 77)
@@ -540,7 +543,7 @@ def cancel_chain(r: Rig, target: int) -> Gen:
     return g
 
 
-def test_cancel_needs_the_feature(tiny: ai.LoadedModel) -> None:
+def test_cancel_needs_the_feature(tiny: engines_local.LoadedModel) -> None:
     r = Rig(tiny)
     r.handshake(features=ai.F_PROGRESS)
     assert cancel_chain(r, 1).resp_fields["status"] == ST["EINVAL"]
@@ -643,7 +646,7 @@ def test_descriptor_loop_and_bad_index(rig: Rig) -> None:
     assert rig.used() == [(QNUM + 5, 0)]
 
 
-def test_c_walker_takes_good_chains_and_leaves_the_rest_to_python(tiny: ai.LoadedModel,
+def test_c_walker_takes_good_chains_and_leaves_the_rest_to_python(tiny: engines_local.LoadedModel,
                                                                   ) -> None:
     """harness/fastpath/virtq.c walks each chain _walk would take as it is and hands it to
     the device; at one with a problem it stops, and Python's _notify goes on from that
@@ -707,19 +710,19 @@ def test_trace_register(rig: Rig) -> None:
 # ---------------------------------------------------------------- SmolLM2
 
 @pytest.fixture(scope="module")
-def smol() -> ai.LoadedModel:
+def smol() -> engines_local.LoadedModel:
     from pyllm.registry import resolve
 
     try:
         resolve("smol")
     except Exception as exc:
         pytest.skip(f"SmolLM2 not installed ({exc})")
-    lm = ai.LoadedModel.load("smol")
+    lm = engines_local.LoadedModel.load("smol")
     yield lm
     lm.close()
 
 
-def test_smol_requests_equal_the_engine(smol: ai.LoadedModel) -> None:
+def test_smol_requests_equal_the_engine(smol: engines_local.LoadedModel) -> None:
     r = Rig(smol)
     r.handshake()
     c = r.cfg()
@@ -737,7 +740,7 @@ def test_smol_requests_equal_the_engine(smol: ai.LoadedModel) -> None:
     r.close()
 
 
-def test_emulator_style_load_does_not_starve_the_engine(smol: ai.LoadedModel) -> None:
+def test_emulator_style_load_does_not_starve_the_engine(smol: engines_local.LoadedModel) -> None:
     """Sanity (not a timing assertion): requests finish while another Python thread spins."""
     stop = threading.Event()
 
@@ -762,23 +765,23 @@ def test_emulator_style_load_does_not_starve_the_engine(smol: ai.LoadedModel) ->
 
 # ---------------------------------------------------------------- real guest code
 
-def _stub_run(model: ai.LoadedModel | str, prompt: list[int],
-              npredict: int) -> tuple[str, list[ai.VirtioAi]]:
+def _stub_run(model: engines_local.LoadedModel | str, prompt: list[int],
+              npredict: int) -> tuple[str, list[virtio_ai.VirtioAi]]:
     from machine_stubs import Run
     from made import stub
 
     from harness.abi import bootinfo
 
     elf = stub("aidev")
-    devs: list[ai.VirtioAi] = []
+    devs: list[virtio_ai.VirtioAi] = []
     r = Run(elf, cmd=" ".join(map(str, [npredict, *prompt])), flags=bootinfo.F_AIDEV,
-            extra_devices=[ai.device_entry(model, created=devs)], timeout=60.0)
+            extra_devices=[virtio_ai.device_entry(model, created=devs)], timeout=60.0)
     res = r.run()
     assert res.exit.value == "poweroff" and res.status == 0, (res, r.text)
     return r.text, devs
 
 
-def test_bare_metal_guest_drives_the_device(tiny: ai.LoadedModel) -> None:
+def test_bare_metal_guest_drives_the_device(tiny: engines_local.LoadedModel) -> None:
     prompt = [17, 300, 42, 7]
     text, devs = _stub_run(str(TINY), prompt, 200)  # loads at boot, on a host thread
     ids = " ".join(map(str, engine_ids(tiny, prompt, 200)))
@@ -798,7 +801,7 @@ def test_bare_metal_guest_drives_the_device(tiny: ai.LoadedModel) -> None:
                          ("submit", "kernel")]
 
 
-def test_bare_metal_guest_with_smol(smol: ai.LoadedModel) -> None:
+def test_bare_metal_guest_with_smol(smol: engines_local.LoadedModel) -> None:
     prompt = smol.model.tokenizer.encode("The capital of France is")
     text, _ = _stub_run(smol, prompt, 12)  # a model loaded before boot: READY at once
     ids = " ".join(map(str, engine_ids(smol, prompt, 12)))

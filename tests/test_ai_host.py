@@ -166,7 +166,7 @@ def test_model_option_boots_with_the_daemon_up() -> None:
     _need_build()
     p = harness("run", "-q", "--model", str(TINY), "-c", "llmrun --predict 3 5 6 7")
     assert p.returncode == 0, p.stdout + p.stderr
-    from harness.devices.virtio_ai import LoadedModel
+    from harness.engines.local import LoadedModel
 
     lm = LoadedModel.load(str(TINY))
     try:

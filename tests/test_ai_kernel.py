@@ -26,7 +26,7 @@ from machine_stubs import Captured
 from made import kernel_prog
 
 from harness.abi import cheader
-from harness.disk.fsimage import build_image
+from harness.disk.fsbuild import build_image
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"
@@ -74,7 +74,7 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def tiny():  # -> LoadedModel, shared by every boot of this module
-    from harness.devices.virtio_ai import LoadedModel
+    from harness.engines.local import LoadedModel
 
     lm = LoadedModel.load(str(TINY))
     yield lm
@@ -222,17 +222,17 @@ def test_submit_sleeps_while_the_model_loads(images: dict[str, Path],
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """No model at boot; the test starts a load whose end it holds back until the guest's
     submit is asleep; the config interrupt then wakes it."""
-    from harness.devices import virtio_ai
+    from harness.engines import local as engines_local
 
     release = threading.Event()
-    real_load = virtio_ai.LoadedModel.load.__func__
+    real_load = engines_local.LoadedModel.load.__func__
 
     def held_load(cls, spec: str, **opts: object):  # noqa: ANN001, ANN202
         lm = real_load(cls, spec, **opts)
         release.wait(30)
         return lm
 
-    monkeypatch.setattr(virtio_ai.LoadedModel, "load", classmethod(held_load))
+    monkeypatch.setattr(engines_local.LoadedModel, "load", classmethod(held_load))
 
     def drive(b: Boot) -> None:
         b.wait_for("aiktest loading: waiting for the load")

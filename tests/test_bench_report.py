@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.bench import analysis as A
-from harness.bench import loadtime, markdown, report, roofline
+from harness.bench import findings, loadtime, markdown, numformat, roofline
 from harness.bench.lifecycle import QUICK
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,12 +69,12 @@ def test_the_probes_repeat_and_the_roof_is_the_best_sample() -> None:
 def test_a_share_above_the_roof_says_why() -> None:
     peaks = roofline.Peaks(2, bandwidth=[10e9], gemm_int8=[150e9], gemm_f32=[60e9])
     over, fine = _point(2.0, peaks, of_roof=1.18), _point(40.0, peaks, of_roof=0.8)
-    assert report.of_roof(over.of_roof) == "118 % ‡" and report.of_roof(0.8) == "80 %"
+    assert numformat.of_roof(over.of_roof) == "118 % ‡" and numformat.of_roof(0.8) == "80 %"
     mr = SimpleNamespace(label="m", roofline=[over, fine], info={"weight_bytes": 1e8})
     res = SimpleNamespace(models={"m": mr}, probes=peaks)
     text = "\n".join(markdown._roofline(res, {}))  # type: ignore[arg-type]
-    assert "118 % ‡" in text and report.ABOVE_ROOF in text
-    assert "GFLOP" not in text and "GOP/s" in text and report.OPS_NOTE in text
+    assert "118 % ‡" in text and numformat.ABOVE_ROOF in text
+    assert "GFLOP" not in text and "GOP/s" in text and numformat.OPS_NOTE in text
     for line in text.splitlines():  # no share above 100 % without its mark
         for pct in (w for w in line.split("|") if w.strip().endswith("%")):
             assert float(pct.strip(" %")) <= 100, line
@@ -93,7 +93,7 @@ def _lengths(ins: list[int], outs: list[int], ttft: list[float], tpot: list[floa
 def test_one_generated_token_gives_no_placeholder_sentence() -> None:
     o = SimpleNamespace(input_lens=[8], output_lens=[1])
     t = _lengths([8], [1], [40.0], [math.nan])
-    ttft, tpot = report._ttft_sentence(o, t, "guest"), report._tpot_sentence(o, t)
+    ttft, tpot = findings._ttft_sentence(o, t, "guest"), findings._tpot_sentence(o, t)
     for s in (ttft, tpot):
         assert " - ms" not in s and "(-)" not in s, s
     assert "40.0 ms at 8 prompt tokens" in ttft and "cannot be computed" in ttft
@@ -103,7 +103,7 @@ def test_one_generated_token_gives_no_placeholder_sentence() -> None:
 def test_tpot_skips_the_one_token_length_and_says_so() -> None:
     o = SimpleNamespace(input_lens=[8, 32], output_lens=[1, 8, 16])
     t = _lengths([8, 32], [1, 8, 16], [40.0, 60.0], [math.nan, 10.0, 10.5])
-    s = report._tpot_sentence(o, t)
+    s = findings._tpot_sentence(o, t)
     assert "10.0 ms at 8 generated tokens and 10.5 ms at 16" in s
     assert "not at 1 token" in s and " - ms" not in s
 
@@ -148,7 +148,7 @@ def test_the_repack_is_named_wherever_a_load_time_is() -> None:
     first = loadtime.LoadSample("first", 19.7, math.nan, 1.0, "", "miss", 0.0, 19.0)
     mr = SimpleNamespace(load=load, first_load=first, llmrun={"load_us": "19700000",
                                                               "repack_us": "19000000"})
-    text = report.load_sentence(mr)
+    text = findings.load_sentence(mr)
     assert text.count("one-time int8 repack") == 2 and "19.7 s" in text
 
 
@@ -175,7 +175,7 @@ def test_a_cold_load_of_a_mapped_file_is_called_impossible(
     assert any(p.startswith(f"{holder.pid} ") for p in res.mapped_by), res.mapped_by
     ls = A.load_summary(SimpleNamespace(load=res, first_load=None))  # type: ignore[arg-type]
     assert not ls["cold_ok"] and math.isnan(ls["bytes_read"])  # not a "0 bytes read"
-    text = report.load_sentence(SimpleNamespace(load=res, first_load=None, llmrun={}))
+    text = findings.load_sentence(SimpleNamespace(load=res, first_load=None, llmrun={}))
     assert f"cold load impossible: mapped by PID {holder.pid}" in text
     assert "reads 0" not in text and "0 B" not in text
 
@@ -239,7 +239,7 @@ def test_batching_line_judges_each_target_from_the_same_run() -> None:
     """Throughput and TPOT at 8 clients against 1, and single-stream TPOT against the
     weight-streaming floor (bytes of a step at this run's bandwidth probe)."""
     res = _conc_results({1: 100.0, 8: 600.0}, {1: 6.0, 8: 9.0}, bw=20e9)
-    line = report.batching_line(res, "smol", "engine", res.models["smol"].conc["engine"])
+    line = findings.batching_line(res, "smol", "engine", res.models["smol"].conc["engine"])
     floor = roofline.tpot_floor_s(res.models["smol"].shapes, 100_000_000,
                                   res.opts.conc_in + (res.opts.conc_out - 1) / 2, 20e9)
     assert 5e-3 < floor < 6e-3  # 100 MB of weights + a little KV cache at 20 GB/s
@@ -247,10 +247,10 @@ def test_batching_line_judges_each_target_from_the_same_run() -> None:
     assert "TPOT at 8 in flight 1.50x that of 1 (target <= 2.00x: met)" in line
     assert "target <= 1.20x: met)" in line
     slow = _conc_results({1: 100.0, 8: 300.0}, {1: 9.0, 8: 30.0}, bw=20e9)
-    line = report.batching_line(slow, "smol", "engine", slow.models["smol"].conc["engine"])
+    line = findings.batching_line(slow, "smol", "engine", slow.models["smol"].conc["engine"])
     assert line.count("NOT met") == 3
     none = _conc_results({2: 100.0, 8: 300.0}, {2: 9.0, 8: 30.0}, bw=20e9)
-    assert report.batching_line(none, "smol", "engine",
+    assert findings.batching_line(none, "smol", "engine",
                                 none.models["smol"].conc["engine"]) == ""
 
 
@@ -259,13 +259,13 @@ def test_batching_line_gives_the_floor_at_the_median_probe_too() -> None:
     median (the best one is a quiet moment), with the probes' range; one probe, no note."""
     res = _conc_results({1: 100.0, 8: 600.0}, {1: 6.0, 8: 9.0}, bw=20e9)
     res.probes.bandwidth[:] = [20e9, 10e9, 15e9]
-    line = report.batching_line(res, "smol", "engine", res.models["smol"].conc["engine"])
+    line = findings.batching_line(res, "smol", "engine", res.models["smol"].conc["engine"])
     best = float(line.split("single-stream TPOT 6.00 ms = ")[1].split("x")[0])
     at_median = float(line.split("x the floor at the median probe")[0].split("; ")[-1])
     assert at_median == pytest.approx(best * 15 / 20, abs=0.01)
     assert "median probe (15.0 GB/s; the run's 3 probes read 10.0-20.0 GB/s)" in line
     one = _conc_results({1: 100.0, 8: 600.0}, {1: 6.0, 8: 9.0}, bw=20e9)
-    assert "median probe" not in report.batching_line(one, "smol", "engine",
+    assert "median probe" not in findings.batching_line(one, "smol", "engine",
                                                        one.models["smol"].conc["engine"])
 
 
@@ -309,7 +309,7 @@ def test_roofline_bound_of_the_sweep_turns_compute_bound() -> None:
     assert conc_step_floor_ms(res, mr, 1) == pytest.approx(conc_floor_ms(res, mr), rel=0.01)
     assert conc_step_floor_ms(res, mr, 8) > 1.3 * conc_step_floor_ms(res, mr, 1)
     assert conc_roof_tok_s(res, mr, 8) / conc_roof_tok_s(res, mr, 1) < 4
-    line = report.batching_line(res, "smol", "engine", mr.conc["engine"])
+    line = findings.batching_line(res, "smol", "engine", mr.conc["engine"])
     assert "the roofline allows at most" in line
     fast = _conc_results(tok, tp, bw=20e9, int8=1e15)
     fm = fast.models["smol"]
@@ -318,5 +318,5 @@ def test_roofline_bound_of_the_sweep_turns_compute_bound() -> None:
     bare = _conc_results(tok, tp, bw=20e9)
     bare.probes.gemm_int8.clear()  # no C kernels: no int8 probe, no bound (not memory's)
     assert math.isnan(conc_step_floor_ms(bare, bare.models["smol"], 8))
-    assert "roofline allows" not in report.batching_line(bare, "smol", "engine",
+    assert "roofline allows" not in findings.batching_line(bare, "smol", "engine",
                                                          bare.models["smol"].conc["engine"])

@@ -54,7 +54,7 @@ def test_smol_cost_and_first_character(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_qwen_first_character_through_the_guest() -> None:
     _need_build()
-    from harness.devices.virtio_ai import LoadedModel
+    from harness.engines.local import LoadedModel
     from pyllm.errors import ModelNotFoundError
 
     try:

@@ -21,6 +21,10 @@ import pyllm
 from pyllm.errors import FormatError, PyllmError
 from pyllm.export import export_course
 from pyllm.loaders import course_assets as C
+from pyllm.loaders import course_blobs as CB
+from pyllm.loaders import course_config as CC
+from pyllm.loaders.course_sources import find_source
+from pyllm.loaders.course_writer import AssetWriter
 
 QWEN = Path(__file__).parent / "data" / "qwen35"
 
@@ -50,9 +54,9 @@ def qwen(assets, tmp_path):
     return dst
 
 
-def course_error(path, text: str, expect=None) -> C.CourseFormatError:
+def course_error(path, text: str, expect=None) -> CC.CourseFormatError:
     """Opening `path` fails with the course's `text`, as one line naming the asset."""
-    with pytest.raises(C.CourseFormatError) as ei:
+    with pytest.raises(CC.CourseFormatError) as ei:
         C.open_course(path, expect=expect)
     msg = str(ei.value)
     assert "\n" not in msg and ei.value.text == text, msg
@@ -61,45 +65,45 @@ def course_error(path, text: str, expect=None) -> C.CourseFormatError:
     return ei.value
 
 
-def cfg_of(path: Path) -> C.CourseConfig:
-    return C.parse_cfg((path / "CFG.BIN").read_bytes(), "x")
+def cfg_of(path: Path) -> CC.CourseConfig:
+    return CC.parse_cfg((path / "CFG.BIN").read_bytes(), "x")
 
 
 def write_cfg(path: Path, **changes) -> None:
-    (path / "CFG.BIN").write_bytes(C.pack_cfg(dataclasses.replace(cfg_of(path), **changes)))
+    (path / "CFG.BIN").write_bytes(CC.pack_cfg(dataclasses.replace(cfg_of(path), **changes)))
 
 
 # ---------------------------------------------------------------- CFG.BIN
 
 def test_cfg_v1_v2_legacy_round_trip():
-    legacy = C.CourseConfig.legacy()
-    assert C.parse_cfg(None, "x") == legacy and legacy.version == 0
-    v2 = C.pack_cfg(legacy)
+    legacy = CC.CourseConfig.legacy()
+    assert CC.parse_cfg(None, "x") == legacy and legacy.version == 0
+    v2 = CC.pack_cfg(legacy)
     assert len(v2) == 84 and v2[:4] == b"CFG1"
-    assert C.parse_cfg(v2, "x") == dataclasses.replace(legacy, version=2)
-    v1 = C.pack_cfg(legacy, 1)
+    assert CC.parse_cfg(v2, "x") == dataclasses.replace(legacy, version=2)
+    v1 = CC.pack_cfg(legacy, 1)
     assert len(v1) == 48
-    assert C.parse_cfg(v1, "x") == dataclasses.replace(legacy, version=1)
+    assert CC.parse_cfg(v1, "x") == dataclasses.replace(legacy, version=1)
     q = dataclasses.replace(legacy, model_kind=1, flags=3)
     with pytest.raises(ValueError, match="v1 only"):
-        C.pack_cfg(q, 1)
+        CC.pack_cfg(q, 1)
     # the derived sizes of course_lab.md 3.2 for the Qwen3.5-0.8B config
-    q = C.CourseConfig(1, 3, 1024, 3584, 24, 8, 2, 256, 248320, 262144, 256, 1e-6, 1e7, 64,
+    q = CC.CourseConfig(1, 3, 1024, 3584, 24, 8, 2, 256, 248320, 262144, 256, 1e-6, 1e7, 64,
                        16, 16, 128, 128, 4)
     assert (q.conv_dim, q.value_dim, q.attn_out_dim, q.q_rows, q.kv_dim) == \
         (6144, 2048, 2048, 4096, 512)
-    assert C.blob_bytes(C.layer_layout(q, 0)) == 18_417_664
-    assert C.blob_bytes(C.layer_layout(q, 1)) == 21_705_472
-    assert C.blob_bytes(C.emb_layout(q)) == 255_272_960
-    assert C.blob_bytes(C.layer_layout(legacy, 0)) == 3_564_288  # SmolLM, 3.1
+    assert CB.blob_bytes(CB.layer_layout(q, 0)) == 18_417_664
+    assert CB.blob_bytes(CB.layer_layout(q, 1)) == 21_705_472
+    assert CB.blob_bytes(CB.emb_layout(q)) == 255_272_960
+    assert CB.blob_bytes(CB.layer_layout(legacy, 0)) == 3_564_288  # SmolLM, 3.1
 
 
 @pytest.mark.parametrize("raw,text", [
     (b"CFG1\x02", "bad CFG.BIN size (5)"),
     (b"XXXX" + bytes(80), "unsupported CFG.BIN header"),
-    (struct.pack("<II", C.CFG_MAGIC, 1) + bytes(42), "bad CFG.BIN v1 size (50)"),
-    (struct.pack("<II", C.CFG_MAGIC, 2) + bytes(72), "bad CFG.BIN v2 size (80)"),
-    (struct.pack("<II", C.CFG_MAGIC, 3) + bytes(76), "unsupported CFG.BIN version 3"),
+    (struct.pack("<II", CC.CFG_MAGIC, 1) + bytes(42), "bad CFG.BIN v1 size (50)"),
+    (struct.pack("<II", CC.CFG_MAGIC, 2) + bytes(72), "bad CFG.BIN v2 size (80)"),
+    (struct.pack("<II", CC.CFG_MAGIC, 3) + bytes(76), "unsupported CFG.BIN version 3"),
 ])
 def test_cfg_header_errors(smol, raw, text):
     (smol / "CFG.BIN").write_bytes(raw)
@@ -127,7 +131,7 @@ def test_cfg_validation_errors(smol, changes, text):
 
 def test_v1_reads_and_missing_cfg_uses_legacy_defaults(smol):
     v2 = cfg_of(smol)
-    (smol / "CFG.BIN").write_bytes(C.pack_cfg(v2, 1))
+    (smol / "CFG.BIN").write_bytes(CC.pack_cfg(v2, 1))
     a = C.open_course(smol)
     assert a.cfg == dataclasses.replace(v2, version=1)
     a.close()
@@ -139,7 +143,7 @@ def test_v1_reads_and_missing_cfg_uses_legacy_defaults(smol):
 # ---------------------------------------------------------------- model kind and LTY.BIN
 
 def test_kind_checks(smol, qwen, tmp_path):
-    course_error(smol, "expected Qwen3.5 assets, got SmolLM", expect=C.KIND_QWEN)
+    course_error(smol, "expected Qwen3.5 assets, got SmolLM", expect=CC.KIND_QWEN)
     mislabelled = tmp_path / "x" / "SMOL"  # the folder name says which kind belongs there
     shutil.copytree(qwen, mislabelled)
     course_error(mislabelled, "expected SmolLM assets, got Qwen3.5")
@@ -148,7 +152,7 @@ def test_kind_checks(smol, qwen, tmp_path):
     anon = tmp_path / "assets"  # no name to go by
     shutil.copytree(smol, anon)
     course_error(anon, "expected SmolLM or Qwen3.5 assets, got unknown-model")
-    with pytest.raises(C.CourseFormatError, match="got unknown-model"):
+    with pytest.raises(CC.CourseFormatError, match="got unknown-model"):
         pyllm.load(str(anon))
 
 
@@ -161,15 +165,15 @@ def test_layer_kind_errors(smol, qwen):
     course_error(qwen, "bad LTY.BIN size")
     lty.write_bytes(good[:-4])
     course_error(qwen, "bad LTY.BIN layout")
-    lty.write_bytes(C.u32_list([1, 1, 1, 1, 1]))
+    lty.write_bytes(CB.u32_list([1, 1, 1, 1, 1]))
     course_error(qwen, "bad LTY.BIN layout")
-    lty.write_bytes(C.u32_list([1, 5, 1, 0]))
+    lty.write_bytes(CB.u32_list([1, 5, 1, 0]))
     course_error(qwen, "unsupported layer kind 5")
     lty.write_bytes(good)
     write_cfg(qwen, linear_num_k_heads=0, linear_num_v_heads=0, linear_key_head_dim=0,
               linear_value_head_dim=0, linear_conv_kernel=0)
     course_error(qwen, "linear layer metadata is incomplete")
-    (smol / "LTY.BIN").write_bytes(C.u32_list([0, 1]))
+    (smol / "LTY.BIN").write_bytes(CB.u32_list([0, 1]))
     course_error(smol, "this program only supports full-attention layers")
 
 
@@ -210,10 +214,10 @@ def test_rope_and_token_list_errors(smol):
     course_error(smol, "bad ROP.BIN size")
     rop.write_bytes(good)
     (smol / "PMT.BIN").write_bytes(struct.pack("<II", 2, 5))
-    with pytest.raises(C.CourseFormatError, match="bad PMT.BIN"):
+    with pytest.raises(CC.CourseFormatError, match="bad PMT.BIN"):
         C.open_course(smol)
-    (smol / "PMT.BIN").write_bytes(C.u32_list([1, 64]))  # vocab is 64
-    with pytest.raises(C.CourseFormatError, match="PMT.BIN: token 1 out of range"):
+    (smol / "PMT.BIN").write_bytes(CB.u32_list([1, 64]))  # vocab is 64
+    with pytest.raises(CC.CourseFormatError, match="PMT.BIN: token 1 out of range"):
         C.open_course(smol)
     (smol / "PMT.BIN").unlink()
     (smol / "EXP.BIN").unlink()
@@ -291,23 +295,23 @@ def test_zip_errors(smol, tmp_path):
     z = zip_folder(smol, tmp_path / "smol.zip")
     data = bytearray(z.read_bytes())
     (tmp_path / "cut.zip").write_bytes(data[:len(data) // 2])  # the directory is at the end
-    with pytest.raises(C.CourseFormatError, match="not a readable zip archive"):
+    with pytest.raises(CC.CourseFormatError, match="not a readable zip archive"):
         C.open_course(tmp_path / "cut.zip")
     with zipfile.ZipFile(z) as zf:
         info = zf.getinfo("SMOL/L00.BIN")
     at = info.header_offset + 30 + len(info.filename) + 500
     data[at] ^= 0xFF  # one flipped bit pattern in a stored member
     (tmp_path / "flip.zip").write_bytes(data)
-    with pytest.raises(C.CourseFormatError, match=r"failed to read L00\.BIN .*damaged"):
+    with pytest.raises(CC.CourseFormatError, match=r"failed to read L00\.BIN .*damaged"):
         C.open_course(tmp_path / "flip.zip")
     with zipfile.ZipFile(tmp_path / "other.zip", "w") as zf:
         zf.writestr("README.txt", "hello")
-    with pytest.raises(C.CourseFormatError, match="no course assets in this zip"):
+    with pytest.raises(CC.CourseFormatError, match="no course assets in this zip"):
         pyllm.load(str(tmp_path / "other.zip"))
     with zipfile.ZipFile(tmp_path / "two.zip", "w") as zf:
         zf.writestr("A/CFG.BIN", b"")
         zf.writestr("B/CFG.BIN", b"")
-    with pytest.raises(C.CourseFormatError, match="several asset folders"):
+    with pytest.raises(CC.CourseFormatError, match="several asset folders"):
         C.open_course(tmp_path / "two.zip")
 
 
@@ -316,17 +320,17 @@ def test_zip_errors(smol, tmp_path):
 def test_writer_chunks_and_zip_equals_folder(tmp_path):
     blob = np.arange(10_000, dtype=np.uint8)
     for out in (tmp_path / "a.zip", tmp_path / "A"):
-        w = C.AssetWriter(out, "SMOL", chunk_size=4096)
+        w = AssetWriter(out, "SMOL", chunk_size=4096)
         w.add("EMB.BIN", [blob[:3000], blob[3000:]])
         w.add("NRM.BIN", [b"1234"])
         w.commit()
         assert w.chunked == {"EMB.BIN": 3} and not w.tmp.exists()
     assert sorted((tmp_path / "A" / "EMB.BIN").iterdir())[-1].stat().st_size == 10_000 - 8192
-    src = C.find_source(tmp_path / "a.zip")
+    src = find_source(tmp_path / "a.zip")
     assert np.array_equal(src.load("EMB.BIN", []), blob)
     assert bytes(src.load("NRM.BIN", [])) == b"1234"
     src.close()
-    w = C.AssetWriter(tmp_path / "b.zip", "QWEN")
+    w = AssetWriter(tmp_path / "b.zip", "QWEN")
     w.add("X", [b"x"])
     w.abort()
     assert not (tmp_path / "b.zip").exists() and not w.tmp.exists()

@@ -151,7 +151,7 @@ def test_smol_rope_rows_are_permuted_back(exported, monkeypatch):
 def test_rope_convention_identity():
     """Rotate-half RoPE with ROP.BIN's table on HF-order vectors == the Llama code's interleaved
     RoPE on the permuted vectors (then permuted back)."""
-    from pyllm.loaders.course_assets import rope_table
+    from pyllm.loaders.course_blobs import rope_table
     from pyllm.models.course_model import to_interleaved
     from pyllm.models.llama import rope
 
@@ -174,7 +174,7 @@ def test_theta_is_recovered_from_rop_bin(exported, tmp_path):
     import dataclasses
     import shutil
 
-    from pyllm.loaders.course_assets import CourseFormatError, pack_cfg, parse_cfg
+    from pyllm.loaders.course_config import CourseFormatError, pack_cfg, parse_cfg
 
     _, path = exported["qwen_mm"]
     bad = tmp_path / "QWEN"

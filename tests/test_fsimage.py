@@ -17,15 +17,10 @@ from pathlib import Path
 import pytest
 
 from harness.abi import cheader
-from harness.disk.fsimage import (
-    FsBuilder,
-    FsError,
-    FsImage,
-    FsLayout,
-    build_image,
-    main,
-    with_files,
-)
+from harness.disk.fsbuild import FsBuilder, build_image, with_files
+from harness.disk.fsimage import FsImage
+from harness.disk.fslayout import FsError, FsLayout
+from harness.disk.mkfs import main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -175,7 +170,7 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(out), f"x={tmp_path / 'missing'}"]) == 1
     assert "cannot read" in capsys.readouterr().err
     # the documented module entry point
-    r = subprocess.run([sys.executable, "-m", "harness.disk.fsimage", "--ls", str(out)],
+    r = subprocess.run([sys.executable, "-m", "harness.disk.mkfs", "--ls", str(out)],
                        cwd=ROOT, capture_output=True, text=True, check=True)
     assert "/dir/hello" in r.stdout
 

@@ -2,7 +2,7 @@
 
 Most cases run tests/kernel_progs/ktest.c, which `make build` compiles with the user
 programs' flags and links with user_c's library (build/tests/_ktest, tests/made.py); this
-module puts it in a scratch file-system image next to the normal programs (harness.disk.fsimage).
+module puts it in a scratch file-system image next to the normal programs (harness/disk/fsbuild.py).
 ktest makes the system calls with bad pointers, lengths, fds and numbers, fuzzes them,
 bombs fork and sbrk, feeds exec malformed ELF files, kills blocked processes and checks
 the clock; each of its modes prints "ktest NAME: OK ..." only when every check held and
@@ -26,7 +26,7 @@ import pytest
 from machine_stubs import Captured
 from made import kernel_prog
 
-from harness.disk.fsimage import build_image
+from harness.disk.fsbuild import build_image
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "build" / "kernel" / "kernel.elf"

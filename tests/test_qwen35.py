@@ -11,6 +11,7 @@ import pytest
 
 from pyllm.errors import ContextOverflowError, TokenError
 from pyllm.models import qwen35 as Q
+from pyllm.models.qwen35_weights import tensor_table
 
 DATA = Path(__file__).parent / "data" / "qwen35"
 MODELS = ("tiny_text", "tiny_mm")
@@ -128,7 +129,7 @@ def test_config_and_info():
     assert c.layer_types == ("linear_attention",) * 3 + ("full_attention",)
     assert (c.lin_k_heads, c.lin_v_heads, c.rotary_dim, c.rope_theta) == (2, 4, 8, 1e7)
     assert m.info.arch == "qwen3_5" and m.info.synthetic is False
-    assert m.info.n_params == sum(int(np.prod(s)) for s in Q.tensor_table(c).values())
+    assert m.info.n_params == sum(int(np.prod(s)) for s in tensor_table(c).values())
     st = m.new_state(16)
     assert st.ssm.shape == (3, 4, 16, 16) and st.conv.shape == (3, 3, 2 * 32 + 64)
 

@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 from reliability_util import FS_IMG, KERNEL, ROOT, TINY, require_build
 
-from harness.disk.fsimage import FsImage, FsLayout
+from harness.disk.fsimage import FsImage
+from harness.disk.fslayout import FsLayout
 
 
 def harness(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

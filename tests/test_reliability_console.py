@@ -20,7 +20,7 @@ from pathlib import Path
 import guest
 import pytest
 
-from harness.disk.fsimage import build_image
+from harness.disk.fsbuild import build_image
 from harness.machine.board import Machine
 from harness.machine.config import Exit, MachineConfig
 

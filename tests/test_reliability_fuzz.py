@@ -84,7 +84,7 @@ def _seeded(table: dict[str, tuple[int, int, int]]) -> dict[str, tuple[int, ...]
 @pytest.mark.parametrize("seed", [11, 12, 13])
 def test_soak_fuzz_on_smollm2_with_faults(seed: int) -> None:
     require_build("sysfuzz")
-    from harness.devices.virtio_ai import LoadedModel
+    from harness.engines.local import LoadedModel
 
     lm = LoadedModel.load("smol")
     try:

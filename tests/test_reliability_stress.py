@@ -95,7 +95,7 @@ def test_every_request_failing_is_reported_cleanly(tiny) -> None:
 @pytest.mark.parametrize("seed", [21, 22])
 def test_soak_stress_on_smollm2(seed: int) -> None:
     require_build("aistress")
-    from harness.devices.virtio_ai import LoadedModel
+    from harness.engines.local import LoadedModel
 
     lm = LoadedModel.load("smol")
     try:

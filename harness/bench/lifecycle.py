@@ -1,7 +1,7 @@
 """The lifecycle bench: Model Loading Time, TTFT, TPOT and E2E for each model across input and
 output lengths, from the guest, the device and the engine, plus the roofline, the
-architecture table and a concurrency sweep. `run(opts, progress)` returns `Results`; the
-report writers (report.py, plots.py) only read them.
+architecture table and a concurrency sweep. `run(opts, progress, say)` returns `Results`
+(lifecycle_results.py); the report writers (report.py, markdown.py, plots.py) only read them.
 
 Order of work (the machine is shared and noisy, so measurements are interleaved):
 
@@ -35,7 +35,16 @@ from typing import Any
 
 from harness.bench import loadtime
 from harness.bench.anchors import anchor
-from harness.bench.arch import ArchRow, Shapes, arch_row, shapes_of
+from harness.bench.arch import arch_row, shapes_of
+from harness.bench.lifecycle_results import (
+    CONC_METRICS,
+    ROOT,
+    ConcPoint,
+    ModelResult,
+    Options,
+    Results,
+    Sample,
+)
 from harness.bench.metrics import RequestTimes
 from harness.bench.roofline import (
     Point,
@@ -53,138 +62,13 @@ from harness.bench.runners import (
     LlamaCppRunner,
     guest_times,
 )
-from harness.bench.stats import Summary, median, summarize
+from harness.bench.stats import median, summarize
 
-ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MODELS = ("smol", "qwen")
 # the assignment's lengths (MISSION.md, course_lab.md section 4: 8/16/32 in and out)
 QUICK = {"input_lens": (8, 16, 32), "output_lens": (8, 16, 32), "reps": 1,
          "concurrency": (1, 16), "load_reps": 1, "per_client": 1}
-CONC_METRICS = ("ttft", "tpot", "e2e", "queue", "slot_wait")
 SYNTH_FREE_BYTES = 3 << 30  # the synthetic checkpoint (1.7 GB) + its int8 cache (0.9 GB)
-
-
-@dataclass
-class Options:
-    """Everything `harness bench` can set (see cmd_bench.py for the help texts)."""
-
-    models: list[str]
-    input_lens: list[int]
-    output_lens: list[int]
-    reps: int = 3
-    concurrency: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
-    out: Path = Path("bench-results")
-    quick: bool = False
-    cold: str = "fadvise"  # "fadvise" | "drop_caches"
-    guest: bool = True
-    llamacpp: bool = True
-    load_reps: int = 3
-    per_client: int = 2  # requests each concurrent client sends
-    conc_in: int = 32  # prompt tokens in the concurrency sweep
-    conc_out: int = 16
-    kernel: Path = ROOT / "build" / "kernel" / "kernel.elf"
-    fs: Path = ROOT / "build" / "fs.img"
-    plots: bool = True
-    tokenizer: bool = True  # section: the guest tokenizer and the first character
-    prefix: bool = True  # section: the prefix cache
-
-
-@dataclass
-class Sample:
-    """One measured request with where it came from."""
-
-    model: str
-    vantage: str
-    n_in: int
-    n_out: int
-    round: int
-    clients: int
-    times: RequestTimes
-
-    def row(self) -> dict[str, Any]:
-        t = self.times
-        return {"model": self.model, "vantage": self.vantage, "n_in": self.n_in,
-                "n_out": self.n_out, "round": self.round, "clients": self.clients,
-                "ok": t.ok, "n_gen": t.n_gen, "ttft_ms": t.ttft * 1e3, "tpot_ms": t.tpot * 1e3,
-                "e2e_ms": t.e2e * 1e3, "queue_ms": t.queue * 1e3,
-                "slot_wait_ms": t.slot_wait * 1e3}
-
-
-@dataclass
-class ConcPoint:
-    """One concurrency level of one model on one vantage."""
-
-    clients: int
-    requests: int
-    ok: int
-    tokens: int
-    wall_s: float
-    req_per_s: float
-    tok_per_s: float
-    ttft: Summary  # ms
-    tpot: Summary
-    e2e: Summary
-    queue: Summary
-    slot_wait: Summary  # guest only: ai_submit asleep until a request slot was free
-    workers: int = 0  # guest: ai_daemon workers serving the queue
-
-    def as_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in self.__dict__.items() if not isinstance(v, Summary)}
-        for k in CONC_METRICS:
-            d[k] = getattr(self, k).as_dict()
-        return d
-
-
-@dataclass
-class ModelResult:
-    spec: str
-    name: str
-    label: str  # short, "(synthetic weights)" included
-    title: str  # the model's own name and weight format: "Qwen3.5-0.8B, q8x16"
-    synthetic: bool
-    info: dict[str, Any]
-    arch: ArchRow
-    shapes: Shapes
-    load: loadtime.LoadResult
-    first_load: loadtime.LoadSample | None = None
-    llmrun: dict[str, str] = field(default_factory=dict)
-    llmrun_text: str = ""
-    guest_error: str = ""
-    guest_boot_s: list[float] = field(default_factory=list)
-    clock_skew_s: list[float] = field(default_factory=list)
-    llamacpp: dict[str, Any] = field(default_factory=dict)
-    foreign: list[float] = field(default_factory=list)  # other processes' cores, per round
-    roofline: list[Point] = field(default_factory=list)
-    conc: dict[str, list[ConcPoint]] = field(default_factory=dict)
-
-
-@dataclass
-class Results:
-    opts: Options
-    models: dict[str, ModelResult]
-    samples: list[Sample]
-    probes: Any  # roofline.Peaks
-    meta: dict[str, Any]
-    skipped: dict[str, str] = field(default_factory=dict)  # spec -> why
-    wall_s: float = 0.0
-    tokenizer: Any = None  # harness.bench.tokenizer.TokenizerReport, when measured
-    prefix: Any = None  # harness.bench.prefix.PrefixReport, when measured
-
-    def cell(self, model: str, vantage: str, n_in: int | None = None,
-             n_out: int | None = None, clients: int = 1) -> list[RequestTimes]:
-        return [s.times for s in self.samples
-                if s.model == model and s.vantage == vantage and s.clients == clients
-                and s.times.ok and (n_in is None or s.n_in == n_in)
-                and (n_out is None or s.n_out == n_out)]
-
-    def summary(self, model: str, vantage: str, metric: str, n_in: int | None = None,
-                n_out: int | None = None) -> Summary:
-        """Summary in ms of `metric` over the matching requests (single client)."""
-        return summarize([t.value(metric) * 1e3 for t in self.cell(model, vantage, n_in, n_out)])
-
-    def vantages(self, model: str) -> list[str]:
-        have = {s.vantage for s in self.samples if s.model == model}
-        return [v for v in ("guest", "device", "engine") if v in have]
 
 
 Progress = Callable[[str, int], None]  # (what is being done, steps finished with it)
@@ -261,13 +145,54 @@ def machine_meta() -> dict[str, Any]:
 
 # ---------------------------------------------------------------- the run
 
+@dataclass
+class _Run:
+    """What the stages of one run share: the options and callbacks, the models still in
+    the run, what they are served by and what has been measured so far."""
+
+    opts: Options
+    progress: Progress
+    say: Callable[[str], None]
+    specs: list[str]
+    skipped: dict[str, str]  # spec -> why
+    loads: dict[str, loadtime.LoadResult] = field(default_factory=dict)
+    firsts: dict[str, loadtime.LoadSample] = field(default_factory=dict)
+    lms: dict[str, Any] = field(default_factory=dict)  # spec -> the model loaded here
+    models: dict[str, ModelResult] = field(default_factory=dict)
+    guests: dict[str, GuestRunner] = field(default_factory=dict)
+    llama: dict[str, LlamaCppRunner] = field(default_factory=dict)
+    samples: list[Sample] = field(default_factory=list)
+
+
 def run(opts: Options, progress: Progress, say: Callable[[str], None]) -> Results:
     """Measure everything (see the module docstring); raises ValueError on bad options."""
-    from harness.devices.virtio_ai import LoadedModel
-    from pyllm.enginebench import CpuWatch
-    from pyllm.errors import PyllmError
-
     t_start = time.perf_counter()
+    st = _start(opts, progress, say)
+    _measure_loads(st)
+    try:
+        _load_here(st)
+        threads = max(st.models[s].info["n_threads"] for s in st.specs)
+        probes = Probes(threads)
+        _prepare_paths(st)
+        _rounds(st, probes)
+        _sweeps(st)
+        for spec in st.specs:
+            st.models[spec].roofline = roofline_points(st.models[spec], st.samples,
+                                                       probes.peaks)
+        probes.close()
+        tok, pre = _tokenizer_and_prefix(st)
+    finally:
+        for rn in st.llama.values():
+            rn.close()
+        for lm in st.lms.values():
+            lm.close()
+    return Results(opts, st.models, st.samples, probes.peaks, machine_meta(), st.skipped,
+                   time.perf_counter() - t_start, tok, pre)
+
+
+def _start(opts: Options, progress: Progress, say: Callable[[str], None]) -> _Run:
+    """The models that can run (the others said and skipped); ValueError when none can, or
+    when --cold drop_caches is asked without root."""
     specs, skipped = ensure_models(opts.models, opts.quick, say)
     for spec, why in skipped.items():
         say(f"skipping model '{spec}': {why}")
@@ -275,142 +200,154 @@ def run(opts: Options, progress: Progress, say: Callable[[str], None]) -> Result
         raise ValueError("no model to benchmark: " + "; ".join(skipped.values()))
     if opts.cold == "drop_caches" and not loadtime.can_drop_caches():
         raise ValueError("--cold drop_caches needs root (it writes /proc/sys/vm/drop_caches)")
+    return _Run(opts, progress, say, specs, skipped)
 
-    # 1. loads, in fresh processes, before this process maps any weights
-    loads: dict[str, loadtime.LoadResult] = {}
-    firsts: dict[str, loadtime.LoadSample] = {}
-    for spec in list(specs):
+
+def _measure_loads(st: _Run) -> None:
+    """Step 1: each model's first load (it finds the files and writes the repack cache),
+    then --load-reps rounds of a cold and a warm load, all in fresh processes and before
+    this process maps any weights; a model whose first load fails leaves the run."""
+    opts, progress = st.opts, st.progress
+    for spec in list(st.specs):
         progress(f"{spec}: first load (finds its files)", 0)
         try:
-            loads[spec], firsts[spec] = loadtime.prepare(spec)
+            st.loads[spec], st.firsts[spec] = loadtime.prepare(spec)
         except RuntimeError as exc:
-            skipped[spec] = str(exc)
-            specs.remove(spec)
-            say(f"skipping model '{spec}': {exc}")
+            st.skipped[spec] = str(exc)
+            st.specs.remove(spec)
+            st.say(f"skipping model '{spec}': {exc}")
         progress("", 1)
     for r in range(opts.load_reps):
-        for spec in _rotate(specs, r):
+        for spec in _rotate(st.specs, r):
             for kind in ("cold", "warm"):
                 progress(f"{spec}: {kind} load {r + 1}/{opts.load_reps}", 0)
-                loadtime.measure(loads[spec], kind, opts.cold)
+                loadtime.measure(st.loads[spec], kind, opts.cold)
                 progress("", 1)
 
-    # 2. in-process models
-    lms: dict[str, Any] = {}
-    models: dict[str, ModelResult] = {}
-    llama: dict[str, LlamaCppRunner] = {}
-    try:
-        for spec in specs:
-            progress(f"{spec}: loading into this process", 0)
+
+def _load_here(st: _Run) -> None:
+    """Step 2: every model loaded into this process once (it serves the engine-only
+    requests and the AI device of every boot) with one unmeasured warm-up request; a model
+    that cannot be loaded leaves the run, ValueError when none is left."""
+    from harness.devices.virtio_ai import LoadedModel
+    from pyllm.errors import PyllmError
+
+    for spec in st.specs:
+        st.progress(f"{spec}: loading into this process", 0)
+        try:
+            lm = LoadedModel.load(spec, kv_cache=0)  # TTFT of a prefill, not of a hit
+        except PyllmError as exc:
+            st.skipped[spec] = str(exc)
+            st.say(f"skipping model '{spec}': {exc}")
+            st.progress("", 1)
+            continue
+        st.lms[spec] = lm
+        m = lm.model
+        info = m.info
+        st.models[spec] = ModelResult(spec, info.name, info.label, _title(info), info.synthetic,
+                                      info.as_dict(), arch_row(m, st.loads[spec].file_bytes),
+                                      shapes_of(m), st.loads[spec], st.firsts.get(spec))
+        runner = EngineRunner(lm.engine, info.vocab_size)
+        runner.request(max(st.opts.input_lens), 2)  # warm-up, not measured
+        st.progress("", 1)
+    st.specs = [s for s in st.specs if s in st.lms]
+    if not st.specs:
+        raise ValueError("no model could be loaded: " + "; ".join(st.skipped.values()))
+
+
+def _prepare_paths(st: _Run) -> None:
+    """The guest path of each model checked (or skipped with --no-guest), where its failure
+    is kept as the model's guest_error, and llama.cpp set up where it can run."""
+    st.guests = {s: GuestRunner(st.lms[s], st.opts.kernel, st.opts.fs) for s in st.specs}
+    if st.opts.guest:
+        for s in st.specs:
             try:
-                lm = LoadedModel.load(spec, kv_cache=0)  # TTFT of a prefill, not of a hit
-            except PyllmError as exc:
-                skipped[spec] = str(exc)
-                say(f"skipping model '{spec}': {exc}")
-                progress("", 1)
-                continue
-            lms[spec] = lm
-            m = lm.model
-            info = m.info
-            models[spec] = ModelResult(spec, info.name, info.label, _title(info), info.synthetic,
-                                       info.as_dict(), arch_row(m, loads[spec].file_bytes),
-                                       shapes_of(m), loads[spec], firsts.get(spec))
-            runner = EngineRunner(lm.engine, info.vocab_size)
-            runner.request(max(opts.input_lens), 2)  # warm-up, not measured
+                st.guests[s].check()
+            except GuestError as exc:
+                st.models[s].guest_error = str(exc)
+    else:
+        for s in st.specs:
+            st.models[s].guest_error = "skipped (--no-guest)"
+    st.llama = _llamacpp_setup(st.opts, st.models, st.lms)
+
+
+def _rounds(st: _Run, probes: Probes) -> None:
+    """Step 3: --reps rounds, the models in a rotating order, each model's part watched for
+    the cores other processes used meanwhile."""
+    from pyllm.enginebench import CpuWatch
+
+    cells = [(i, o) for i in st.opts.input_lens for o in st.opts.output_lens]
+    for rnd in range(st.opts.reps):
+        for spec in _rotate(st.specs, rnd):
+            with CpuWatch() as watch:
+                _model_round(st, probes, spec, rnd, cells)
+            st.models[spec].foreign.append(watch.foreign)
+
+
+def _model_round(st: _Run, probes: Probes, spec: str, rnd: int,
+                 cells: list[tuple[int, int]]) -> None:
+    """One model's part of round `rnd`: the ceiling probes, one engine request per (input,
+    output) cell and one boot running one aibench request per cell (engine first in even
+    rounds, guest first in odd ones), then llama.cpp's TTFT and TPOT where it runs."""
+    opts, progress = st.opts, st.progress
+    mr, lm = st.models[spec], st.lms[spec]
+    progress(f"round {rnd + 1}/{opts.reps} {spec}: ceilings", 0)
+    probes.run()
+    progress("", 1)
+    eng = EngineRunner(lm.engine, lm.model.info.vocab_size)
+    eng.request(opts.input_lens[0], 2)  # caches refilled after the probes
+
+    # alternate which vantage goes first, so drift does not favour one
+    for part in (("engine", "guest") if rnd % 2 == 0 else ("guest", "engine")):
+        if part == "guest":
+            progress(f"round {rnd + 1}/{opts.reps} {spec}: guest (boot + aibench)", 0)
+            if not mr.guest_error:
+                _guest_round(st.guests[spec], mr, st.samples, cells, rnd, st.say)
             progress("", 1)
-        specs = [s for s in specs if s in lms]
-        if not specs:
-            raise ValueError("no model could be loaded: " + "; ".join(skipped.values()))
-        threads = max(models[s].info["n_threads"] for s in specs)
-        probes = Probes(threads)
-        samples: list[Sample] = []
-        guests = {s: GuestRunner(lms[s], opts.kernel, opts.fs) for s in specs}
-        if opts.guest:
-            for s in specs:
-                try:
-                    guests[s].check()
-                except GuestError as exc:
-                    models[s].guest_error = str(exc)
-        else:
-            for s in specs:
-                models[s].guest_error = "skipped (--no-guest)"
-        llama = _llamacpp_setup(opts, models, lms)
-
-        # 3. rounds
-        cells = [(i, o) for i in opts.input_lens for o in opts.output_lens]
-        for rnd in range(opts.reps):
-            for spec in _rotate(specs, rnd):
-                mr, lm = models[spec], lms[spec]
-                with CpuWatch() as watch:
-                    progress(f"round {rnd + 1}/{opts.reps} {spec}: ceilings", 0)
-                    probes.run()
-                    progress("", 1)
-                    eng = EngineRunner(lm.engine, lm.model.info.vocab_size)
-                    eng.request(opts.input_lens[0], 2)  # caches refilled after the probes
-
-                    # alternate which vantage goes first, so drift does not favour one
-                    for part in (("engine", "guest") if rnd % 2 == 0 else ("guest", "engine")):
-                        if part == "guest":
-                            progress(f"round {rnd + 1}/{opts.reps} {spec}: guest (boot + "
-                                     "aibench)", 0)
-                            if not mr.guest_error:
-                                _guest_round(guests[spec], mr, samples, cells, rnd, say)
-                            progress("", 1)
-                            continue
-                        for n_in, n_out in cells:
-                            progress(f"round {rnd + 1}/{opts.reps} {spec}: engine "
-                                     f"{n_in}->{n_out}", 0)
-                            samples.append(Sample(spec, "engine", n_in, n_out, rnd, 1,
-                                                  eng.request(n_in, n_out)))
-                            progress("", 1)
-                    progress(f"round {rnd + 1}/{opts.reps} {spec}: llama.cpp", 0)
-                    if spec in llama:
-                        _llamacpp_round(llama[spec], mr, opts, lm.model.info.vocab_size)
-                    progress("", 1)
-                mr.foreign.append(watch.foreign)
-
-        # 4. concurrency sweep
-        for spec in specs:
-            mr, lm = models[spec], lms[spec]
-            progress(f"{spec}: concurrency sweep, engine", 0)
-            mr.conc["engine"] = _engine_sweep(EngineRunner(lm.engine, lm.model.info.vocab_size),
-                                              spec, opts, samples)
+            continue
+        for n_in, n_out in cells:
+            progress(f"round {rnd + 1}/{opts.reps} {spec}: engine {n_in}->{n_out}", 0)
+            st.samples.append(Sample(spec, "engine", n_in, n_out, rnd, 1,
+                                     eng.request(n_in, n_out)))
             progress("", 1)
-            progress(f"{spec}: concurrency sweep, guest", 0)
-            if not mr.guest_error and opts.concurrency:
-                try:
-                    mr.conc["guest"] = _guest_sweep(guests[spec], spec, opts, samples)
-                except GuestError as exc:
-                    say(f"{spec}: guest concurrency sweep failed: {exc}")
-            progress("", 1)
-        for spec in specs:
-            models[spec].roofline = roofline_points(models[spec], samples, probes.peaks)
-        probes.close()
-        tok, pre = _tokenizer_and_prefix(opts, specs, lms, models, skipped, progress, say)
-    finally:
-        for rn in llama.values():
-            rn.close()
-        for lm in lms.values():
-            lm.close()
-    return Results(opts, models, samples, probes.peaks, machine_meta(), skipped,
-                   time.perf_counter() - t_start, tok, pre)
+    progress(f"round {rnd + 1}/{opts.reps} {spec}: llama.cpp", 0)
+    if spec in st.llama:
+        _llamacpp_round(st.llama[spec], mr, opts, lm.model.info.vocab_size)
+    progress("", 1)
 
 
-def _tokenizer_and_prefix(opts: Options, specs: list[str], lms: dict[str, Any],
-                          models: dict[str, ModelResult], skipped: dict[str, str],
-                          progress: Progress, say: Callable[[str], None]) -> tuple[Any, Any]:
+def _sweeps(st: _Run) -> None:
+    """Step 4: each model's concurrency sweep on the engine, then through the guest where
+    its path works (a failed guest sweep is said and left out)."""
+    for spec in st.specs:
+        mr, lm = st.models[spec], st.lms[spec]
+        st.progress(f"{spec}: concurrency sweep, engine", 0)
+        mr.conc["engine"] = _engine_sweep(EngineRunner(lm.engine, lm.model.info.vocab_size),
+                                          spec, st.opts, st.samples)
+        st.progress("", 1)
+        st.progress(f"{spec}: concurrency sweep, guest", 0)
+        if not mr.guest_error and st.opts.concurrency:
+            try:
+                mr.conc["guest"] = _guest_sweep(st.guests[spec], spec, st.opts, st.samples)
+            except GuestError as exc:
+                st.say(f"{spec}: guest concurrency sweep failed: {exc}")
+        st.progress("", 1)
+
+
+def _tokenizer_and_prefix(st: _Run) -> tuple[Any, Any]:
     """Steps 5 and 6: the tokenizer section (the first character through the guest where
     the guest path works) and the prefix-cache section, on the models loaded here."""
     from harness.bench import prefix, tokenizer
 
+    opts, specs, models, progress = st.opts, st.specs, st.models, st.progress
     tok = pre = None
     if opts.tokenizer:
         progress("guest tokenizer, first character", 0)
         guest = [s for s in specs if not models[s].guest_error]
         tok = tokenizer.run(specs, size=100_000 if opts.quick else 300_000,
                             reps=1 if opts.quick else 3, first_reps=3 if opts.quick else 5,
-                            lms={s: lms[s] for s in guest}, kernel=opts.kernel, fs=opts.fs,
-                            say=say, first=bool(guest))
+                            lms={s: st.lms[s] for s in guest}, kernel=opts.kernel, fs=opts.fs,
+                            say=st.say, first=bool(guest))
         for s in specs:
             if s not in guest:
                 tok.skipped.setdefault(s, f"first character not measured: "
@@ -419,11 +356,11 @@ def _tokenizer_and_prefix(opts: Options, specs: list[str], lms: dict[str, Any],
     if opts.prefix:
         popts = prefix.Options(list(specs), reps=prefix.QUICK["reps"] if opts.quick
                                else opts.reps)
-        pre = prefix.PrefixReport(popts, {}, dict(skipped))
+        pre = prefix.PrefixReport(popts, {}, dict(st.skipped))
         for s in specs:
             progress(f"{s}: prefix cache", 0)
             guest = None if models[s].guest_error else (opts.kernel, opts.fs)
-            pre.models[s] = prefix.measure_model(s, lms[s].model, popts, popts.reps,
+            pre.models[s] = prefix.measure_model(s, st.lms[s].model, popts, popts.reps,
                                                  guest=guest)
             progress("", 1)
     return tok, pre
@@ -471,8 +408,8 @@ def _guest_round(g: GuestRunner, mr: ModelResult, samples: list[Sample],
 
 def _llamacpp_setup(opts: Options, models: dict[str, ModelResult],
                     lms: dict[str, Any]) -> dict[str, LlamaCppRunner]:
-    # llama.cpp's OpenMP threads spin while they wait; on a shared 2-vCPU machine that
-    # collapses when another process holds a core (smollm2.md: 200x). Passive waiting is
+    # llama.cpp's OpenMP threads spin while they wait; on a shared machine with few cores
+    # that collapses when another process holds a core (smollm2.md). Passive waiting is
     # what a shared machine needs (set before the OpenMP runtime starts; the user's wins).
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     out = {}

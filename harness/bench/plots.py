@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.bench.analysis import load_summary
-from harness.bench.lifecycle import Results
+from harness.bench.lifecycle_results import Results
 
 STYLE = {"guest": "-", "device": ":", "engine": "--"}
 MARK = {"guest": "o", "device": "^", "engine": "s"}
@@ -193,7 +193,7 @@ def load_time(res: Results, out: Path) -> Path:
 def roofline(res: Results, out: Path) -> Path:
     """The roof, its memory- and compute-bound sides (and the band around the ridge where
     the label would follow the noise), every phase as a point. One unit for the roof and the
-    phases: GOP/s (report.OPS_NOTE)."""
+    phases: GOP/s (numformat.OPS_NOTE)."""
     plt = _plt()
     pk = res.probes
     fig, ax = plt.subplots(figsize=(8, 6.6))
@@ -256,8 +256,6 @@ def concurrency(res: Results, out: Path) -> Path | None:
     step one pass over the weights) as a line over the measured throughput; dotted, the
     roofline's bounds, where int8 compute (the GEMM probe) counts too: a batched step's
     floor under TPOT, the sweep's best throughput over it."""
-    from harness.bench.lifecycle import conc_floor_ms, conc_roof_tok_s, conc_step_floor_ms
-
     if not any(mr.conc for mr in res.models.values()):
         return None
     plt = _plt()
@@ -266,42 +264,10 @@ def concurrency(res: Results, out: Path) -> Path | None:
                  for p in pts})
     for k, mr in enumerate(res.models.values()):
         c = COLORS[k % len(COLORS)]
-        for v, pts in mr.conc.items():
-            if not pts:
-                continue
-            xs = [p.clients for p in pts]
-            a1.plot(xs, [p.tok_per_s for p in pts], linestyle=STYLE[v], marker=MARK[v], color=c,
-                    label=f"{mr.label}, {v}")
-            a3.plot(xs, [p.tpot.median for p in pts], linestyle=STYLE[v], marker=MARK[v],
-                    color=c, label=f"{mr.label}, {v}: median")
-            a2.plot(xs, [p.ttft.median for p in pts], linestyle=STYLE[v], marker=MARK[v],
-                    color=c, label=f"{mr.label}, {v}: median")
-            a2.plot(xs, [p.ttft.p99 for p in pts], linestyle=STYLE[v], marker="x", color=c,
-                    alpha=0.5, label=f"{mr.label}, {v}: P99")
-        floor = conc_floor_ms(res, mr) if mr.conc else math.nan
-        if math.isfinite(floor) and cs:
-            a3.axhline(floor, color=c, linewidth=1, alpha=0.7,
-                       label=f"{mr.label}: weight-streaming floor {floor:.3g} ms")
-            a1.plot(cs, [x * 1e3 / floor for x in cs], color=c, linewidth=1, alpha=0.4,
-                    label=f"{mr.label}: clients / floor (memory-bound)")
-        roof = [conc_roof_tok_s(res, mr, x) for x in cs] if mr.conc else []
-        if roof and all(math.isfinite(y) for y in roof):
-            a1.plot(cs, roof, color=c, linewidth=1.5, linestyle=":",
-                    label=f"{mr.label}: roofline bound (int8 compute or memory)")
-            a3.plot(cs, [conc_step_floor_ms(res, mr, x) for x in cs], color=c, linewidth=1.5,
-                    linestyle=":", label=f"{mr.label}: roofline floor of a batched step")
+        _sweep_lines(mr, c, a1, a3, a2)
+        _sweep_bounds(res, mr, cs, c, a1, a3)
     for ax in (a1, a3, a2):
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(cs, [str(c) for c in cs])
-        if set_yscale(ax, [y for line in ax.get_lines() for y in line.get_ydata()]) == "log":
-            ax.yaxis.set_major_formatter(_plain_formatter())
-            ax.yaxis.set_minor_formatter(_plain_formatter(minor=True))
-        ax.yaxis.set_minor_formatter(_plain_formatter(minor=True))
-        ax.set_xlabel("concurrent clients")
-        ax.grid(True, which="both", alpha=0.3)
-        # below the panel, one column (inside, the legends covered the lines near the
-        # floor; two columns ran into the next panel's legend)
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1)
+        _sweep_axis(ax, cs)
     a1.set_ylabel("output tokens / s")
     a1.set_title("Throughput")
     a3.set_ylabel("TPOT (ms)")
@@ -316,6 +282,58 @@ def concurrency(res: Results, out: Path) -> Path | None:
     fig.savefig(path, dpi=110, bbox_inches="tight")  # the legends below the panels too
     plt.close(fig)
     return path
+
+
+def _sweep_lines(mr: Any, c: str, tput: Any, tpot: Any, ttft: Any) -> None:
+    """One model's measured sweep, per vantage: throughput, median TPOT, median and P99
+    TTFT against clients, in colour c."""
+    for v, pts in mr.conc.items():
+        if not pts:
+            continue
+        xs = [p.clients for p in pts]
+        tput.plot(xs, [p.tok_per_s for p in pts], linestyle=STYLE[v], marker=MARK[v], color=c,
+                  label=f"{mr.label}, {v}")
+        tpot.plot(xs, [p.tpot.median for p in pts], linestyle=STYLE[v], marker=MARK[v],
+                  color=c, label=f"{mr.label}, {v}: median")
+        ttft.plot(xs, [p.ttft.median for p in pts], linestyle=STYLE[v], marker=MARK[v],
+                  color=c, label=f"{mr.label}, {v}: median")
+        ttft.plot(xs, [p.ttft.p99 for p in pts], linestyle=STYLE[v], marker="x", color=c,
+                  alpha=0.5, label=f"{mr.label}, {v}: P99")
+
+
+def _sweep_bounds(res: Results, mr: Any, cs: list[int], c: str, tput: Any, tpot: Any) -> None:
+    """One model's bounds at each client count cs: the weight-streaming floor under TPOT
+    and the throughput it allows, and (dotted) the roofline's, where they can be computed."""
+    from harness.bench.lifecycle import conc_floor_ms, conc_roof_tok_s, conc_step_floor_ms
+
+    floor = conc_floor_ms(res, mr) if mr.conc else math.nan
+    if math.isfinite(floor) and cs:
+        tpot.axhline(floor, color=c, linewidth=1, alpha=0.7,
+                     label=f"{mr.label}: weight-streaming floor {floor:.3g} ms")
+        tput.plot(cs, [x * 1e3 / floor for x in cs], color=c, linewidth=1, alpha=0.4,
+                  label=f"{mr.label}: clients / floor (memory-bound)")
+    roof = [conc_roof_tok_s(res, mr, x) for x in cs] if mr.conc else []
+    if roof and all(math.isfinite(y) for y in roof):
+        tput.plot(cs, roof, color=c, linewidth=1.5, linestyle=":",
+                  label=f"{mr.label}: roofline bound (int8 compute or memory)")
+        tpot.plot(cs, [conc_step_floor_ms(res, mr, x) for x in cs], color=c, linewidth=1.5,
+                  linestyle=":", label=f"{mr.label}: roofline floor of a batched step")
+
+
+def _sweep_axis(ax: Any, cs: list[int]) -> None:
+    """A sweep panel's axes: clients on log2 with a tick at each, y by set_yscale, and the
+    legend below the panel."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(cs, [str(c) for c in cs])
+    if set_yscale(ax, [y for line in ax.get_lines() for y in line.get_ydata()]) == "log":
+        ax.yaxis.set_major_formatter(_plain_formatter())
+        ax.yaxis.set_minor_formatter(_plain_formatter(minor=True))
+    ax.yaxis.set_minor_formatter(_plain_formatter(minor=True))
+    ax.set_xlabel("concurrent clients")
+    ax.grid(True, which="both", alpha=0.3)
+    # below the panel, in one column: inside, a legend covers the lines near the floor, and
+    # two columns run into the next panel's legend
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1)
 
 
 # ---------------------------------------------------------------- prefix cache

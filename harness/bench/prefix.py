@@ -28,8 +28,8 @@ by accident. Parts, repeated --reps times (interleaved rounds, medians reported)
 
 The on/off order alternates between rounds; ratios (warm / cold, on / off) are of medians of
 the same run. TTFT is the engine's (submit -> first token, perf_counter, no OS path: the
-guest adds a fixed ~1 ms, `harness bench service`), except the guest's cold / warm columns
-(t_submit -> t_first, guest clock).
+guest adds a fixed cost, which `harness bench service` measures), except the guest's cold /
+warm columns (t_submit -> t_first, guest clock).
 """
 
 from __future__ import annotations
@@ -204,20 +204,15 @@ def measure_model(spec: str, model: Any, opts: Options, rounds: int,
     """Every part on `model` (a loaded pyllm model), `rounds` interleaved rounds; with
     `guest` (kernel, disk image) the cold / warm pair through the guest too."""
     from harness.bench.errors import BenchError
-    from harness.devices.virtio_ai import LoadedModel
+    from harness.engines.local import LoadedModel
     from pyllm.engine import Engine
-    from pyllm.prefix_cache import default_budget, nbytes_of
+    from pyllm.prefix_cache import default_budget
 
     info = model.info
     on, off = Engine(model, kv_cache=default_budget() or (256 << 20)), Engine(model, kv_cache=0)
     mp = ModelPrefix(spec, info.label, info.synthetic, bool(model.recurrent), on.cache.block,
                      on.cache.budget)
     new = _Prompts(info.vocab_size, seed=zlib.crc32(spec.encode()))
-    P = opts.prompt_len
-
-    def peak() -> None:
-        mp.peak_bytes = max(mp.peak_bytes, on.cache.used)
-
     try:
         for eng in (on, off):  # warm-up: page cache, kernels, the first allocation
             _ttft(eng, new(opts.lengths[0]))
@@ -225,63 +220,100 @@ def measure_model(spec: str, model: Any, opts: Options, rounds: int,
         for rnd in range(rounds):
             order = (True, False) if rnd % 2 == 0 else (False, True)  # cache on first?
             progress(f"{spec} round {rnd + 1}/{rounds}: shared prefix")
-            for pct in opts.fractions:
-                d = mp.shared.setdefault(pct, {"on": [], "off": [], "cached": []})
-                base = new(P)
-                _ttft(on, base)
-                k = round(pct * P / 100)
-                probe = base[:k] + new(P - k)
-                for use_on in order:
-                    t, c, _ = _ttft(on if use_on else off, probe)
-                    d["on" if use_on else "off"].append(t)
-                    if use_on:
-                        d["cached"].append(c)
-                peak()
+            _shared_prefix(mp, on, off, new, opts, order)
             progress(f"{spec} round {rnd + 1}/{rounds}: cold and warm")
-            for n in opts.lengths:
-                d = mp.coldwarm.setdefault(n, {"off": [], "cold": [], "warm": [], "cached": []})
-                q = new(n)
-                for use_on in order:
-                    if not use_on:
-                        d["off"].append(_ttft(off, q)[0])
-                        continue
-                    d["cold"].append(_ttft(on, q)[0])
-                    t, c, _ = _ttft(on, q)
-                    d["warm"].append(t)
-                    d["cached"].append(c)
-                peak()
+            _cold_warm(mp, on, off, new, opts, order)
             progress(f"{spec} round {rnd + 1}/{rounds}: conversation")
-            history: list[int] = []
-            for turn in range(1, opts.turns + 1):
-                d = mp.turns.setdefault(turn, {"on": [], "off": [], "cached": [], "prompt": []})
-                prompt = history + new(opts.user_tokens)
-                answer: list[int] = []
-                for use_on in order:
-                    t, c, ids = _ttft(on if use_on else off, prompt, opts.answer_tokens)
-                    d["on" if use_on else "off"].append(t)
-                    if use_on:
-                        d["cached"].append(c)
-                        answer = ids  # the history carries what the cache-on engine said
-                d["prompt"].append(len(prompt))
-                history = prompt + answer
-                peak()
+            _conversation(mp, on, off, new, opts, order)
             if guest is not None and not mp.guest_error:
                 progress(f"{spec} round {rnd + 1}/{rounds}: cold and warm through the guest")
                 try:
                     _guest_round(mp, LoadedModel(model, on, 0, spec), opts, new, guest)
                 except BenchError as exc:
                     mp.guest_error = str(exc).splitlines()[0]
-                peak()
-        blocks = list(on.cache.blocks.values())
-        mp.end_status = on.cache.status()
-        if blocks:
-            mp.kv_bytes_per_block = int(np.median([nbytes_of(b.rows) for b in blocks]))
-            snaps = [nbytes_of(b.snapshot) for b in blocks if b.snapshot is not None]
-            mp.snapshot_bytes = int(np.median(snaps)) if snaps else 0
+                _note_peak(mp, on)
+        _cache_memory(mp, on)
     finally:
         on.close()
         off.close()
     return mp
+
+
+def _note_peak(mp: ModelPrefix, on: Any) -> None:
+    """The most bytes the cache-on engine's cache has held so far."""
+    mp.peak_bytes = max(mp.peak_bytes, on.cache.used)
+
+
+def _shared_prefix(mp: ModelPrefix, on: Any, off: Any, new: _Prompts, opts: Options,
+                   order: tuple[bool, bool]) -> None:
+    """One round of the shared-prefix part: per fraction, a base prompt into the cache (not
+    timed), then a prompt sharing that fraction of it timed on both engines in `order`
+    (True: the cache-on engine)."""
+    P = opts.prompt_len
+    for pct in opts.fractions:
+        d = mp.shared.setdefault(pct, {"on": [], "off": [], "cached": []})
+        base = new(P)
+        _ttft(on, base)
+        k = round(pct * P / 100)
+        probe = base[:k] + new(P - k)
+        for use_on in order:
+            t, c, _ = _ttft(on if use_on else off, probe)
+            d["on" if use_on else "off"].append(t)
+            if use_on:
+                d["cached"].append(c)
+        _note_peak(mp, on)
+
+
+def _cold_warm(mp: ModelPrefix, on: Any, off: Any, new: _Prompts, opts: Options,
+               order: tuple[bool, bool]) -> None:
+    """One round of the cold / warm part: per length, a new prompt without the cache, and
+    twice with it (cold: a miss that fills it; warm: a hit), in `order`."""
+    for n in opts.lengths:
+        d = mp.coldwarm.setdefault(n, {"off": [], "cold": [], "warm": [], "cached": []})
+        q = new(n)
+        for use_on in order:
+            if not use_on:
+                d["off"].append(_ttft(off, q)[0])
+                continue
+            d["cold"].append(_ttft(on, q)[0])
+            t, c, _ = _ttft(on, q)
+            d["warm"].append(t)
+            d["cached"].append(c)
+        _note_peak(mp, on)
+
+
+def _conversation(mp: ModelPrefix, on: Any, off: Any, new: _Prompts, opts: Options,
+                  order: tuple[bool, bool]) -> None:
+    """One round of the conversation part: each turn's whole prompt (the history plus new
+    user tokens) timed on both engines in `order`; the history carries the answer the
+    cache-on engine generated."""
+    history: list[int] = []
+    for turn in range(1, opts.turns + 1):
+        d = mp.turns.setdefault(turn, {"on": [], "off": [], "cached": [], "prompt": []})
+        prompt = history + new(opts.user_tokens)
+        answer: list[int] = []
+        for use_on in order:
+            t, c, ids = _ttft(on if use_on else off, prompt, opts.answer_tokens)
+            d["on" if use_on else "off"].append(t)
+            if use_on:
+                d["cached"].append(c)
+                answer = ids
+        d["prompt"].append(len(prompt))
+        history = prompt + answer
+        _note_peak(mp, on)
+
+
+def _cache_memory(mp: ModelPrefix, on: Any) -> None:
+    """What the cache holds at the end: its status, and the median bytes of a block's KV
+    rows and of a recurrent-state snapshot."""
+    from pyllm.prefix_cache import nbytes_of
+
+    blocks = list(on.cache.blocks.values())
+    mp.end_status = on.cache.status()
+    if blocks:
+        mp.kv_bytes_per_block = int(np.median([nbytes_of(b.rows) for b in blocks]))
+        snaps = [nbytes_of(b.snapshot) for b in blocks if b.snapshot is not None]
+        mp.snapshot_bytes = int(np.median(snaps)) if snaps else 0
 
 
 def run(opts: Options, models: dict[str, Any] | None = None,
@@ -351,53 +383,74 @@ def markdown(rep: PrefixReport, plot: Path | None = None, heading: str = "##") -
     for m in doc["models"].values():
         lab = m["label"] + (": timings real, tokens meaningless" if m["synthetic"] else "")
         L += [f"**{lab}**", ""]
-        L += [f"Shared prefix ({o.prompt_len}-token prompts; the cache reuses the shared "
-              "tokens, at most prompt_n - 1"
-              + (", and this hybrid model resumes only where its recurrent state was "
-                 "snapshotted: a block's end, a cached prompt's prompt_n - 1"
-                 if m["recurrent"] else "") + "):", "",
-              "| shared | shared tokens | from the cache | TTFT cache on | TTFT cache off | "
-              "on / off | on / on at 0 % |", "|---|---|---|---|---|---|---|"]
-        for r in m["shared"]:
-            L.append(f"| {r['percent']} % | {r['shared_tokens']} | {r['cached_tokens']} | "
-                     f"{_f(_sm(r['on']))} | {_f(_sm(r['off']))} | {_f(r['on_over_off'], 2)}x"
-                     f" | {_f(r['over_0'], 2)}x |")
-        guest = any(r["guest"]["cold"]["n"] for r in m["cold_warm"])
-        L += ["", "Cold and warm (the same new prompt twice on the cache-on engine; off for "
-              "reference" + ("; and through the guest, `llmrun --timing`" if guest else "")
-              + "):", "",
-              "| prompt tokens | from the cache (warm) | off | cold | warm | warm / cold | "
-              "cold / off |" + (" guest cold | guest warm | guest warm / cold |" if guest
-                                else ""), "|---|---|---|---|---|---|---|" + "---|" * 3 * guest]
-        for r in m["cold_warm"]:
-            g = r["guest"]
-            L.append(f"| {r['n_in']} | {r['cached_tokens']} | {_f(_sm(r['off']))} | "
-                     f"{_f(_sm(r['cold']))} | {_f(_sm(r['warm']))} | "
-                     f"{_f(r['warm_over_cold'], 2)}x | {_f(r['cold_over_off'], 2)}x |"
-                     + (f" {_f(_sm(g['cold']))} | {_f(_sm(g['warm']))} | "
-                        f"{_f(g['warm_over_cold'], 2)}x |" if guest else ""))
-        if m["guest_error"]:
-            L += ["", f"> The guest's cold / warm pair was not measured: {m['guest_error']}"]
-        L += ["", f"A conversation ({o.turns} turns of {o.user_tokens} user tokens, answers of "
-              f"{o.answer_tokens} generated tokens kept in the history):", "",
-              "| turn | prompt tokens | from the cache | TTFT cache on | TTFT cache off | "
-              "on / off |", "|---|---|---|---|---|---|"]
-        for r in m["turns"]:
-            L.append(f"| {r['turn']} | {r['prompt_tokens']} | {r['cached_tokens']} | "
-                     f"{_f(_sm(r['on']))} | {_f(_sm(r['off']))} | {_f(r['on_over_off'], 2)}x |")
-        mem = m["memory"]
-        snap = (f", plus a {_mb(mem['snapshot_bytes'])} snapshot of the recurrent state "
-                "(every Gated DeltaNet layer's state and convolution window) at the blocks "
-                "where one was taken" if mem["snapshot_bytes"] else "")
-        L += ["", f"Memory: a block of {mem['block']} tokens holds "
-              f"{_mb(mem['kv_bytes_per_block'])} of KV rows{snap}. The cache held at most "
-              f"{_mb(mem['peak_bytes'])} of its {_mb(mem['budget'])} budget during the run "
-              f"({mem['end'].get('blocks', 0)} blocks, {mem['end'].get('evictions', 0)} "
-              "evicted by the end).", ""]
+        L += _shared_table(m, o) + _cold_warm_table(m) + _conversation_table(m, o)
+        L += ["", _memory_line(m["memory"]), ""]
         L += findings(m) + [""]
     if plot is not None:
         L += [f"![Prefix cache]({plot.name})", ""]
     return L
+
+
+def _shared_table(m: dict[str, Any], o: Options) -> list[str]:
+    """One model's shared-prefix table, with what the cache can reuse."""
+    L = [f"Shared prefix ({o.prompt_len}-token prompts; the cache reuses the shared "
+         "tokens, at most prompt_n - 1"
+         + (", and this hybrid model resumes only where its recurrent state was "
+            "snapshotted: a block's end, a cached prompt's prompt_n - 1"
+            if m["recurrent"] else "") + "):", "",
+         "| shared | shared tokens | from the cache | TTFT cache on | TTFT cache off | "
+         "on / off | on / on at 0 % |", "|---|---|---|---|---|---|---|"]
+    for r in m["shared"]:
+        L.append(f"| {r['percent']} % | {r['shared_tokens']} | {r['cached_tokens']} | "
+                 f"{_f(_sm(r['on']))} | {_f(_sm(r['off']))} | {_f(r['on_over_off'], 2)}x"
+                 f" | {_f(r['over_0'], 2)}x |")
+    return L
+
+
+def _cold_warm_table(m: dict[str, Any]) -> list[str]:
+    """One model's cold / warm table (the guest's columns when it ran), and why the guest's
+    pair is missing when it failed."""
+    guest = any(r["guest"]["cold"]["n"] for r in m["cold_warm"])
+    L = ["", "Cold and warm (the same new prompt twice on the cache-on engine; off for "
+         "reference" + ("; and through the guest, `llmrun --timing`" if guest else "")
+         + "):", "",
+         "| prompt tokens | from the cache (warm) | off | cold | warm | warm / cold | "
+         "cold / off |" + (" guest cold | guest warm | guest warm / cold |" if guest
+                           else ""), "|---|---|---|---|---|---|---|" + "---|" * 3 * guest]
+    for r in m["cold_warm"]:
+        g = r["guest"]
+        L.append(f"| {r['n_in']} | {r['cached_tokens']} | {_f(_sm(r['off']))} | "
+                 f"{_f(_sm(r['cold']))} | {_f(_sm(r['warm']))} | "
+                 f"{_f(r['warm_over_cold'], 2)}x | {_f(r['cold_over_off'], 2)}x |"
+                 + (f" {_f(_sm(g['cold']))} | {_f(_sm(g['warm']))} | "
+                    f"{_f(g['warm_over_cold'], 2)}x |" if guest else ""))
+    if m["guest_error"]:
+        L += ["", f"> The guest's cold / warm pair was not measured: {m['guest_error']}"]
+    return L
+
+
+def _conversation_table(m: dict[str, Any], o: Options) -> list[str]:
+    """One model's conversation table, a row per turn."""
+    L = ["", f"A conversation ({o.turns} turns of {o.user_tokens} user tokens, answers of "
+         f"{o.answer_tokens} generated tokens kept in the history):", "",
+         "| turn | prompt tokens | from the cache | TTFT cache on | TTFT cache off | "
+         "on / off |", "|---|---|---|---|---|---|"]
+    for r in m["turns"]:
+        L.append(f"| {r['turn']} | {r['prompt_tokens']} | {r['cached_tokens']} | "
+                 f"{_f(_sm(r['on']))} | {_f(_sm(r['off']))} | {_f(r['on_over_off'], 2)}x |")
+    return L
+
+
+def _memory_line(mem: dict[str, Any]) -> str:
+    """What a block and a snapshot take, and how much of its budget the cache used."""
+    snap = (f", plus a {_mb(mem['snapshot_bytes'])} snapshot of the recurrent state "
+            "(every Gated DeltaNet layer's state and convolution window) at the blocks "
+            "where one was taken" if mem["snapshot_bytes"] else "")
+    return (f"Memory: a block of {mem['block']} tokens holds "
+            f"{_mb(mem['kv_bytes_per_block'])} of KV rows{snap}. The cache held at most "
+            f"{_mb(mem['peak_bytes'])} of its {_mb(mem['budget'])} budget during the run "
+            f"({mem['end'].get('blocks', 0)} blocks, {mem['end'].get('evictions', 0)} "
+            "evicted by the end).")
 
 
 def findings(m: dict[str, Any]) -> list[str]:

@@ -46,12 +46,12 @@ from harness.machine.config import MachineConfig
 from harness.run.launch import launch
 
 QEMU = "qemu-system-riscv64"
-# (mode, iterations), the same on both machines: half a second or more per loop on ours (the
-# faster one), because our console's bytes reach the host at the end of a run slice, up to a
-# timer tick (TICK_HZ, 10 ms) after the guest wrote them; QEMU's arrive within ~0.1 ms
-# (the `null` row). So each stamp is late by 0..10 ms on ours: within ±2 % of a loop.
+# (mode, iterations), the same on both machines: each loop lasts many timer ticks on ours,
+# because our console's bytes reach the host at the end of a run slice, up to a timer tick
+# (TICK_HZ) after the guest wrote them, while QEMU's arrive at once (the `null` row shows
+# it): a stamp late by up to a tick is then a small share of a loop.
 ITERS: dict[str, int] = {"getpid": 400_000, "fork": 10_000, "pingpong": 40_000, "exec": 3_000}
-# our console reaches the host at run-slice ends (up to a 10 ms tick late): a loop
+# our console reaches the host at run-slice ends (up to a timer tick late): a loop
 # shorter than this on ours gives no figure ("-", its target "not measured")
 RESOLVE_S = 0.02
 NULL_PAIRS = 20

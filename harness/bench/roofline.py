@@ -48,11 +48,11 @@ from harness.bench.arch import Shapes
 GEMM_ROWS = 128  # activation rows of the int8 GEMM probe (a 128-token prefill)
 GEMM_N, GEMM_K = 3584, 1024  # Qwen3.5-0.8B's MLP shape
 SGEMM_N = 1024
-BW_BYTES = 1 << 30  # larger than any cache on the machine (L3 reported 300 MiB)
+BW_BYTES = 1 << 30  # larger than the last-level cache: the probe reads memory, not a cache
 PROBE_REPEATS = 5  # samples of each ceiling per Probes.run(): the best one is the roof
 # A phase whose intensity is within a factor RIDGE_BAND of the ridge is "near the ridge": on a
-# shared machine the ridge moves by tens of percent between runs, so a compute/memory label
-# there would flip with the noise. When the best ceiling samples are themselves further apart
+# shared machine the ridge moves between runs, so a compute/memory label there would flip
+# with the noise. When the best ceiling samples are themselves further apart
 # (best / second best of each, multiplied), the band widens to that, up to RIDGE_BAND_MAX.
 RIDGE_BAND, RIDGE_BAND_MAX = 1.5, 2.0
 BOUNDS = ("memory", "near the ridge", "compute")  # Point.bound, left to right
@@ -212,8 +212,8 @@ class Probes:
             self.peaks.notes.append("C kernels not built: bandwidth from numpy sum, no int8 GEMM")
 
     def run(self) -> None:
-        """PROBE_REPEATS samples of every ceiling (about 1 s); the roofs are the best ones, so
-        a sample slowed by another process does not lower them."""
+        """PROBE_REPEATS samples of every ceiling; the roofs are the best ones, so a sample
+        slowed by another process does not lower them."""
         for _ in range(PROBE_REPEATS):
             self._sample()
 

@@ -86,7 +86,7 @@ def run(model: str, reps: int, pairs: int, tokens: int, busy: bool, kernel: Path
         say: Callable[[str], None], cpus: int = 1) -> Report:
     """`reps` rounds of paired requests (the module docstring says how); `busy` adds the
     busy-guest boot to each round."""
-    from harness.devices.virtio_ai import LoadedModel
+    from harness.engines.local import LoadedModel
     from harness.run.hostapi import AiSession
     from pyllm.engine import GenParams
     from pyllm.errors import PyllmError
@@ -196,21 +196,27 @@ def _paired_round(session: Any, lm: Any, prompts: list[list[int]], params: Any,
     results = parse_llmrun(run.output)
     if failure or len(results) != len(prompts) + 1:
         raise BenchError(f"the guest run failed ({'; '.join(failure) or run.exit.value}"
-                                   f"): {len(results)} of {len(prompts) + 1} results\n"
-                                   + run.output[-2000:])
-    # from the device trace: when each request reached the engine's queue, guest clock
+                         f"): {len(results)} of {len(prompts) + 1} results\n"
+                         + run.output[-2000:])
+    _stamp_engine_in(run.trace, results)
+    first = (results[0].timing["engine_in"] - results[0].timing["submit"]) / 1e3
+    return list(zip(out[1:], results[1:], strict=True)), first
+
+
+def _stamp_engine_in(trace: list[Any], results: list[Any]) -> None:
+    """Each llmrun result's timing gets "engine_in": when its request reached the engine's
+    queue, from the device trace (guest clock), the requests matched in submit order;
+    BenchError when the trace and llmrun count different requests."""
     stamps: dict[int, dict[str, int]] = {}
-    for e in run.trace:
+    for e in trace:
         stamps.setdefault(e.reqid, {}).setdefault(e.event, e.t_us)
     reqs = sorted((s for s in stamps.values() if "submit" in s and "engine" in s),
                   key=lambda s: s["submit"])
     if len(reqs) != len(results):
         raise BenchError(f"the device trace has {len(reqs)} requests, llmrun printed "
-                                   f"{len(results)}")
+                         f"{len(results)}")
     for res, st in zip(results, reqs, strict=True):
         res.timing["engine_in"] = st["engine"]
-    first = (results[0].timing["engine_in"] - results[0].timing["submit"]) / 1e3
-    return list(zip(out[1:], results[1:], strict=True)), first
 
 
 def _f(x: float) -> str:

@@ -27,7 +27,7 @@ medians reported:
                         Python device behind the C bus), and LSR on the Python bus; a
                         store loop on mtimecmp (a deadline past the slice's end, as a
                         kernel's next tick: harness/fastpath/clint.c) on both buses
-    console output      `cat` of a 200 KB file to the console (KiB/s), C and Python bus
+    console output      `cat` of a large binary to the console (KiB/s), C and Python bus
     context switch      `sysbench pingpong` (one byte there and back over two pipes): on
                         one hart two switches per round trip; on several, two wake-ups
                         of another hart by IPI
@@ -70,7 +70,7 @@ PIPE_KIB = 2048
 PINGPONGS = 2_000
 FLOOR_ECALLS = 50_000
 MMIO_LOADS = 50_000
-CONSOLE_CMD = "cat usertests"  # ~200 KB through the UART
+CONSOLE_CMD = "cat usertests"  # a large binary through the UART
 PROMPT = b"$ "
 _ML = cheader.load("memlayout.h")
 
@@ -143,8 +143,8 @@ off:
 # satp or stvec switch, sscratch holding the kernel stack, all 31 registers saved and
 # restored, sepc and scause read, a dispatch through a table of C-like functions. Paging
 # is on, with our kernel's permissions (text R+X, data R+W): a store to a page mapped
-# executable (as all memory is with paging off) costs the emulator ~45 ns, not ~2, as
-# it checks the page for translated code every time. Page 0 is the kernel's code, 1 the
+# executable (as all memory is with paging off) costs the emulator many times an ordinary
+# store, as it checks the page for translated code every time. Page 0 is the kernel's code, 1 the
 # user's, 2 the kernel stack, 3.. the page tables (Sv39, identity: L2, L1, L0, and an L1
 # megapage over the power register).
 _PG = 0x1000
@@ -430,55 +430,70 @@ def measure(kernel: Path, fs: Path, cpus: list[int], reps: int, idle_seconds: fl
                                  "minpath_us": [], "syscall_py_us": [], "fork_py_us": []}
     with progress(range(reps)) as bar:
         for _ in bar:
-            r["raw_mips"].append(raw_mips(spin, LOOPS))
-            r["csr_ns"].append(raw_csr_ns(csr, CSR_LOOPS))
-            r["floor_us"].append(floor_trap_us(floor, "c"))
-            r["floor_py_us"].append(floor_trap_us(floor, "python"))
-            r["minpath_us"].append(minpath_us(minpath))
-            for path in ("c", "python"):
-                for reg, stub in mmio.items():
-                    r.setdefault(f"mmio_{reg}_{path}_us", []).append(mmio_floor_us(stub, path))
-                r.setdefault(f"console_{path}_kib_s", []).append(
-                    console_kib_s(kernel, fs, cpus[0], path))
-            r["syscall_py_us"].append(_field(guest(
-                kernel, fs, f"sysbench getpid {GETPIDS}", cpus=cpus[0], traps="python"),
-                "per_call_us"))
-            r["fork_py_us"].append(_field(guest(
-                kernel, fs, f"sysbench fork {FORKS}", cpus=cpus[0], traps="python"),
-                "per_fork_us"))
+            _reference_round(r, kernel, fs, cpus[0], spin, floor, minpath, csr, mmio)
             for n in cpus:
-                vals = busy_mips(kernel, fs, n)
-                r.setdefault(f"guest_mips_total_{n}", []).append(sum(vals))
-                r.setdefault(f"guest_mips_per_hart_{n}", []).append(sum(vals) / n)
-                r.setdefault(f"syscall_us_{n}", []).append(_field(guest(
-                    kernel, fs, f"sysbench getpid {GETPIDS}", cpus=n), "per_call_us"))
-                r.setdefault(f"fork_us_{n}", []).append(_field(guest(
-                    kernel, fs, f"sysbench fork {FORKS}", cpus=n), "per_fork_us"))
-                r.setdefault(f"pipe_kib_s_{n}", []).append(_field(guest(
-                    kernel, fs, f"sysbench pipe {PIPE_KIB}", cpus=n), "kib_per_s"))
-                ms: list[Machine] = []
-                r.setdefault(f"pingpong_us_{n}", []).append(_field(guest(
-                    kernel, fs, f"sysbench pingpong {PINGPONGS}", cpus=n, stats=ms),
-                    "per_round_trip_us"))
-                st = ms[0].stats
-                if st.ipi_wakes:
-                    r.setdefault(f"ipi_wake_us_{n}", []).append(st.ipi_wake_s / st.ipi_wakes
-                                                                * 1e6)
-
-                def booted(m: Machine, seconds: float, n: int = n) -> None:
-                    r.setdefault(f"boot_ms_{n}", []).append(seconds * 1e3)
-                    k = re.search(rb"boot\s+(\d+) ms", bytes(m.console_tail))
-                    if k:
-                        r.setdefault(f"kernel_boot_ms_{n}", []).append(float(k.group(1)))
-
-                interactive(kernel, fs, booted, cpus=n)
+                _harts_round(r, kernel, fs, n)
     for n in cpus:
         idle = r[f"idle_cpu_percent_{n}"] = []
         interactive(kernel, fs, lambda m, s, idle=idle: idle.append(  # type: ignore[misc]
             idle_cpu_percent(m, idle_seconds)), cpus=n)
-    # ratios are taken within each repetition (the runs were back to back), then the
-    # median: on a busy host that is steadier than a ratio of medians
-    base = cpus[0]
+    _ratios(r, cpus[0])
+    return r
+
+
+def _reference_round(r: dict[str, list[float]], kernel: Path, fs: Path, cpus: int,
+                     spin: ElfImage, floor: ElfImage, minpath: ElfImage, csr: ElfImage,
+                     mmio: dict[str, ElfImage]) -> None:
+    """One round of the figures that do not depend on the hart count: the bare-Unicorn and
+    no-kernel references, the MMIO floors and console output on both buses, and the
+    Python trap path's getpid and fork (on `cpus` harts)."""
+    r["raw_mips"].append(raw_mips(spin, LOOPS))
+    r["csr_ns"].append(raw_csr_ns(csr, CSR_LOOPS))
+    r["floor_us"].append(floor_trap_us(floor, "c"))
+    r["floor_py_us"].append(floor_trap_us(floor, "python"))
+    r["minpath_us"].append(minpath_us(minpath))
+    for path in ("c", "python"):
+        for reg, stub in mmio.items():
+            r.setdefault(f"mmio_{reg}_{path}_us", []).append(mmio_floor_us(stub, path))
+        r.setdefault(f"console_{path}_kib_s", []).append(console_kib_s(kernel, fs, cpus, path))
+    r["syscall_py_us"].append(_field(guest(
+        kernel, fs, f"sysbench getpid {GETPIDS}", cpus=cpus, traps="python"), "per_call_us"))
+    r["fork_py_us"].append(_field(guest(
+        kernel, fs, f"sysbench fork {FORKS}", cpus=cpus, traps="python"), "per_fork_us"))
+
+
+def _harts_round(r: dict[str, list[float]], kernel: Path, fs: Path, n: int) -> None:
+    """One round of the figures on n harts: guest MIPS, getpid, fork, pipe, ping-pong (and
+    the IPI wake-ups it caused), boot to the prompt."""
+    vals = busy_mips(kernel, fs, n)
+    r.setdefault(f"guest_mips_total_{n}", []).append(sum(vals))
+    r.setdefault(f"guest_mips_per_hart_{n}", []).append(sum(vals) / n)
+    r.setdefault(f"syscall_us_{n}", []).append(_field(guest(
+        kernel, fs, f"sysbench getpid {GETPIDS}", cpus=n), "per_call_us"))
+    r.setdefault(f"fork_us_{n}", []).append(_field(guest(
+        kernel, fs, f"sysbench fork {FORKS}", cpus=n), "per_fork_us"))
+    r.setdefault(f"pipe_kib_s_{n}", []).append(_field(guest(
+        kernel, fs, f"sysbench pipe {PIPE_KIB}", cpus=n), "kib_per_s"))
+    ms: list[Machine] = []
+    r.setdefault(f"pingpong_us_{n}", []).append(_field(guest(
+        kernel, fs, f"sysbench pingpong {PINGPONGS}", cpus=n, stats=ms), "per_round_trip_us"))
+    st = ms[0].stats
+    if st.ipi_wakes:
+        r.setdefault(f"ipi_wake_us_{n}", []).append(st.ipi_wake_s / st.ipi_wakes * 1e6)
+
+    def booted(m: Machine, seconds: float) -> None:
+        r.setdefault(f"boot_ms_{n}", []).append(seconds * 1e3)
+        k = re.search(rb"boot\s+(\d+) ms", bytes(m.console_tail))
+        if k:
+            r.setdefault(f"kernel_boot_ms_{n}", []).append(float(k.group(1)))
+
+    interactive(kernel, fs, booted, cpus=n)
+
+
+def _ratios(r: dict[str, list[float]], base: int) -> None:
+    """The ratios, each taken within a repetition (the runs were back to back) before the
+    median: on a busy host that is steadier than a ratio of medians. `base`: the first hart
+    count, the one the references ran beside."""
     r["guest_over_bare"] = [g / b for g, b in zip(r[f"guest_mips_total_{base}"],
                                                  r["raw_mips"], strict=True)]
     r["csr_in_insns"] = [c * m / 1e3 for c, m in zip(r["csr_ns"], r["raw_mips"], strict=True)]
@@ -490,7 +505,6 @@ def measure(kernel: Path, fs: Path, cpus: list[int], reps: int, idle_seconds: fl
                                                    strict=True)]
     r["fork_py_over_c"] = [p / c for p, c in zip(r["fork_py_us"], r[f"fork_us_{base}"],
                                                 strict=True)]
-    return r
 
 
 def run(cpus: list[int], reps: int, idle_seconds: float, kernel: Path, fs: Path,

@@ -57,7 +57,7 @@ class TokenizerCost:
 def _guest_us(vocab: bytes, text: bytes, tokens: int) -> tuple[float, float]:
     """µs per token of `tok -t encode` in a booted guest (no AI device needed), and the
     vocabulary's load time there in ms."""
-    from harness.disk.fsimage import with_files
+    from harness.disk.fsbuild import with_files
 
     with tempfile.TemporaryDirectory() as tmp:
         img = Path(tmp) / "fs.img"
@@ -140,7 +140,7 @@ class FirstChar:
 def first_character(lm: Any, reps: int = 5, kernel: Path | None = None,
                     fs: Path | None = None, prompt: str = FIRST_PROMPT) -> FirstChar:
     """`reps` + 1 `llmrun --stream --timing --text PROMPT` in one boot of the guest served by
-    `lm` (a harness.devices.virtio_ai.LoadedModel); the first is not counted."""
+    `lm` (a harness.engines.local.LoadedModel); the first is not counted."""
     from harness.bench.errors import BenchError
     from harness.guest.bpe_host import vocab_files
     from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL
@@ -194,7 +194,7 @@ def run(models: list[str], size: int = 300_000, reps: int = 3, first_reps: int =
     through the guest, served by lms[model] (without `lms`: loaded here, prefix cache off;
     a model missing from a given `lms` gets no first-character figures)."""
     from harness.bench.errors import BenchError
-    from harness.devices.virtio_ai import LoadedModel
+    from harness.engines.local import LoadedModel
     from pyllm.errors import PyllmError
 
     rep = TokenizerReport([], [], {})

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.bench.errors import BenchError
-from harness.disk.fsimage import FsError, build_image
+from harness.disk.fsbuild import build_image
+from harness.disk.fslayout import FsError
 from harness.run.launch import ROOT
 
 TOOLPREFIX = "riscv64-unknown-elf-"

@@ -8,9 +8,20 @@ from pathlib import Path
 
 import click
 
-from harness.cli.cmd_run import _check_model, _file, _size
-from harness.cli.options import cpus_option, det_options, engine_options, remote_engine
-from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL
+from harness.cli.options import (
+    check_model,
+    cpus_option,
+    det_options,
+    engine_options,
+    need_file,
+    ram_size,
+    remote_engine,
+)
+from harness.engines.remote import RemoteEngine
+from harness.guest.programs import Programs
+from harness.machine.board import Machine
+from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL, MachineConfig
+from harness.run.det_options import DetRun
 from harness.run.launch import HOST_LOG, ROOT, add_ai_device, new_machine
 
 DEFAULT_USER = ROOT / "build" / "user"
@@ -34,7 +45,7 @@ DEFAULT_USER = ROOT / "build" / "user"
 @click.option("--model", "-m", metavar="MODEL",
               help="Plug in the AI device serving this model (smol, qwen, a path), as "
                    "`harness run --model`.")
-@click.option("--mem", "ram", default="128M", show_default=True, callback=_size,
+@click.option("--mem", "ram", default="128M", show_default=True, callback=ram_size,
               metavar="SIZE", help="Guest RAM, 16M..2G.")
 @click.option("--kernel", type=click.Path(dir_okay=False, path_type=Path),
               default=DEFAULT_KERNEL, show_default="build/kernel/kernel.elf",
@@ -82,11 +93,9 @@ def debug(cmd: str | None, ex: tuple[str, ...], script: Path | None, batch: bool
     harness debug --replay run.nrec --ex 'goto 1234567' --ex bt
     (gdb-multiarch: reverse-stepi, reverse-continue, reverse-finish through --gdb)
     """
-    _file("kernel", kernel, "build it with `make build`")
-    _file("disk image", fs, "build it with `make build`")
+    need_file("kernel", kernel, "build it with `make build`")
+    need_file("disk image", fs, "build it with `make build`")
     from harness.debug import DebugError
-    from harness.debug.commands import Interpreter
-    from harness.debug.target import Target
     from harness.guest.programs import Programs
     from harness.machine.config import MachineConfig
     from harness.run.det_options import DetRun
@@ -96,33 +105,46 @@ def debug(cmd: str | None, ex: tuple[str, ...], script: Path | None, batch: bool
     det.check(command=cmd is not None, model=model is not None)
     config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd=cmd or "",
                            cpus=cpus)
-    engine = remote_engine(engine_url, engine_timeout, model)
+    _add_model(config, det, model, remote_engine(engine_url, engine_timeout, model))
+    try:
+        programs = Programs(kernel, user_dir)
+    except DebugError as e:
+        raise click.ClickException(str(e)) from None
+    commands = list(script.read_text().splitlines()) if script else []
+    sys.exit(_session(new_machine(config), programs, det, commands + list(ex), batch,
+                      gdb_port))
+
+
+def _add_model(config: MachineConfig, det: DetRun, model: str | None,
+               engine: RemoteEngine | None) -> None:
+    """The AI device (--model), the recording's machine (--replay), time travel."""
     ai_model, model = det.model(model)
     if det.replayer is not None:
         config.cmd = det.replayer.journal.header.get("cmd", "")
     if model is not None:
         if engine is None and det.replayer is None:
-            _check_model(model)
+            check_model(model)
         add_ai_device(config, ai_model, log=HOST_LOG, allow_load=(model,), engine=engine)
     det.configure(config, model)
     config.time_travel = det.on
-    try:
-        programs = Programs(kernel, user_dir)
-    except DebugError as e:
-        raise click.ClickException(str(e)) from None
-    machine = new_machine(config)
+
+
+def _session(machine: Machine, programs: Programs, det: DetRun, commands: list[str],
+             batch: bool, gdb_port: int | None) -> int:
+    """The debugger on `machine` (or the GDB stub with --gdb); the exit status."""
+    from harness.debug.commands import Interpreter
+    from harness.debug.target import Target
+
     end_race = det.attach_race(machine, stop=True) if det.race is not None else None
     try:
         target = Target(machine, programs)
         interp = Interpreter(target)
         if gdb_port is not None:
-            sys.exit(_serve_gdb(target, interp, gdb_port))
-        commands = list(script.read_text().splitlines()) if script else []
-        commands += list(ex)
+            return _serve_gdb(target, interp, gdb_port)
         code = _prompt(interp, commands, batch, machine.banner())
         if det.on and machine.result is not None:
             det.end(machine, machine.result)
-        sys.exit(code)
+        return code
     finally:
         if end_race is not None:
             end_race()

@@ -20,7 +20,7 @@ def _load(model: str, engine_url: str | None = None,
     """The backend every boot shares: the model loaded in process, or with --engine the
     server asked for it."""
     from harness.cli.options import remote_engine
-    from harness.devices.virtio_ai import LoadedModel
+    from harness.engines.local import LoadedModel
     from harness.run.hostapi import check_model
     from pyllm.errors import PyllmError
 

@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import click
 
-from harness.cli.cmd_run import _check_model, _file, _size
-from harness.cli.options import DEFAULT_CPUS
+from harness.cli.options import DEFAULT_CPUS, check_model, need_file, ram_size
 from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL
 from harness.race.kcsan import HOLD, SAMPLE_MEAN
 
@@ -29,7 +27,7 @@ DEFAULT_CMD = "usertests -q"
               show_default=True, help="The schedule family of --seeds.")
 @click.option("--cpus", type=click.IntRange(2, 8), default=max(2, DEFAULT_CPUS),
               show_default=True, help="Harts (a race needs two).")
-@click.option("--mem", "ram", default="128M", show_default=True, callback=_size,
+@click.option("--mem", "ram", default="128M", show_default=True, callback=ram_size,
               metavar="SIZE", help="Guest RAM, 16M..2G.")
 @click.option("--kernel", type=click.Path(dir_okay=False, path_type=Path),
               default=DEFAULT_KERNEL, show_default="build/kernel/kernel.elf")
@@ -81,12 +79,12 @@ def race(cmd: str, seeds: int, one: str | None, kind: str, cpus: int, ram: int, 
       harness race -c "aistress -c 8 -t 1" -m smol --focus ai_service.c
     """
     from harness.guest.programs import Programs
-    from harness.run.race_seeds import RaceOptions, render, replay_command, run_seed
+    from harness.run.race_seeds import RaceOptions, search
 
-    _file("kernel", kernel, "build it with `make build`")
-    _file("disk image", fs, "build it with `make build`")
+    need_file("kernel", kernel, "build it with `make build`")
+    need_file("disk image", fs, "build it with `make build`")
     if model is not None:
-        _check_model(model)
+        check_model(model)
     if one is not None:
         specs = [f"random:{one}" if one.isdigit() else one]
     else:
@@ -102,38 +100,11 @@ def race(cmd: str, seeds: int, one: str | None, kind: str, cpus: int, ram: int, 
                        data=not no_data, sample_mean=sample_mean, hold=hold,
                        focus=tuple(x.strip() for x in (focus or "").split(",") if x.strip()))
     programs = Programs(kernel, user_dir)
-    found: dict[tuple, object] = {}
-    runs = []
-    with click.progressbar(specs, label=f"{len(specs)} schedules of {cmd!r}", file=sys.stderr,
-                           item_show_func=lambda s: s or "") as bar:
-        for spec in bar:
-            try:
-                r = run_seed(opts, spec, programs)
-            except ValueError as e:  # a --focus naming no kernel code
-                raise click.UsageError(str(e)) from None
-            runs.append(r)
-            for f in r.findings:
-                if f.key not in found:
-                    found[f.key] = f
-                    click.echo("\n" + render(f, programs), err=False)
-                    click.echo(f"  seen with schedule {spec}; again: {replay_command(opts, spec)}")
-    bad = [r for r in runs if r.exit != "ok"]
-    insns = sum(r.instructions for r in runs)
-    secs = sum(r.seconds for r in runs) or 1e-9
-    watched = (f", {sum(r.watched for r in runs):,} accesses watched" if not no_data
-               else ", data-race watch off")
-    click.echo(f"\n{len(found)} distinct finding(s) in {len(runs)} schedule(s) of {cmd!r} on "
-               f"{cpus} harts: {insns:,} instructions ({insns / secs / 1e6:.1f} MIPS), "
-               f"{sum(r.events for r in runs):,} lock events{watched}"
-               + (f"; {len(bad)} run(s) did not end cleanly: "
-                  + ", ".join(f"{r.spec} ({r.exit})" for r in bad) if bad else ""))
+    try:
+        found = search(opts, specs, programs, echo=click.echo)
+    except ValueError as e:  # a --focus naming no kernel code
+        raise click.UsageError(str(e)) from None
+    click.echo("\n" + found.summary())
     if json_path is not None:
-        json_path.write_text(json.dumps({
-            "cmd": cmd, "cpus": cpus, "schedules": [r.spec for r in runs],
-            "runs": [{"schedule": r.spec, "exit": r.exit, "instructions": r.instructions,
-                      "lock_events": r.events, "samples": r.samples, "watched": r.watched,
-                      "seconds": round(r.seconds, 3)} for r in runs],
-            "findings": [{"kind": f.kind, "title": f.title, "schedule": f.seed,
-                          "text": render(f, programs)} for f in found.values()]},
-            indent=2) + "\n")
-    sys.exit(1 if found or bad else 0)
+        found.write_json(json_path, programs)
+    sys.exit(1 if found.found or found.failed_runs else 0)

@@ -7,64 +7,36 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from harness.cli.options import cpus_option, det_options, engine_options, remote_engine
+from harness.cli.options import (
+    check_model,
+    cpus_option,
+    det_options,
+    engine_options,
+    need_file,
+    ram_size,
+    remote_engine,
+)
 from harness.machine.board import Machine
 from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL, MachineConfig, RunResult
+from harness.run.console_run import ConsoleRun, boot_on_console
 from harness.run.det_options import DetRun
 from harness.run.launch import (
     DEMO_QUESTION,
     DEMO_TEXT,
-    HOST_LOG,
-    add_ai_device,
-    console_boot,
 )
+from harness.run.prompt import run_prompt
+
+if TYPE_CHECKING:
+    from harness.devices.ai_faults import FaultPlan
+    from harness.engines.remote import RemoteEngine
 
 # --demo, `make run`: asked through the chat template. (Asked "What is the capital of France?",
 # the 135M model's first answer token is a near tie, "The" 0.08 nats above "L" on the exact
 # path, which the int8 path flips into a French ramble: docs/BENCH.md, "multiple choice".)
-
-
-def parse_size(text: str) -> int:
-    """"128M", "1G", "65536" -> bytes."""
-    m = re.fullmatch(r"\s*(\d+)\s*([KkMmGg]?)(?:i?[Bb])?\s*", text)
-    if not m:
-        raise ValueError(f"'{text}' is not a size like 128M or 1G")
-    return int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2).lower()]
-
-
-def _size(ctx: click.Context, param: click.Parameter, value: str) -> int:
-    try:
-        size = parse_size(value)
-    except ValueError as e:
-        raise click.BadParameter(str(e)) from None
-    if not (16 << 20) <= size <= (2 << 30) or size % 4096:
-        raise click.BadParameter(f"{value}: RAM must be 16M..2G in whole 4 KiB pages")
-    return size
-
-
-def _file(what: str, path: Path, hint: str) -> Path:
-    if not path.is_file():
-        raise click.ClickException(f"{what} not found: {path} ({hint})")
-    return path
-
-
-def _with_race(attach, det):  # type: ignore[no-untyped-def]
-    """console_boot's `attach`: the race detectors, then the monitor if any."""
-    def both(machine):  # type: ignore[no-untyped-def]
-        end_race = det.attach_race(machine, stop=False)
-        end_other = attach(machine) if attach is not None else None
-
-        def detach() -> None:
-            if end_other is not None:
-                end_other()
-            end_race()
-
-        return detach
-
-    return both
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -74,7 +46,7 @@ def _with_race(attach, det):  # type: ignore[no-untyped-def]
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="Stop the machine after this many wall-clock seconds (exit code 124). "
                    "Default: no limit.")
-@click.option("--mem", "ram", default="128M", show_default=True, callback=_size,
+@click.option("--mem", "ram", default="128M", show_default=True, callback=ram_size,
               metavar="SIZE", help="Guest RAM, 16M..2G (suffix K, M or G).")
 @click.option("--kernel", type=click.Path(dir_okay=False, path_type=Path),
               default=DEFAULT_KERNEL, show_default="build/kernel/kernel.elf",
@@ -163,7 +135,6 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
     Scripted: harness run -c "echo hi | wc; ls"   (exit status = the last command's)
 
     \b
-    \b
     With the AI device (LLM inference served to the guest's ai_submit/ai_wait):
       harness run --model smol                          shell; try llmrun, aitest, aibench
       harness run --model smol --prompt "The capital of France is" -n 16
@@ -183,10 +154,57 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
     A panic or fault prints a report on stderr: registers, the faulting instruction and
     a symbolised backtrace.
     """
-    _file("kernel", kernel, "build it with `make build`")
-    _file("disk image", fs, "build it with `make build`")
+    _check_files(kernel, fs, fs_check)
+    _check_combinations(cmd=cmd, prompt=prompt, demo=demo, raw=raw, chat=chat,
+                        gdb=gdb_port is not None, persist=persist)
+    det = _det_run(schedule, record, replay, "all" if race else "locks" if race_locks else None,
+                   cmd=cmd, prompt=prompt, demo=demo, chat=chat, gdb=gdb_port is not None,
+                   persist=persist, model=model)
+    model = model or ("smol" if prompt is not None or demo or chat else None)
+    engine, plan = _ai_options(model, kv_cache, engine_url, engine_timeout, ai_fault,
+                               in_process=prompt is not None or demo)
+    if prompt is not None or demo:
+        text = (DEMO_TEXT if raw else DEMO_QUESTION) if demo else prompt or ""
+        sys.exit(run_prompt(model=model or "smol", text=text, max_new_tokens=max_new_tokens,
+                            kernel=kernel, fs=fs, ram=ram, clock=clock, timeout=timeout,
+                            trace=trace, then_shell=demo, quiet=quiet, cpus=cpus,
+                            chat=demo and not raw))
+    config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock,
+                           cmd="chat" if chat else cmd or "", persist=persist, timeout=timeout,
+                           hang_timeout=hang_timeout, cpus=cpus)
+    sys.exit(boot_on_console(ConsoleRun(
+        config, det, model=model, plan=plan, engine=engine, quiet=quiet, trace=trace,
+        attach=_monitor(monitor_record, quiet) if monitor or monitor_record else None,
+        serve=None if gdb_port is None else _gdb(gdb_port),
+        interactive=cmd is None and replay is None)))
+
+
+def _check_files(kernel: Path, fs: Path, fs_check: bool) -> None:
+    need_file("kernel", kernel, "build it with `make build`")
+    need_file("disk image", fs, "build it with `make build`")
     if fs_check:
         _check_fs(fs)
+
+
+def _ai_options(model: str | None, kv_cache: str | None, engine_url: str | None,
+                engine_timeout: float | None, ai_fault: str | None, *,
+                in_process: bool) -> tuple[RemoteEngine | None, FaultPlan | None]:
+    """The AI device's options checked: (--engine's server, --ai-fault's plan)."""
+    if kv_cache is not None:
+        _set_kv_cache(kv_cache)
+    engine = remote_engine(engine_url, engine_timeout, model)
+    if engine is not None and in_process:
+        raise click.UsageError("--prompt and --demo run on the in-process engine; with "
+                               "--engine use the guest: -c 'llmrun ...' or the shell")
+    plan = _fault_plan(ai_fault, model)
+    if model is not None and engine is None:
+        check_model(model)
+    return engine, plan
+
+
+def _check_combinations(*, cmd: str | None, prompt: str | None, demo: bool, raw: bool,
+                        chat: bool, gdb: bool, persist: bool) -> None:
+    """Options that do not go together: a one-line usage error."""
     if (prompt is not None or demo) and cmd is not None:
         raise click.UsageError("-c cannot be combined with --prompt or --demo")
     if prompt is not None and demo:
@@ -194,80 +212,27 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
     if raw and not demo:
         raise click.UsageError("--raw goes with --demo (--prompt continues its text raw "
                                "already)")
-    if gdb_port is not None and (prompt is not None or demo):
+    if gdb and (prompt is not None or demo):
         raise click.UsageError("--gdb cannot be combined with --prompt or --demo")
-    if chat and (cmd is not None or prompt is not None or demo or gdb_port is not None
-                 or persist):
+    if chat and (cmd is not None or prompt is not None or demo or gdb or persist):
         raise click.UsageError("--chat cannot be combined with -c, --prompt, --demo, --gdb "
                                "or --persist")
-    det = DetRun(schedule, record, replay, "run",
-                 race="all" if race else "locks" if race_locks else None)
+
+
+def _det_run(schedule: str | None, record: Path | None, replay: Path | None, race: str | None,
+             *, cmd: str | None, prompt: str | None, demo: bool, chat: bool, gdb: bool,
+             persist: bool, model: str | None) -> DetRun:
+    """--schedule, --record, --replay, --race: the deterministic machine's options, checked."""
+    det = DetRun(schedule, record, replay, "run", race=race)
     det.check(command=cmd is not None, prompt=prompt is not None, demo=demo, chat=chat,
               persist=persist, model=model is not None)
-    if det.on and (prompt is not None or demo or chat or gdb_port is not None):
+    if det.on and (prompt is not None or demo or chat or gdb):
         raise click.UsageError("--schedule/--record/--replay go with -c or the shell (for "
                                "the debugger: harness debug --schedule)")
     if record is not None and persist:
         raise click.UsageError("--record cannot be combined with --persist (a replay needs "
                                "the disk as it was)")
-    if (prompt is not None or demo or chat) and model is None:
-        model = "smol"
-    if kv_cache is not None:
-        _set_kv_cache(kv_cache)
-    engine = remote_engine(engine_url, engine_timeout, model)
-    if engine is not None and (prompt is not None or demo):
-        raise click.UsageError("--prompt and --demo run on the in-process engine; with "
-                               "--engine use the guest: -c 'llmrun ...' or the shell")
-    plan = _fault_plan(ai_fault, model)
-    if model is not None and engine is None:
-        _check_model(model)
-    if prompt is not None or demo:
-        from harness.run.prompt import run_prompt
-
-        chat = demo and not raw
-        text = (DEMO_QUESTION if chat else DEMO_TEXT) if demo else prompt or ""
-        sys.exit(run_prompt(model=model or "smol", text=text,
-                            max_new_tokens=max_new_tokens, kernel=kernel, fs=fs, ram=ram,
-                            clock=clock, timeout=timeout, trace=trace, then_shell=demo,
-                            quiet=quiet, cpus=cpus, chat=chat))
-    config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock,
-                           cmd="chat" if chat else cmd or "", persist=persist, timeout=timeout,
-                           hang_timeout=hang_timeout, cpus=cpus)
-    ai_model, model = det.model(model)
-    if det.replayer is not None:  # the recorded machine (before its devices are added)
-        config.cmd = det.replayer.journal.header.get("cmd", "")
-    created: list = []
-    console = bytearray()  # with --trace: llmrun's own stamps (tokenize, shown) are in it
-    if model is not None:
-        add_ai_device(config, ai_model, log=None if quiet else HOST_LOG, plan=plan,
-                      allow_load=(model,), created=created, engine=engine)
-        _add_course_files(config, model, quiet, remote=engine is not None)
-    det.configure(config, model)
-    try:
-        attach = None
-        if monitor or monitor_record is not None:
-            from harness.monitor.feed import attach_monitor
-
-            attach = attach_monitor(record=monitor_record, quiet=quiet)
-        if det.race is not None:
-            attach = _with_race(attach, det)
-        code = console_boot(config, interactive=cmd is None and replay is None, quiet=quiet,
-                            serve=None if gdb_port is None else _gdb(gdb_port), attach=attach,
-                            tee=None if trace is None else console.extend,
-                            on_end=det.end if det.on else None)
-    finally:
-        for dev in created:
-            if dev.injector is not None and not quiet:
-                click.echo(dev.injector.summary(dev.requests), err=True)
-        if trace is not None:
-            from harness.run import trace as ai_trace
-
-            boots = [(f"boot {i + 1}", list(d.trace)) for i, d in enumerate(created)]
-            if boots:  # the stamps name their requests; reqids count from 1 each boot
-                boots[-1][1].extend(ai_trace.console_stages(console.decode(errors="replace")))
-            n = ai_trace.write_trace(trace, boots)
-            click.echo(f"[harness] wrote {n} trace events to {trace}", err=True)
-    sys.exit(code)
+    return det
 
 
 # fsck findings that only lose space (a file unlinked while still open when the machine
@@ -287,7 +252,7 @@ def _check_fs(fs: Path) -> None:
     except Exception as e:  # FsError, or garbage the checker trips over
         raise click.ClickException(f"disk image {fs} is not a usable file system: {e}") from None
     serious = [p for p in problems if not _HARMLESS_FS.search(p) and not _nlink_high(p)]
-    hint = f"`python -m harness.disk.fsimage --check {fs}` lists them"
+    hint = f"`python -m harness.disk.mkfs --check {fs}` lists them"
     if serious:
         more = f" (and {len(problems) - 1} more problems; {hint})" if len(problems) > 1 else ""
         raise click.ClickException(f"disk image {fs} is corrupt: {serious[0]}{more}")
@@ -312,18 +277,7 @@ def _set_kv_cache(size: str) -> None:
     os.environ["PYLLM_KV_CACHE"] = size
 
 
-def _check_model(model: str) -> None:
-    """Unknown names and missing files: one line and exit status 1, before booting."""
-    from harness.run.hostapi import check_model
-    from pyllm.errors import PyllmError
-
-    try:
-        check_model(model)
-    except PyllmError as e:
-        raise click.ClickException(str(e)) from None
-
-
-def _fault_plan(spec: str | None, model: str | None):  # -> FaultPlan | None
+def _fault_plan(spec: str | None, model: str | None) -> FaultPlan | None:
     """--ai-fault SPEC read, or a one-line usage error."""
     if spec is None:
         return None
@@ -337,53 +291,6 @@ def _fault_plan(spec: str | None, model: str | None):  # -> FaultPlan | None
         raise click.BadParameter(str(e), param_hint="--ai-fault") from None
 
 
-def _add_course_files(config: MachineConfig, model: str, quiet: bool, *,
-                      remote: bool = False) -> None:
-    """The model's guest files, under /AI/SMOL or /AI/QWEN: the guest tokenizer's
-    vocabulary (VOCAB.TOK, harness/guest/bpe_host.py) and, for course assets, their
-    PMT.BIN / EXP.BIN, where the lab's aitest reads its reference prompt and answer (the
-    weights stay on the host, in the AI device). In memory only: not with --persist.
-    `remote`: `model` is a served name; its tokenizer is found as the remote backend finds
-    it (harness/engines/remote.py)."""
-    if remote:
-        from harness.engines.remote import tokenizer_spec
-
-        model = tokenizer_spec(model) or model
-    from harness.guest.bpe_host import vocab_files
-    from pyllm.errors import PyllmError
-    from pyllm.loaders.course_assets import reference_files
-    from pyllm.registry import resolve
-
-    files: dict[str, bytes] = {}
-    try:
-        files.update(reference_files(resolve(model)[1]))
-    except PyllmError:
-        pass  # not course assets, or reported by the device when it loads them
-    try:
-        files.update({k.removeprefix("AI/"): v for k, v in vocab_files(model).items()})
-    except PyllmError as exc:  # no tokenizer: the guest's tok cannot run, all else can
-        if not quiet:
-            click.echo(f"[harness] no guest tokenizer vocabulary: {exc}", err=True)
-    if not files:
-        return
-    if config.persist:
-        if not quiet:
-            click.echo(f"[harness] --persist: {', '.join(sorted(files))} are not copied "
-                       "into the guest's /AI", err=True)
-        return
-    from harness.disk.fsimage import FsError, with_files
-
-    try:
-        image = with_files(Path(config.fs).read_bytes(),
-                           {f"AI/{name}": data for name, data in files.items()}, grow=True)
-    except (OSError, FsError) as exc:
-        raise click.ClickException(f"cannot add the model's files to "
-                                   f"{config.fs}: {exc}") from None
-    config.disk_data = bytearray(image)
-    if not quiet:
-        click.echo(f"[harness] /AI: {', '.join(sorted(files))} from the model", err=True)
-
-
 if os.name != "posix":  # pragma: no cover
     raise ImportError("harness run needs a POSIX terminal")
 
@@ -393,3 +300,10 @@ def _gdb(port: int) -> Callable[[Machine], RunResult]:
     from harness.debug.gdbserver import serve_machine
 
     return lambda machine: serve_machine(machine, port)
+
+
+def _monitor(record: Path | None, quiet: bool) -> Callable[[Machine], Callable[[], None]]:
+    """--monitor: live snapshots for `harness top` (harness/monitor/feed.py)."""
+    from harness.monitor.feed import attach_monitor
+
+    return attach_monitor(record=record, quiet=quiet)

@@ -51,7 +51,7 @@ def serve(model: str, host: str, port: int, max_waiting: int, kv_cache: str | No
     """
     import uvicorn
 
-    from harness.devices.virtio_ai import LoadedModel
+    from harness.engines.local import LoadedModel
     from harness.serve.app import create_app
     from harness.serve.bridge import Bridge
     from pyllm.errors import PyllmError

@@ -4,6 +4,7 @@ their checks."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import click
@@ -83,3 +84,38 @@ def remote_engine(url: str | None, timeout: float | None,
         return RemoteEngine.parse(url, timeout)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--engine") from None
+
+
+def parse_size(text: str) -> int:
+    """"128M", "1G", "65536" -> bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*([KkMmGg]?)(?:i?[Bb])?\s*", text)
+    if not m:
+        raise ValueError(f"'{text}' is not a size like 128M or 1G")
+    return int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2).lower()]
+
+
+def ram_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
+    try:
+        size = parse_size(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+    if not (16 << 20) <= size <= (2 << 30) or size % 4096:
+        raise click.BadParameter(f"{value}: RAM must be 16M..2G in whole 4 KiB pages")
+    return size
+
+
+def need_file(what: str, path: Path, hint: str) -> Path:
+    if not path.is_file():
+        raise click.ClickException(f"{what} not found: {path} ({hint})")
+    return path
+
+
+def check_model(model: str) -> None:
+    """Unknown names and missing files: one line and exit status 1, before booting."""
+    from harness.run.hostapi import check_model
+    from pyllm.errors import PyllmError
+
+    try:
+        check_model(model)
+    except PyllmError as e:
+        raise click.ClickException(str(e)) from None

@@ -2,7 +2,7 @@
 
 RAM is mapped into Unicorn with `mem_map_ptr` over an `mmap`, so device DMA (virtio
 descriptors, buffers, rings) reads and writes it through a memoryview without copying
-(~0.1 µs per small access instead of ~1.5 µs for `uc.mem_read`), and guest stores are
+(a small access costs a slice, not a `uc.mem_read` call), and guest stores are
 visible at once. Pages are allocated by the host kernel only when touched, so a large
 `--mem` costs nothing up front.
 

@@ -1,8 +1,8 @@
 """The machine's one rv64 hart: fast register access, privilege-safe CSRs, guest-virtual reads.
 
-Unicorn's Python binding costs ~2.4 µs per register access; trap delivery and MMIO
+Unicorn's Python binding is slow per register access and trap delivery and MMIO
 bookkeeping do many, so this module calls libunicorn directly through a thin cffi (ABI
-mode) layer, one wrapper per C function (~0.5-0.8 µs each). It also wraps
+mode) layer, one wrapper per C function. It also wraps
 `uc_vmem_read` / `uc_vmem_translate`, which libunicorn exports but the binding does not.
 
 Unicorn applies the guest's privilege check to CSR access from the host (reading an M

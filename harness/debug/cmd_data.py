@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 from harness.debug import DebugError
 from harness.debug.cmdbase import PER_LINE, SIZES, CommandBase
@@ -94,27 +95,9 @@ class DataCommands(CommandBase):
             self.x_size = size
         prog = self.context_program()
         if fmt == "i":
-            fetch = (space.fetch if space is not None else self._fetch_any)
-            insns = disassemble(fetch, addr, count, self._symbolizer(prog))
-            if not insns:
-                raise DebugError(f"Cannot access memory at address {addr:#x}")
-            self.x_next = insns[-1].addr + insns[-1].size
-            return "\n".join(i.line(self._sym(prog, i.addr), i.addr == self.t.pc) for i in insns)
+            return self._x_insns(addr, count, space, prog)
         if fmt == "s":
-            out = []
-            for _ in range(count):
-                raw = bytearray()
-                while len(raw) < 4096:
-                    b = self.t.read(addr + len(raw), 1, space)
-                    if b == b"\0":
-                        break
-                    raw += b
-                from harness.guest.dwarf import c_string
-
-                out.append(f"{addr:#x}{self._sym_tag(prog, addr)}:\t{c_string(bytes(raw))}")
-                addr += len(raw) + 1
-            self.x_next = addr
-            return "\n".join(out)
+            return self._x_strings(addr, count, space, prog)
         data = self.t.read(addr, count * size, space)
         lines = []
         per = PER_LINE[size] if fmt not in "ac" else (2 if fmt == "a" else 8)
@@ -127,6 +110,32 @@ class DataCommands(CommandBase):
             lines.append(f"{a:#x}{self._sym_tag(prog, a)}:\t" + "\t".join(cells))
         self.x_next = addr + count * size
         return "\n".join(lines)
+
+    def _x_insns(self, addr: int, count: int, space: Any, prog: Program | None) -> str:
+        """x/Ni: N instructions disassembled."""
+        fetch = (space.fetch if space is not None else self._fetch_any)
+        insns = disassemble(fetch, addr, count, self._symbolizer(prog))
+        if not insns:
+            raise DebugError(f"Cannot access memory at address {addr:#x}")
+        self.x_next = insns[-1].addr + insns[-1].size
+        return "\n".join(i.line(self._sym(prog, i.addr), i.addr == self.t.pc) for i in insns)
+
+    def _x_strings(self, addr: int, count: int, space: Any, prog: Program | None) -> str:
+        """x/Ns: N NUL-terminated strings (at most 4 KiB each)."""
+        from harness.guest.dwarf import c_string
+
+        out = []
+        for _ in range(count):
+            raw = bytearray()
+            while len(raw) < 4096:
+                b = self.t.read(addr + len(raw), 1, space)
+                if b == b"\0":
+                    break
+                raw += b
+            out.append(f"{addr:#x}{self._sym_tag(prog, addr)}:\t{c_string(bytes(raw))}")
+            addr += len(raw) + 1
+        self.x_next = addr
+        return "\n".join(out)
 
     def _x_cell(self, v: int, fmt: str, size: int, prog: Program | None) -> str:
         bits = 8 * size

@@ -18,7 +18,7 @@ requests in flight decoded in one batch, or a remote OpenAI-compatible server) a
 at once. The backend's threads never touch the machine: for new token ids the device
 queues them, and a closure is posted to the emulation thread (`ctx.post`) at most once per
 engine step and, for progress alone, once per PROGRESS_INTERVAL_S (IDLE_INTERVAL_S while
-no reader waits: VIRTIO_AI_PROGRESS_WANT is 0; each post costs the emulation thread ~0.1 ms);
+no reader waits: VIRTIO_AI_PROGRESS_WANT is 0; each post costs the emulation thread time);
 it copies the new ids into
 out[] and updates resp.ngenerated / t_first (feature PROGRESS; without it out[] and resp are
 written once at the end). With feature PROGRESS_IRQ such an update also raises
@@ -56,16 +56,12 @@ kernel; the device time-stamps it and adds its own events (accept, first token, 
 
 from __future__ import annotations
 
-import struct
-import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from harness.abi import cheader
 from harness.cpu.clock import HostClock
 from harness.devices.base import DeviceContext
 from harness.devices.virtio_mmio import (
@@ -74,105 +70,50 @@ from harness.devices.virtio_mmio import (
     DESC_FMT,
     DESC_SIZE,
     F_VERSION_1,
-    REG,
-    STATUS_DRIVER_OK,
     STATUS_FEATURES_OK,
     Chain,
-    V,
     VirtioMmio,
     Virtqueue,
 )
-from harness.engines.base import AiBackend, Handle, Outcome, Sampling, SubmitError, guest_name
+from harness.engines.base import AiBackend, Sampling, SubmitError
 from harness.engines.local import LoadedModel
 
 if TYPE_CHECKING:
     from harness.devices.ai_faults import FaultInjector
 
-A = cheader.load("virtio_ai.h")
-AI_H = cheader.load("ai.h")
-CFG = A.struct("virtio_ai_config")
-REQ = A.struct("ai_dev_req")
-RESP = A.struct("ai_dev_resp")
-REQ_FIELDS = ("type", "id", "ntokens", "npredict", "flags", "seed", "temp_milli", "top_k",
-              "top_p_milli", "target")
-REQ_FMT = REQ.scalar_struct(*REQ_FIELDS)
-RESP_FMT = RESP.scalar_struct("status", "ngenerated", "t_accept", "t_first", "t_done",
-                              "ncached", "reserved")
-NGEN_OFF, TFIRST_OFF = RESP.offset("ngenerated"), RESP.offset("t_first")
-TRACE = A["VIRTIO_AI_TRACE"]
-PROGRESS_WANT = A["VIRTIO_AI_PROGRESS_WANT"]  # write-only: progress interrupts wanted
-CACHE_REG = A["VIRTIO_AI_CACHE"]  # read-only: struct ai_cache, one register per field
-CACHE = AI_H.struct("ai_cache")
-__all__ = ["LoadedModel", "TraceEvent", "VirtioAi", "device_entry", "guest_name"]
-CACHE_FIELDS = {CACHE_REG + CACHE.offset(f): f for f in CACHE.fields}
-INT_CONFIG = V["VIRTIO_INT_CONFIG"]
-F_PROGRESS = 1 << A["VIRTIO_AI_F_PROGRESS"]
-F_SAMPLING = 1 << A["VIRTIO_AI_F_SAMPLING"]
-F_CANCEL = 1 << A["VIRTIO_AI_F_CANCEL"]
-F_PROGRESS_IRQ = 1 << A["VIRTIO_AI_F_PROGRESS_IRQ"]
-INT_PROGRESS = A["VIRTIO_AI_INT_PROGRESS"]
-PROGRESS_US = A["VIRTIO_AI_PROGRESS_US"]  # progress interrupts at most this often
-STOP_EOS = AI_H["AI_STOP_EOS"]
-
-ST = A.prefixed("AI_ST_")            # "OK" -> 0, "EINVAL" -> 1, ...
-DEV_STATE = A.prefixed("AI_DEV_")    # "NOMODEL" .. "FAILED"
-STATE_NAMES = {v: k.lower() for k, v in DEV_STATE.items()}
-REQ_TYPE = A.prefixed("AI_REQ_")     # "GENERATE", "CANCEL", "LOAD"
-TRACE_EVENTS = {v: k.lower() for k, v in A.prefixed("AI_TR_").items()}  # 1 -> "submit", ...
-PROGRESS_INTERVAL_S = PROGRESS_US / 1e6  # progress updates at most this often (one guest tick)
-IDLE_INTERVAL_S = A["VIRTIO_AI_PROGRESS_IDLE_US"] / 1e6  # ... while no reader waits for them
-TRACE_CAP = 200_000                  # the latest events kept (a long session must not grow)
-_U64 = struct.Struct("<Q")
+from harness.devices.ai_completion import AiCompletion
+from harness.devices.ai_model_slot import AiModelSlot
+from harness.devices.ai_protocol import (
+    CACHE_FIELDS,
+    CONFIG_GENERATION_REG,
+    DEV_STATE,
+    F_CANCEL,
+    F_PROGRESS,
+    F_PROGRESS_IRQ,
+    F_SAMPLING,
+    PROGRESS_US,
+    PROGRESS_WANT,
+    REQ,
+    REQ_FIELDS,
+    REQ_FMT,
+    REQ_TYPE,
+    RESP,
+    ST,
+    STATE_NAMES,
+    STOP_EOS,
+    TRACE,
+    TRACE_CAP,
+    TRACE_EVENTS,
+    VENDOR_ID_REG,
+    A,
+    AiChain,
+    Job,
+    TraceEvent,
+    _u32s,
+)
 
 
-@dataclass
-class TraceEvent:
-    """One point in a request's life, guest microseconds since boot."""
-
-    t_us: int
-    event: str   # kernel: submit, dispatch, complete, waited, failed, freed;
-                 # device: accept, engine (handed to the engine), first, done, used (on the
-                 # used ring, interrupt raised),
-                 # cancel, load, loaded
-    reqid: int   # the kernel's request id (0 for device-wide events)
-    source: str  # "kernel" or "device"
-    arg: int = 0  # done: the AI_ST_* status; accept: prompt tokens; first: cached ones
-
-
-class AiChain(Chain):
-    """A chain as the device found it: descriptors, and why it is malformed (if it is)."""
-
-    def __init__(self, head: int) -> None:
-        super().__init__(head)
-        self.error: str | None = None
-
-
-@dataclass(eq=False, slots=True)
-class _Job:
-    """A request the device accepted and has not completed yet."""
-
-    head: int
-    queue: int
-    epoch: int        # device reset generation: a completion of an older epoch is dropped
-    kind: int         # AI_REQ_*
-    reqid: int        # the kernel's id
-    resp: int         # guest address of struct ai_dev_resp
-    out: int = 0      # guest address of out[]
-    npredict: int = 0
-    t_accept: int = 0
-    t_first: int = 0
-    t_done: int = 0
-    written: int = 0   # ids copied into out[] so far
-    delivered: int = 0  # ids the backend delivered (past npredict only for a broken one)
-    pending: list[int] = field(default_factory=list)  # ids produced, not yet copied
-    status: int | None = None  # final AI_ST_* once the engine finished it
-    handle: Handle | None = None
-    lm: AiBackend | None = None  # the backend serving it
-    t_first_perf: float = 0.0  # backend perf_counter times of the first and latest token
-    t_last_perf: float = 0.0
-
-
-class VirtioAi(VirtioMmio):
+class VirtioAi(AiCompletion, AiModelSlot, VirtioMmio):
     """The AI inference device (see the module docstring)."""
 
     device_id = A["VIRTIO_ID_AI"]
@@ -207,11 +148,11 @@ class VirtioAi(VirtioMmio):
         self.progress_irqs = 0      # VIRTIO_AI_INT_PROGRESS raised
         self.last_irq_us = -PROGRESS_US  # guest µs of the last progress interrupt
         self.progress_want = 0      # VIRTIO_AI_PROGRESS_WANT: non-zero = raise them
-        self.jobs: dict[int, _Job] = {}  # head -> job (emulation thread only)
+        self.jobs: dict[int, Job] = {}  # head -> job (emulation thread only)
         self._owned: list[AiBackend] = []  # backends this device loaded (closed with it)
         self._epoch = 0
         self._lock = threading.Lock()  # guards _dirty/_flush_posted and jobs' pending lists
-        self._dirty: list[_Job] = []
+        self._dirty: list[Job] = []
         self._flush_posted = False
         self._last_post = 0.0  # perf_counter of the last posted flush
         self._closed = False
@@ -283,96 +224,6 @@ class VirtioAi(VirtioMmio):
         tr.n = 0
         for value, mtime in events:
             self._kernel_event(self._mtime_to_us(mtime), value)
-
-    # ---------------------------------------------------------------- model / config
-    def start_load(self, spec: str, job: _Job | None = None) -> None:
-        """Load a model on a host thread; LOADING now, READY/FAILED when done (in
-        deterministic mode at a guest time drawn now: harness/det/timeline.py)."""
-        self._loads += 1
-        gen = self._loads
-        self._set_state(DEV_STATE["LOADING"])
-        self.log(f"[ai] loading model {spec} ...")
-        t0 = time.perf_counter()
-        t0_us = self.now_us()  # the trace's load start, if host time is not the guest's
-        det = self.ctx.det
-        delay = det.latency("load") if det is not None else 0
-        ticket = self.ctx.timeline.expect(delay) if self.ctx.timeline is not None else None
-
-        def work() -> None:  # host thread: only ctx.post / the ticket reach the machine
-            try:
-                if det is not None:
-                    lm: AiBackend | None = det.load_model(gen - 1, spec, self._load_inner,
-                                                          delay)
-                else:
-                    lm = self._wrap(self.loader(spec))
-                err = ""
-            except Exception as exc:  # a PyllmError, or a bug: FAILED either way
-                lm, err = None, str(exc) or type(exc).__name__
-            span = (t0, time.perf_counter(), t0_us)
-            done = lambda: self._load_done(gen, lm, err, job, span)  # noqa: E731
-            if ticket is not None:
-                ticket.fire(done)
-            else:
-                self.ctx.post(done)
-
-        threading.Thread(target=work, name="ai-load", daemon=True).start()
-
-    def _load_inner(self, spec: str) -> AiBackend:
-        """The real backend of a load, fault injection included (deterministic mode
-        wraps it in a TimedBackend around this)."""
-        return self._wrap(self.loader(spec))
-
-    def _wrap(self, backend: AiBackend) -> AiBackend:
-        return backend if self.injector is None else self.injector.wrap(backend)
-
-    def _load_done(self, gen: int, lm: AiBackend | None, err: str, job: _Job | None,
-                   span: tuple[float, float, int]) -> None:
-        if self._closed or gen != self._loads:  # closed, or a newer load superseded this one
-            if lm is not None:
-                lm.close()
-            if job is not None:
-                self._finish_job(job, ST["ECANCELED"])
-            return
-        if lm is None:
-            self.load_error = err
-            self.log(f"[ai] model load failed: {err}")
-            self._set_state(DEV_STATE["FAILED"])
-        else:
-            self._owned.append(lm)
-            self._set_model(lm)
-            self.log(f"[ai] {lm.ready_message()}")
-        start, end = self._us_at(span[0]), self._us_at(span[1])
-        self._event(span[2] if start is None else start, "load", 0)  # 0 if before boot
-        self._event(self.now_us() if end is None else end, "loaded", 0, arg=self.state)
-        if job is not None:
-            self._finish_job(job, ST["OK"] if lm is not None else ST["ENOMODEL"])
-
-    def _set_model(self, lm: AiBackend) -> None:
-        old = self.loaded
-        self.loaded = lm
-        self._set_state(DEV_STATE["READY"])
-        self._retire(old)
-
-    def _retire(self, lm: AiBackend | None) -> None:
-        """Close a replaced model this device loaded once no request uses it any more."""
-        if (lm is not None and lm is not self.loaded and lm in self._owned
-                and not any(j.lm is lm for j in self.jobs.values())):
-            self._owned.remove(lm)
-            lm.close()
-
-    def _set_state(self, state: int) -> None:
-        self.state = state
-        self._build_config()
-        self.config_generation = (self.config_generation + 1) & 0xFFFF_FFFF
-        if self.status & STATUS_DRIVER_OK:  # no config interrupt before the driver is up
-            self.interrupt_status |= INT_CONFIG
-            self._update_irq()
-
-    def _build_config(self) -> None:
-        fields: dict[str, int | bytes] = {"state": self.state}
-        if self.loaded is not None and self.state == DEV_STATE["READY"]:
-            fields.update(self.loaded.config_fields())
-        self._config = CFG.pack(**fields)
 
     def config_space(self) -> bytes:
         return self._config
@@ -473,7 +324,7 @@ class VirtioAi(VirtioMmio):
                 ram.base + ram.size - resp[1]):  # in RAM (ram.contains, inline: hot path)
             self.errors += 1
             return 0  # nowhere to say what went wrong: used.len = 0
-        job = _Job(chain.head, queue, self._epoch, 0, 0, resp[0], t_accept=self.now_us())
+        job = Job(chain.head, queue, self._epoch, 0, 0, resp[0], t_accept=self.now_us())
         status = self._accept(chain, job)
         if status is not None:  # finished at once (an error, or CANCEL)
             if status != ST["OK"]:
@@ -482,7 +333,7 @@ class VirtioAi(VirtioMmio):
         self.jobs[chain.head] = job
         return None
 
-    def _accept(self, chain: AiChain, job: _Job) -> int | None:
+    def _accept(self, chain: AiChain, job: Job) -> int | None:
         """Start the request; its final status if it is already finished, else None."""
         ram = self.ctx.ram
         if chain.error is not None or not chain.readable:
@@ -506,7 +357,7 @@ class VirtioAi(VirtioMmio):
             return self._load(chain, job)
         return ST["EINVAL"]
 
-    def _generate(self, chain: AiChain, job: _Job, hdr: dict[str, int]) -> int | None:
+    def _generate(self, chain: AiChain, job: Job, hdr: dict[str, int]) -> int | None:
         if len(chain.readable) != 2 or len(chain.writable) != 2:
             return ST["EINVAL"]
         (tok_addr, tok_len), (out_addr, out_len) = chain.readable[1], chain.writable[0]
@@ -549,7 +400,7 @@ class VirtioAi(VirtioMmio):
         self._event(self.now_us(), "cancel", target, arg=len(hits))
         return ST["OK"] if hits else ST["EINVAL"]
 
-    def _load(self, chain: AiChain, job: _Job) -> int | None:
+    def _load(self, chain: AiChain, job: Job) -> int | None:
         if len(chain.readable) < 2:
             return ST["EINVAL"]
         addr, length = chain.readable[1]
@@ -567,155 +418,6 @@ class VirtioAi(VirtioMmio):
         self.start_load(spec, job)
         return None
 
-    # ---------------------------------------------------------------- backend side
-    def _tokens_cb(self, job: _Job) -> Callable[[Sequence[int], float], None]:
-        progress = bool(self.driver_features & F_PROGRESS)
-
-        def on_token(ids: Sequence[int], t: float) -> None:  # a backend thread
-            with self._lock:
-                job.pending.extend(ids)
-                job.delivered += len(ids)
-                if not job.t_first_perf:
-                    job.t_first_perf = t
-                job.t_last_perf = t
-                post = self._mark(job) if progress else False
-            if post:  # outside the lock: the emulation thread takes it first thing
-                self.ctx.post(self._flush)
-
-        return on_token
-
-    def _done_cb(self, job: _Job) -> Callable[[Outcome], None]:
-        def on_done(outcome: Outcome) -> None:  # a backend thread
-            status = ST.get(outcome.status, ST["EENGINE"])
-            with self._lock:
-                if job.status is not None:
-                    return
-                job.status = status
-                post = self._mark(job)
-            if status == ST["EENGINE"]:
-                self.log(f"[ai] request {job.reqid} failed in the engine: {outcome.message}")
-            elif outcome.message:
-                self.log(f"[ai] request {job.reqid}: {outcome.message}")
-            if post:
-                self.ctx.post(self._flush)
-
-        return on_done
-
-    def _mark(self, job: _Job) -> bool:
-        """Queue job for the next flush; True if the caller must post that flush (after
-        releasing _lock, which it holds now). One flush serves every job marked before it
-        runs. Progress alone is posted at most every PROGRESS_INTERVAL_S (IDLE_INTERVAL_S
-        while no reader waits): each post wakes the emulation thread (~0.1 ms of CPU), and
-        nobody needs ngenerated fresher than a guest tick; a completion is posted at once
-        and carries the pending progress too."""
-        self._dirty.append(job)
-        if self._flush_posted:
-            return False
-        if self.ctx.det is not None:  # called on the emulation thread at the guest's time
-            self._flush_posted = True
-            self.progress_posts += 1
-            return True
-        now = time.perf_counter()
-        interval = PROGRESS_INTERVAL_S if self.progress_want else IDLE_INTERVAL_S
-        if job.status is None and now - self._last_post < interval:
-            return False  # the next post (a later token's, or the completion) flushes it
-        self._flush_posted = True
-        self._last_post = now
-        self.progress_posts += 1
-        return True
-
-    def _flush(self) -> None:
-        """Emulation thread: copy new ids into out[], update resp, complete finished jobs."""
-        with self._lock:
-            dirty, self._dirty = self._dirty, []
-            self._flush_posted = False
-            work = []
-            for job in dict.fromkeys(dirty):  # each job once, in order
-                work.append((job, job.pending, job.t_first_perf, job.t_last_perf, job.status,
-                             job.delivered))
-                job.pending = []
-        ram = self.ctx.ram
-        progressed = False
-        for job, new, t_first, t_last, status, delivered in work:
-            if job.epoch != self._epoch or self.jobs.get(job.head) is not job:
-                continue  # the driver reset the device: the buffers are no longer ours
-            if new:
-                new = new[: job.npredict - job.written]
-                ram.slice(job.out + 4 * job.written, 4 * len(new))[:] = struct.pack(
-                    f"<{len(new)}I", *new)
-                if job.written == 0:
-                    us = self._us_at(t_first)
-                    job.t_first = us if us is not None else self.now_us()
-                    self._event(job.t_first, "first", job.reqid,
-                                arg=job.handle.n_cached if job.handle else 0)
-                    ram.slice(job.resp + TFIRST_OFF, 8)[:] = _U64.pack(job.t_first)
-                job.written += len(new)
-            if status is None:
-                ram.set_u32(job.resp + NGEN_OFF, job.written)
-                progressed = progressed or bool(new)
-                continue
-            last = self._us_at(t_last) if t_last else None
-            job.t_done = last if last is not None else self.now_us()
-            if job.written:  # progress went straight into RAM; now drop stale translations
-                ram.forget_code(job.out, 4 * job.written)
-            if status != ST["OK"]:
-                job.written = max(job.written, delivered)  # see the module docstring
-            self._finish_job(job, status)
-        if progressed:
-            self._progress_irq()
-
-    def _progress_irq(self) -> None:
-        """Raise VIRTIO_AI_INT_PROGRESS if negotiated, rate-limited (see the module docstring).
-        A skipped one is not lost for long: the next update or the completion comes."""
-        now = self.now_us()
-        if (not self.driver_features & F_PROGRESS_IRQ or not self.progress_want
-                or self.interrupt_status & INT_PROGRESS or now - self.last_irq_us < PROGRESS_US):
-            return
-        self.last_irq_us = now
-        self.progress_irqs += 1
-        self.interrupt_status |= INT_PROGRESS
-        self._update_irq()
-
-    def _finish_job(self, job: _Job, status: int) -> None:
-        """Write the final resp, put the chain on the used ring, interrupt."""
-        if job.epoch != self._epoch:
-            return
-        self.jobs.pop(job.head, None)
-        if job.kind == REQ_TYPE["GENERATE"]:
-            self._event(job.t_done, "done", job.reqid, arg=status)
-        elif not job.t_done:
-            job.t_done = self.now_us()
-        if status != ST["OK"]:
-            self.errors += 1
-        self.complete(job.queue, job.head, self._write_resp(job, status))
-        self._event(self.now_us(), "used", job.reqid)
-        self._retire(job.lm)
-
-    def _write_resp(self, job: _Job, status: int) -> int:
-        """Write struct ai_dev_resp; the bytes written to the chain (used.len). The RUNNING
-        record goes straight into RAM; the final one also drops translated code there
-        (PhysMem.write), like every DMA write of the machine's devices."""
-        if status != ST["RUNNING"] and not job.t_done:
-            job.t_done = self.now_us()
-        ncached = job.handle.n_cached if job.handle is not None else 0
-        data = RESP_FMT.pack(status, job.written, job.t_accept, job.t_first, job.t_done,
-                             ncached, 0)
-        if status == ST["RUNNING"]:
-            ram = self.ctx.ram
-            ram.view[job.resp - ram.base: job.resp - ram.base + RESP.size] = data
-        else:
-            self.ctx.ram.write(job.resp, data)
-        return 4 * job.written + RESP.size
-
-    # ---------------------------------------------------------------- teardown
-    def release_model(self) -> AiBackend | None:
-        """Hand the current model to the caller (it outlives this device: the next boot of
-        a session reuses it instead of loading again). None if no model is ready."""
-        lm = self.loaded
-        if lm is not None and lm in self._owned:
-            self._owned.remove(lm)
-        return lm if self.state == DEV_STATE["READY"] else None
-
     def close(self) -> None:
         """Cancel what is in flight; close the models this device loaded."""
         self._closed = True
@@ -728,19 +430,6 @@ class VirtioAi(VirtioMmio):
         self._owned.clear()
         if self.injector is not None:
             self.injector.close()
-
-
-def _u32s(buf: memoryview) -> list[int]:
-    """Little-endian u32s as a list of ints (a cast view on a little-endian host: one C
-    call on the hand-off path)."""
-    if _LITTLE:
-        return buf.cast("I").tolist()
-    return list(struct.unpack(f"<{len(buf) // 4}I", buf))
-
-
-_LITTLE = sys.byteorder == "little" and struct.calcsize("I") == 4
-VENDOR_ID_REG = REG["VENDOR_ID"]
-CONFIG_GENERATION_REG = REG["CONFIG_GENERATION"]
 
 
 def device_entry(model: str | AiBackend | None, *, log: Callable[[str], None] | None = None,

@@ -16,8 +16,8 @@ pwrite(2), in the order the guest issued them, and fsyncs the file at each flush
 `kill -9` of the harness lands between two pwrites, so the file always holds a prefix of
 the guest's writes: exactly what a power cut after the k-th write leaves, which the
 kernel's log (kernel_c/log.c) recovers from at the next mount. The fdatasync makes each
-flush a barrier for the host's own power too (it costs: ~10 ms a flush on a slow host
-disk, four flushes per commit).
+flush a barrier for the host's own power too (it costs a host disk flush, four per
+commit).
 
 `journal` (a list, when given) records every write as `(byte offset, data)` and every
 flush as None, so harness/disk/crashtest.py can rebuild the disk as any crash would have left

@@ -52,7 +52,8 @@ from pathlib import Path
 from harness.devices.virtio_blk import Journal
 from harness.disk.diskboot import boot_disk
 from harness.disk.errors import DiskTestError
-from harness.disk.fsimage import FsError, FsImage
+from harness.disk.fsimage import FsImage
+from harness.disk.fslayout import FsError
 from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL
 
 CHECK_CMD = "ls /c"
@@ -285,7 +286,8 @@ def run_crashtest(*, rounds: int = 1, procs: int = 1, sample: int = 0, reorder_s
         if not out.ok:
             rep.failures.append(out)
         if progress and n % 50 == 49:
-            print(f"  {n + 1}/{len(jobs)} crash points, {len(rep.failures)} failures", file=sys.stderr)
+            print(f"  {n + 1}/{len(jobs)} crash points, {len(rep.failures)} failures",
+                  file=sys.stderr)
     rep.booted = chk.booted
     rep.seconds = time.perf_counter() - t0
     return rep

@@ -40,7 +40,9 @@ from pathlib import Path
 
 from harness.disk.diskboot import DiskBoot, boot_disk
 from harness.disk.errors import DiskTestError
-from harness.disk.fsimage import FsError, FsImage, FsLayout, Stat, with_files
+from harness.disk.fsbuild import with_files
+from harness.disk.fsimage import FsImage, Stat
+from harness.disk.fslayout import FsError, FsLayout
 from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL, Exit
 
 SCRIPT = ("ls /; ls /fz; cat /fz/one; wc /fz/many; wc /fz/big; ls /fz/sub; cat /fz/sub/x; "

@@ -69,8 +69,8 @@ class LoadedModel:
         t0 = time.perf_counter()
         model = registry.load(spec, **opts)
         load_us = int((time.perf_counter() - t0) * 1e6)
-        # import what a request's sampler needs now (numpy.random: ~30 ms the first
-        # time), not inside the first request's QUEUE_NOTIFY
+        # import what a request's sampler needs now (numpy.random is slow to import the
+        # first time), not inside the first request's QUEUE_NOTIFY
         from pyllm.sampling import Sampler, SamplingParams
 
         Sampler(SamplingParams(seed=0))
@@ -139,7 +139,7 @@ class LoadedModel:
         GenParams = self.engine.params_type  # noqa: N806  (no import on the hand-off path)
 
         # the guest's u32 ids as a list of ints: check_prompt checks a short one in plain
-        # Python (numpy is 10-30x slower on the hand-off's cold caches) and names a bad id
+        # Python (numpy is slower for a few ids on the hand-off's cold caches) and names a bad id
         # as the guest wrote it
         ids = prompt if type(prompt) is list else list(prompt)
         sampling: dict[str, float | int] = {"seed": params.seed}

@@ -4,9 +4,9 @@ Every `*.c` here is compiled into it; a header's declarations between `// cffi:b
 `// cffi:end` are what Python sees, plus the `extern "Python+C"` callbacks below, through which
 C hands an event to the Python path. The recipe is pyllm's (pyllm/kernels/extension.py).
 
-Built by `pip install -e .` (setup.py lists `harness/fastpath/build_fastpath.py:ffibuilder`), by `make`
-(the Makefile's FASTPATH rule) or in place with `python -m harness.fastpath.build_fastpath`.
-C is compiled with -Wall -Werror.
+Built by `pip install -e .` (setup.py lists `harness/fastpath/build_fastpath.py:ffibuilder`), by
+`make` (the Makefile's FASTPATH rule) or in place with `python -m
+harness.fastpath.build_fastpath`. C is compiled with -Wall -Werror.
 """
 
 from __future__ import annotations

@@ -177,35 +177,9 @@ class DwarfInfo:
             t.target = self._type_of(die)
             return t
         elif tag == "DW_TAG_array_type":
-            t = CType("array", "", 0)
-            self._types[die.offset] = t
-            t.target = self._type_of(die)
-            count = None
-            for sub in die.iter_children():
-                if sub.tag == "DW_TAG_subrange_type":
-                    if "DW_AT_count" in sub.attributes:
-                        count = sub.attributes["DW_AT_count"].value
-                    elif "DW_AT_upper_bound" in sub.attributes:
-                        count = sub.attributes["DW_AT_upper_bound"].value + 1
-                    break
-            t.count = count if isinstance(count, int) else None
-            t.size = (t.count or 0) * t.target.size
-            return t
+            return self._array(die)
         elif tag in ("DW_TAG_structure_type", "DW_TAG_union_type"):
-            t = CType("struct" if tag == "DW_TAG_structure_type" else "union", name, size)
-            self._types[die.offset] = t
-            if "DW_AT_declaration" in die.attributes:
-                self._decl.append(t)
-                return t
-            if name:
-                self._structs[name] = t
-            for m in die.iter_children():
-                if m.tag != "DW_TAG_member":
-                    continue
-                loc = m.attributes.get("DW_AT_data_member_location")
-                off = loc.value if loc is not None and isinstance(loc.value, int) else 0
-                t.fields.append(Field(_name(m), off, self._type_of(m)))
-            return t
+            return self._struct(die, name, size)
         elif tag == "DW_TAG_enumeration_type":
             t = CType("enum", name, size or 4, signed=True)
             for e in die.iter_children():
@@ -216,6 +190,39 @@ class DwarfInfo:
         else:
             t = VOID
         self._types[die.offset] = t
+        return t
+
+    def _array(self, die: DIE) -> CType:
+        t = CType("array", "", 0)
+        self._types[die.offset] = t  # before the element type, as for a pointer
+        t.target = self._type_of(die)
+        count = None
+        for sub in die.iter_children():
+            if sub.tag == "DW_TAG_subrange_type":
+                if "DW_AT_count" in sub.attributes:
+                    count = sub.attributes["DW_AT_count"].value
+                elif "DW_AT_upper_bound" in sub.attributes:
+                    count = sub.attributes["DW_AT_upper_bound"].value + 1
+                break
+        t.count = count if isinstance(count, int) else None
+        t.size = (t.count or 0) * t.target.size
+        return t
+
+    def _struct(self, die: DIE, name: str, size: int) -> CType:
+        kind = "struct" if die.tag == "DW_TAG_structure_type" else "union"
+        t = CType(kind, name, size)
+        self._types[die.offset] = t
+        if "DW_AT_declaration" in die.attributes:
+            self._decl.append(t)
+            return t
+        if name:
+            self._structs[name] = t
+        for m in die.iter_children():
+            if m.tag != "DW_TAG_member":
+                continue
+            loc = m.attributes.get("DW_AT_data_member_location")
+            off = loc.value if loc is not None and isinstance(loc.value, int) else 0
+            t.fields.append(Field(_name(m), off, self._type_of(m)))
         return t
 
 

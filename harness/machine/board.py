@@ -110,6 +110,23 @@ class Machine(HartEvents, RunLoop, DetLoop):
         if not 1 <= config.cpus <= bootinfo.MAXCPU:
             raise ValueError(f"--cpus must be 1..{bootinfo.MAXCPU}, not {config.cpus}")
         self.kernel = ElfImage.load(config.kernel)
+        self._make_clock()
+        self._make_harts()
+        self._init_run_state()
+        try:
+            self._build_devices()
+            self._load_kernel()
+        except BaseException:
+            self.close()  # no waker thread or open disk file left behind
+            raise
+        for c in self.cpus:
+            self._reset_cpu(c)
+        self._start_hart(0, self.kernel.entry)
+        self._init_time_travel()
+
+    def _make_clock(self) -> None:
+        """The clock, and in deterministic mode the schedule's state (harness/det/)."""
+        config = self.config
         self.det: Deterministic | None = None
         if config.schedule is not None:
             self.det = Deterministic(config.schedule, config.cpus, config.journal or Journal())
@@ -118,6 +135,10 @@ class Machine(HartEvents, RunLoop, DetLoop):
             self.det.timeline.now = lambda: self.clock.insns
         else:
             self.clock = HostClock() if config.clock == "host" else IcountClock()
+
+    def _make_harts(self) -> None:
+        """One Unicorn instance per hart over the one RAM mapping, with its traps and bus."""
+        config = self.config
         self.cpus: list[Cpu] = []
         self.cur = 0  # the hart that runs now, or last ran (the debugger's selection)
         self.trap_path = trap_path(config.traps)  # harness/machine/traps_c.py
@@ -136,6 +157,10 @@ class Machine(HartEvents, RunLoop, DetLoop):
                                  make_traps(self.trap_path, uc, hart, self.clock, counts),
                                  MmioBus(uc, hart)))
         self.native_mmio: NativeMmio | None = None  # the C bus (harness/machine/bus_c.py)
+
+    def _init_run_state(self) -> None:
+        """What the run loop keeps between slices (harness/machine/runloop.py, detloop.py)."""
+        config = self.config
         self._run_uc = self.cpus[0].uc
         self._others = False  # at the start of this run, another hart could run
         self.only: int | None = None  # a debugger runs only this hart (gdb's vCont;c:N)
@@ -175,15 +200,10 @@ class Machine(HartEvents, RunLoop, DetLoop):
         self.boot_mtime = 0  # bootinfo.boot_mtime, set when the kernel is loaded
         self.hang: HangWatch | None = (HangWatch(self, config.hang_timeout)
                                        if config.hang_timeout else None)
-        try:
-            self._build_devices()
-            self._load_kernel()
-        except BaseException:
-            self.close()  # no waker thread or open disk file left behind
-            raise
-        for c in self.cpus:
-            self._reset_cpu(c)
-        self._start_hart(0, self.kernel.entry)
+
+    def _init_time_travel(self) -> None:
+        """Checkpoints for going back (harness/machine/timetravel.py), if asked for."""
+        config = self.config
         self.travel: TimeTravel | None = None
         if config.time_travel:
             if self.det is None:

@@ -67,7 +67,7 @@ class Exit(enum.Enum):
     FAULT = "fault"          # the machine stopped the guest: unknown MMIO, unmapped memory, ...
     TIMEOUT = "timeout"      # --timeout passed
     QUIT = "quit"            # the user quit (Ctrl-A X) or the harness was told to stop
-    HANG = "hang"            # no guest progress for --hang-timeout seconds (harness/machine/watchdog.py)
+    HANG = "hang"            # no guest progress for --hang-timeout s (machine/watchdog.py)
     PAUSE = "pause"          # a debugger stopped the guest; run()/step() go on from there
 
 

@@ -279,26 +279,7 @@ class RunLoop:
             self._run_det_slice(c, count)
             return
         icount = isinstance(self.clock, IcountClock)
-        self._others = others = self._others_can_run(c)
-        if count is not None:
-            if not c.counted:
-                # blocks translated without the count hook would ignore the count
-                # (reference gotcha 11); Unicorn itself flushes on the way back
-                c.uc.ctl_flush_tb()
-            deadline = None
-        elif icount:
-            assert isinstance(self.clock, IcountClock)
-            now = self.clock.mtime()
-            cmp = min((x for x in self.clint.cmp if x > now), default=NEVER)
-            limit = ICOUNT_SLICE_SMP if others else ICOUNT_SLICE
-            ahead = (cmp - now) * INSNS_PER_TICK if cmp < NEVER else limit
-            count = min(limit, ahead)
-            deadline = self._timeout_at
-        else:
-            count = 0
-            # the slice's end stays a deadline when the guest moves a timer meanwhile
-            self._slice_end = time.monotonic_ns() + QUANTUM_NS if others else None
-            deadline = self._deadline_ns()
+        count, deadline = self._slice_limits(c, count)
         self._run_uc = c.uc
         if not self.waker.begin_run(deadline):
             return
@@ -316,9 +297,7 @@ class RunLoop:
         c.traps.hurry(0)
         try:
             c.uc.emu_start(c.pc, UNTIL, 0, count)
-        except UcError as e:
-            err = e
-        except MachineFault as e:
+        except (UcError, MachineFault) as e:
             err = e
         finally:
             self._in_run = False
@@ -331,6 +310,30 @@ class RunLoop:
             c.counted = count > 0
             if self.hang is not None:
                 self.hang.after_run()
+        self._after_slice(c, err, stopped)
+
+    def _slice_limits(self, c: Cpu, count: int | None) -> tuple[int, int | None]:
+        """(instructions to count, 0 = uncounted; host deadline) of hart c's next slice."""
+        self._others = others = self._others_can_run(c)
+        if count is not None:
+            if not c.counted:
+                # blocks translated without the count hook would ignore the count
+                # (reference gotcha 11); Unicorn itself flushes on the way back
+                c.uc.ctl_flush_tb()
+            return count, None
+        if isinstance(self.clock, IcountClock):
+            now = self.clock.mtime()
+            cmp = min((x for x in self.clint.cmp if x > now), default=NEVER)
+            limit = ICOUNT_SLICE_SMP if others else ICOUNT_SLICE
+            ahead = (cmp - now) * INSNS_PER_TICK if cmp < NEVER else limit
+            return min(limit, ahead), self._timeout_at
+        # the slice's end stays a deadline when the guest moves a timer meanwhile
+        self._slice_end = time.monotonic_ns() + QUANTUM_NS if others else None
+        return 0, self._deadline_ns()
+
+    def _after_slice(self, c: Cpu, err: BaseException | None, stopped: bool) -> None:
+        """Hart c's slice ended: a fault ends the run; a stop from outside completes the
+        MMIO access or store it cut (harness/machine/bus.py); wfi makes the hart idle."""
         c.pc = c.hart.get(REG_PC)
         if err is None and c.bus.fault is not None:
             err, c.bus.fault = c.bus.fault, None

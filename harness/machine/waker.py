@@ -1,9 +1,10 @@
 """Ending run slices on time: the waker thread, the event queue and the wfi sleep.
 
-The machine runs the guest with `emu_start(..., count=0)`, which is 5-10x faster than
-counted slices, and ends each run from outside: this thread calls `uc.emu_stop()` when
-the run's deadline (the next timer interrupt, the `--timeout`) passes or when another
-thread posts an event (console input, a device finishing work). `post` is the one
+The machine runs the guest with `emu_start(..., count=0)`, which runs far faster than
+counted slices (docs/BENCH.md, `harness bench system`), and ends each run from outside:
+this thread calls `uc.emu_stop()` when the run's deadline (the next timer interrupt, the
+`--timeout`) passes or when another thread posts an event (console input, a device
+finishing work). `post` is the one
 thread-safe way into the machine: the callable runs on the emulation thread between two
 runs, so device state is only ever touched by that thread.
 

@@ -16,22 +16,17 @@ So a deadlocked kernel (everything asleep, nothing pending: a lost wakeup) is fo
 after N seconds, and so is a kernel loop that never returns to user mode, while a
 `sleep 600` or a slow device are not hangs.
 
-`format_processes` adds the process table to the usual panic report: every process
-with its state, what it sleeps on (the wait channel symbolised, or for the AI
-service in words with who will wake it: harness/guest/channels.py) and its kernel
-backtrace from the context saved by its last `swtch` (read by harness/guest/).
+The hang report adds the process table (harness/guest/process_table.py) to the usual
+panic report.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from harness.cpu.clock import NEVER
 from harness.cpu.registers import PRIV_U, REG_PRIV, Hart
-
-if TYPE_CHECKING:
-    from harness.guest.spaces import Guest
 
 CHECK_S = 1.0   # look at least this often (a run is stopped for it)
 
@@ -113,37 +108,3 @@ class HangWatch:
                     "console input possible): a lost wakeup or a deadlock")
         return (f"no progress for {secs:g} s: the kernel runs without returning to user "
                 "mode, making a system call or printing (a loop in the kernel?)")
-
-
-def format_processes(g: Guest) -> str:
-    """The process table with wait channels and kernel backtraces, read through the
-    kernel's DWARF (harness/guest/procs.py); a line saying why if it cannot be read."""
-    from harness.guest.aiservice import channel_words
-    from harness.guest.backtrace import process_backtrace
-
-    try:
-        if g.procs is None:
-            raise ValueError(g.procs_error)
-        table = g.procs
-        paged = g.kernel_space().root is not None  # else no saved context can be followed
-        procs = table.all()
-        current = table.current_addr()
-    except Exception as exc:  # the report must never fail the harness
-        return f"process table: cannot be read ({exc})"
-    kernel = g.programs.kernel
-    words = channel_words(g)
-    out = [f"process table ({len(procs)} processes):",
-           "  pid  ppid  state      killed  name             waits on / kernel backtrace"]
-    for p in procs:
-        chan = ""
-        if p.state == "sleeping" and p.chan:
-            chan = words(p.chan)
-        mark = "  <- on the CPU" if p.addr == current else ""
-        out.append(f"  {p.pid:<4} {p.ppid:<5} {p.state:<10} {p.killed:<7} {p.name:<16} "
-                   f"{chan}{mark}".rstrip())
-        if paged and p.state in ("sleeping", "runnable") and p.addr != current:
-            names = [f.function() if f.function() != "??" else f"{f.pc:#x}"
-                     for f in process_backtrace(g, p) if f.program is kernel and f.pc]
-            if names:
-                out.append("        " + " <- ".join(names))
-    return "\n".join(out)

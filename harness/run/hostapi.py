@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.abi import cheader
-from harness.devices.virtio_ai import LoadedModel, VirtioAi
+from harness.devices.virtio_ai import VirtioAi
+from harness.engines.local import LoadedModel
 from harness.machine.board import Machine
 from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL, MachineConfig
 from harness.run.launch import GuestRun, add_ai_device, ai_device, launch
@@ -145,7 +146,7 @@ class AiSession:
                                clock=self.clock, cmd=cmd, timeout=timeout, output=output,
                                cpus=self.cpus)
         if files:
-            from harness.disk.fsimage import with_files
+            from harness.disk.fsbuild import with_files
 
             config.disk_data = bytearray(with_files(Path(self.fs).read_bytes(), files))
         model = self.lm if self.lm is not None else self.spec

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING
 import click
 
 from harness.abi import bootinfo
-from harness.devices.virtio_ai import TraceEvent, VirtioAi, device_entry
+from harness.devices.ai_protocol import TraceEvent
+from harness.devices.virtio_ai import VirtioAi, device_entry
 from harness.guest.elf import ElfLoadError
 from harness.machine.board import Machine
 from harness.machine.config import Exit, MachineConfig, RunResult
@@ -199,9 +200,9 @@ def report(machine: Machine, result: RunResult) -> str:
 
 
 def processes(machine: Machine) -> str:
-    """The process table of a machine's guest (harness/machine/watchdog.py's format_processes)."""
+    """The process table of a machine's guest (harness/guest/process_table.py)."""
+    from harness.guest.process_table import format_processes
     from harness.machine.guest_view import machine_guest
-    from harness.machine.watchdog import format_processes
 
     try:
         guest = machine_guest(machine)

@@ -27,7 +27,8 @@ from pathlib import Path
 import click
 
 from harness.abi import cheader
-from harness.devices.virtio_ai import TraceEvent, VirtioAi
+from harness.devices.ai_protocol import TraceEvent
+from harness.devices.virtio_ai import VirtioAi
 from harness.machine.config import Exit, MachineConfig
 from harness.run import trace as ai_trace
 from harness.run.hostapi import AI_MAX_TOKENS, AiSession, LlmResult, parse_llmrun

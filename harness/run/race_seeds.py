@@ -4,7 +4,9 @@ seed and the command that replays it."""
 
 from __future__ import annotations
 
+import json
 import shlex
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -110,3 +112,64 @@ def render(f: Finding, programs: Programs) -> str:
 def render_with(f: Finding, kernel: object) -> str:
     """The report with the kernel Program's symbols and lines."""
     return f.render(_where(kernel))
+
+
+@dataclass
+class RaceSearch:
+    """`harness race`'s runs and each distinct finding (first seen)."""
+
+    opts: RaceOptions
+    runs: list[SeedRun] = field(default_factory=list)
+    found: dict[tuple, Finding] = field(default_factory=dict)
+
+    @property
+    def failed_runs(self) -> list[SeedRun]:
+        return [r for r in self.runs if r.exit != "ok"]
+
+    def summary(self) -> str:
+        """The closing line: findings, schedules, instructions, MIPS, lock events."""
+        runs, opts = self.runs, self.opts
+        insns = sum(r.instructions for r in runs)
+        secs = sum(r.seconds for r in runs) or 1e-9
+        watched = (f", {sum(r.watched for r in runs):,} accesses watched" if opts.data
+                   else ", data-race watch off")
+        bad = self.failed_runs
+        return (f"{len(self.found)} distinct finding(s) in {len(runs)} schedule(s) of "
+                f"{opts.cmd!r} on {opts.cpus} harts: {insns:,} instructions "
+                f"({insns / secs / 1e6:.1f} MIPS), {sum(r.events for r in runs):,} lock "
+                f"events{watched}"
+                + (f"; {len(bad)} run(s) did not end cleanly: "
+                   + ", ".join(f"{r.spec} ({r.exit})" for r in bad) if bad else ""))
+
+    def write_json(self, path: Path, programs: Programs) -> None:
+        runs = self.runs
+        path.write_text(json.dumps({
+            "cmd": self.opts.cmd, "cpus": self.opts.cpus, "schedules": [r.spec for r in runs],
+            "runs": [{"schedule": r.spec, "exit": r.exit, "instructions": r.instructions,
+                      "lock_events": r.events, "samples": r.samples, "watched": r.watched,
+                      "seconds": round(r.seconds, 3)} for r in runs],
+            "findings": [{"kind": f.kind, "title": f.title, "schedule": f.seed,
+                          "text": render(f, programs)} for f in self.found.values()]},
+            indent=2) + "\n")
+
+
+def search(opts: RaceOptions, specs: list[str], programs: Programs,
+           echo: Callable[[str], None] = print) -> RaceSearch:
+    """Run every schedule of `specs` with the detectors on; each distinct finding is
+    echoed when first seen, with the command that shows it again (progress on stderr).
+    ValueError: a --focus that names no kernel code."""
+    from tqdm import tqdm
+
+    out = RaceSearch(opts)
+    with tqdm(specs, desc=f"{len(specs)} schedules of {opts.cmd!r}", file=sys.stderr,
+              leave=False) as bar:
+        for spec in bar:
+            bar.set_postfix_str(spec)
+            r = run_seed(opts, spec, programs)
+            out.runs.append(r)
+            for f in r.findings:
+                if f.key not in out.found:
+                    out.found[f.key] = f
+                    echo("\n" + render(f, programs))
+                    echo(f"  seen with schedule {spec}; again: {replay_command(opts, spec)}")
+    return out

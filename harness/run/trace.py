@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.devices.virtio_ai import ST, TraceEvent
+from harness.devices.ai_protocol import ST, TraceEvent
 
 PHASES: dict[tuple[str, str], str] = {
     ("submit", "dispatch"): "queued",

@@ -64,6 +64,14 @@ def create_app(bridge: Bridge, api_key: str | None = None) -> FastAPI:
                                   code="invalid_api_key")
 
     v1 = [Depends(check_key)]
+    _error_handlers(app)
+    _openai_routes(app, bridge, v1, created)
+    _tokenizer_routes(app, bridge)
+    return app
+
+
+def _error_handlers(app: FastAPI) -> None:
+    """Every refusal in the OpenAI error shape."""
 
     @app.exception_handler(ApiError)
     async def api_error(_req: Request, exc: ApiError) -> JSONResponse:
@@ -86,6 +94,11 @@ def create_app(bridge: Bridge, api_key: str | None = None) -> FastAPI:
         """Starlette's own refusals (a body that is not UTF-8 JSON, an unknown route or
         method) in the OpenAI error shape every other bad request gets."""
         return errors.from_http(exc.status_code, str(exc.detail), exc.headers).response()
+
+
+def _openai_routes(app: FastAPI, bridge: Bridge, v1: list[Any], created: int) -> None:
+    """/health, /metrics, and the OpenAI API: /v1/models, /v1/completions,
+    /v1/chat/completions (`v1`: their dependencies, the API key's check)."""
 
     @app.get("/health")
     async def health() -> Response:
@@ -118,6 +131,10 @@ def create_app(bridge: Bridge, api_key: str | None = None) -> FastAPI:
         max_new = body.max_tokens or max(1, bridge.max_model_len - len(ids))  # vLLM: the rest
         shape = Shape("chat", bridge.name, [ids], body.return_token_ids, n=body.n)
         return await answer(bridge, request, body, shape, max_new)
+
+
+def _tokenizer_routes(app: FastAPI, bridge: Bridge) -> None:
+    """/tokenize, /detokenize (vLLM's and llama.cpp server's dialects), /tokenizer_info."""
 
     @app.post("/tokenize")
     async def tokenize(body: TokenizeRequest) -> dict[str, Any]:
@@ -160,8 +177,6 @@ def create_app(bridge: Bridge, api_key: str | None = None) -> FastAPI:
         if template:
             info["chat_template"] = template
         return info
-
-    return app
 
 
 def _tokenizer_call(fn: Callable[[], T]) -> T:

@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from harness.devices.virtio_ai import LoadedModel
+from harness.engines.local import LoadedModel
 from harness.serve import errors
 from harness.serve.prometheus import Metrics
 from pyllm.engine import GenParams, Request, TokenEvent

@@ -1,11 +1,11 @@
 """Zeroed arrays in memory that Linux backs with 2 MB pages: the per-sequence state.
 
 A decode step touches every sequence's KV cache (and Qwen3.5's DeltaNet memory) once per layer,
-each layer's slice in other pages, while ~100 MB of weights stream through the caches between
-two visits, so with 4 KB pages most of those touches were TLB misses too. From 2 MB pages
-SmolLM2's 8-sequence step stores its new K/V rows ~1.7x faster and runs 4-12 % faster as a
-whole; one sequence's step is unchanged (docs/ARCHITECTURE.md, "Batched decode"). The weights
-already come in 2 MB pages (pyllm/loaders/safetensors.py).
+each layer's slice in other pages, while the weights stream through the caches between two
+visits, so with 4 KB pages most of those touches are TLB misses too; 2 MB pages need 512 times
+fewer TLB entries. What that gives a decode step, and how it is measured, is in
+docs/ARCHITECTURE.md ("Batched decode: what bounds it"). The weights already come in 2 MB pages
+(pyllm/loaders/safetensors.py).
 
 Transparent huge pages are usually in `madvise` mode, so a region gets them only if it asks
 (MADV_HUGEPAGE) and is 2 MB aligned: `zeros` maps anonymous memory with 2 MB of slack and

@@ -81,8 +81,7 @@ class NumpyOps:
     def scope(self) -> contextlib.AbstractContextManager[None]:
         """Context for a forward pass: numpy's BLAS runs single-threaded in it. OpenBLAS's
         idle threads spin; when the other core is busy (the emulator, or the C kernels' own
-        pool) its 2-thread products collapse (the chunked delta rule of a 128-token prompt
-        measured 17 ms single-threaded and 130 ms with 2 threads next to a busy core)."""
+        pool) its 2-thread products collapse, far slower than one thread's."""
         return blas_limit(1)
 
     @staticmethod

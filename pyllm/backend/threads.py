@@ -59,7 +59,7 @@ def blas_threads() -> int:
 def blas_limit(n: int) -> Iterator[None]:
     """Run the block with numpy's OpenBLAS limited to n threads (no-op if it is not found).
     Called around every forward pass of the numpy paths, so it uses the OpenBLAS calls
-    directly (threadpoolctl's per-call cost is ~1 ms)."""
+    directly (threadpoolctl inspects the loaded libraries on every call)."""
     calls = _openblas()
     if calls is None:
         yield

@@ -26,10 +26,9 @@
 #define TILE 8  // tokens per pass over a row group's weights
 // Records ahead to prefetch into L2: one core alone cannot keep enough cache
 // misses in flight to reach the memory bandwidth on its own. About 5 KB ahead
-// for Q4X16 and 4 KB for Q8X16; in alternating decode steps of SmolLM2 on two
-// threads, 16 Q4X16 records (rather than 8) made a 1-sequence step ~10 %
-// faster and an 8-sequence one ~4 %, while 16 Q8X16 records (the LM head)
-// made the 8-sequence step ~18 % slower.
+// for Q4X16 and 4 KB for Q8X16: the distances that did best in alternating
+// decode steps of SmolLM2 on two threads (farther ahead helps Q4X16 at 1 and
+// 8 sequences; for Q8X16, the LM head, it slows the 8-sequence step).
 #define PF_AHEAD_Q4 16
 #define PF_AHEAD_Q8 8
 #define Q8_SHARE (PYLLM_Q8X16_QS + PYLLM_Q8X16_SCALES)  // a Q8X16 block's bytes on average

@@ -1,8 +1,8 @@
 // pool.c: the thread pool behind every multi-threaded kernel.
 //
 // Why not OpenMP: its workers spin at barriers, and on this 2-vCPU machine a
-// spinning pool collapses (3 s per token) when the emulator holds the other
-// core. Here nothing ever waits for a particular thread:
+// spinning pool collapses when the emulator holds the other core. Here nothing
+// ever waits for a particular thread:
 //
 // * A job is n chunks, split into one contiguous range per thread. Each
 //   thread claims chunks from the front of its own range with a
@@ -29,16 +29,12 @@
 //   each job runs in the mode whose moving average time is lower, except that
 //   every EXPLORE-th job of the kind runs in the other, so a change is
 //   noticed. On a core shared with a busy thread, one thread beats two that
-//   keep preempting each other. (One chooser for all jobs, comparing 40 ms
-//   windows of whatever jobs fell in them, picked the wrong mode often enough
-//   that an idle machine decoded ~20 % slower than with the workers always
-//   on.) The matrix products skip the chooser (pool_run_par): two threads do
-//   them 1.3-2.2x faster on an idle machine (1 to 8 rows), and choosing cost
-//   time -- with per-shape records SmolLM2's 8-sequence decode step ran ~10 %
-//   slower than with the products always on the workers (20 alternating
-//   blocks of 80 steps). Until 2026-12-02 they went through the chooser, but
-//   a hash that dropped the chunk count let one layer's products reset each
-//   other's record at every job, which kept them on the workers anyway.
+//   keep preempting each other. The records are per kind because kinds gain
+//   differently from the workers: one record for all jobs, comparing time
+//   windows of whatever jobs fell in them, picks the wrong mode. The matrix
+//   products skip the chooser (pool_run_par): on an idle machine two threads
+//   do them faster even for one row, and the chooser's exploring and
+//   bookkeeping cost a decode step more than it could save there.
 // * If the caller still had to wait long for a claimed chunk (the worker was
 //   preempted mid-chunk), jobs run on the caller alone for a while (10 ms,
 //   doubling while it keeps happening, up to 0.5 s).
@@ -282,9 +278,10 @@ pyllm_pool_stats(long long *out8)
 static struct kind *
 kind_of(pool_fn fn, int n)
 {
-  // n goes in before the multiply: added after it, n changed only the bits the
-  // slot index drops, so one function's jobs of different sizes (a layer's
-  // products) shared a slot and reset each other's record at every job
+  // n goes in before the multiply: added after it, n would change only the
+  // bits the slot index drops, so one function's jobs of different sizes (a
+  // layer's products) would share a slot and reset each other's record at
+  // every job
   uint64_t h = (((uint64_t)(uintptr_t)fn >> 4) + (uint64_t)(uint32_t)n * 0x100000001b3ull) *
                0x9e3779b97f4a7c15ull;
   struct kind *k = &pool.kinds[(h >> 32) % KINDS];

@@ -21,8 +21,8 @@ void pool_run(pool_fn fn, void *arg, int n);
 
 // pool_run without the chooser: always with the workers, unless a stall
 // backoff is on (pool.c). For the matrix products, which on an idle machine
-// run 1.3-2.2x faster on two threads than on one (1 to 8 rows), so that
-// measuring them alone (every EXPLORE-th job) only costs time.
+// run faster on two threads than on one for every row count a decode step
+// has, so that measuring them alone (every EXPLORE-th job) only costs time.
 void pool_run_par(pool_fn fn, void *arg, int n);
 
 #endif

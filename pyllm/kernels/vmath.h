@@ -32,8 +32,8 @@ vexp512(__m512 x)
 // acc + w . (the 4 activation bytes at p, in every lane): vpdpbusd with the
 // broadcast as its own memory operand ({1to16}). GCC does not fold
 // _mm512_set1_epi32 into vpdpbusd, and the separate vpbroadcastd it emits
-// instead made an 8-sequence decode step of SmolLM2 ~5 % slower (alternating
-// steps in one process; the 1-sequence step, bound by memory, is unchanged).
+// instead slows the batched decode step, where the products are bound by
+// compute (the 1-sequence step, bound by memory, does not notice).
 static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 __m512i
 dp_bcast(__m512i acc, __m512i w, const int8_t *p)
 {

@@ -163,10 +163,9 @@ class SafetensorsFile:
         """Ask for 2 MB pages (a THP mapping), before anything is read: pages the kernel reads
         in from then on come in large folios, mapped 2 MB at a time (pages already cached in
         small ones stay as they are). The matmul kernels stream every weight once per token,
-        and on 4 KB pages the stream stalls on a TLB miss every 4 KB: int8 products on cold
-        weights ran 1.1-1.7x faster from 2 MB pages, SmolLM2's 1-sequence decode step
-        1.04-1.23x (docs/ARCHITECTURE.md, "Batched decode: what bounds it"; a retest on
-        2026-12-02 found no difference in whole steps)."""
+        and on 4 KB pages that stream can take a TLB miss every 4 KB; what the page size does
+        to products and whole decode steps, and how it is measured, is in docs/ARCHITECTURE.md
+        ("Batched decode: what bounds it")."""
         if self._mm is not None and hasattr(mmap, "MADV_HUGEPAGE"):
             try:
                 self._mm.madvise(mmap.MADV_HUGEPAGE)

@@ -5,7 +5,7 @@ A model must provide (subclass `Model`):
 * `info: ModelInfo` - what the AI device shows in its config space and what benchmarks label
   (name, arch, vocab size, max context, parameters, weight bytes, load seconds, synthetic flag).
 * `tokenizer` - a `pyllm.tokenizers.base.Tokenizer`, built lazily on first use (building a BPE
-  tokenizer costs ~0.3 s and the device only ever sees token ids, so it is not part of load time).
+  tokenizer is slow and the device only ever sees token ids, so it is not part of load time).
 * `new_state(capacity)` - a fresh per-sequence `ModelState` (KV cache, recurrent/conv state, ...).
   Several states may be alive at once; each is one sequence.
 * `prefill(tokens, state) -> logits` - consume `tokens` (int32 array, at least one) at positions
@@ -221,7 +221,7 @@ class Model(ABC):
         Returns it as a contiguous int32 array; raises TokenError / ContextOverflowError.
         A short list of Python ints (what the AI device hands over) is checked in plain
         Python: on a request's hand-off the CPU caches are cold, and there numpy's dtype
-        discovery and ufuncs cost 10-30x their warm time. Both ways give the same errors.
+        discovery and ufuncs cost many times their warm time. Both ways give the same errors.
         `as_array=False` returns such a list as a checked copy (the engine converts it on
         its own thread, off the hand-off).
         """

@@ -40,18 +40,17 @@ import numpy as np
 from pyllm import naming
 from pyllm.backend.threads import blas_threads, default_threads
 from pyllm.errors import ModelNotFoundError, PyllmError, UnsupportedArchitectureError
-from pyllm.loaders.course_assets import (
+from pyllm.loaders.course_assets import CourseAssets, open_course
+from pyllm.loaders.course_blobs import LAYER_LINEAR
+from pyllm.loaders.course_config import (
     FLAG_ATTN_GATE,
     FLAG_QK_NORM,
     KIND_QWEN,
     KIND_SMOL,
-    LAYER_LINEAR,
-    CourseAssets,
-    find_source,
     kind_name,
-    open_course,
     parse_cfg,
 )
+from pyllm.loaders.course_sources import find_source
 from pyllm.models.base import Model, ModelInfo
 from pyllm.models.llama import (
     LayerWeights,
@@ -273,7 +272,7 @@ def smol_tokenizer(vocab: int, where: str) -> Tokenizer:
 # ---------------------------------------------------------------- Qwen3.5
 
 def qwen_config(a: CourseAssets) -> Any:
-    from pyllm.models.qwen35 import FULL, LINEAR, Qwen35Config
+    from pyllm.models.qwen35_config import FULL, LINEAR, Qwen35Config
 
     c = a.cfg
     if c.flags != FLAG_ATTN_GATE | FLAG_QK_NORM:
@@ -299,7 +298,9 @@ def qwen_config(a: CourseAssets) -> Any:
 def build_qwen(a: CourseAssets, backend: str, n_threads: int, name: str,
                synthetic: bool) -> Model:
     from pyllm.backend.ops import make_ops
-    from pyllm.models import qwen35 as Q
+    from pyllm.models import qwen35_weights as QW
+    from pyllm.models.qwen35 import Qwen35
+    from pyllm.models.qwen35_config import LINEAR
 
     cfg = qwen_config(a)
     c = a.cfg
@@ -317,22 +318,22 @@ def build_qwen(a: CourseAssets, backend: str, n_threads: int, name: str,
 
     layers = []
     for kind, ly in zip(cfg.layer_types, a.layers, strict=True):
-        if kind == Q.LINEAR:  # the model fuses [qkv | z | b | a]; the blob stores a before b
-            mixer: Any = Q.DeltaNetWeights(
+        if kind == LINEAR:  # the model fuses [qkv | z | b | a]; the blob stores a before b
+            mixer: Any = QW.DeltaNetWeights(
                 in_proj=lin(ly["qkv_proj"], ly["z_proj"], ly["b_proj"], ly["a_proj"]),
                 conv=np.ascontiguousarray(np.asarray(ly["conv_weight"], F32).T),
                 A_log=np.array(ly["a_log"], F32), dt_bias=np.array(ly["dt_bias"], F32),
                 norm=np.array(ly["norm"], F32), out_proj=lin(ly["out_proj"]))
         else:
-            mixer = Q.AttentionWeights(
+            mixer = QW.AttentionWeights(
                 qkv=lin(ly["q_proj"], ly["k_proj"], ly["v_proj"]),
                 q_norm=unfold(ly["q_norm"]), k_norm=unfold(ly["k_norm"]),
                 o_proj=lin(ly["o_proj"]))
-        layers.append(Q.LayerWeights(
+        layers.append(QW.LayerWeights(
             kind=kind, input_norm=unfold(ly["input_norm"]), mixer=mixer,
             post_norm=unfold(ly["post_norm"]), gate_up=lin(ly["gate_proj"], ly["up_proj"]),
             down=lin(ly["down_proj"])))
-    w = Q.Qwen35Weights(embed=QmatEmbedding(a.emb), layers=layers, norm=unfold(a.norm),
+    w = QW.Qwen35Weights(embed=QmatEmbedding(a.emb), layers=layers, norm=unfold(a.norm),
                         head=lin(a.emb))
     info = _info(a, name=name, arch="qwen3_5", synthetic=synthetic, backend=backend,
                  n_threads=ops.n_threads, weight_bytes=ops.weight_bytes,
@@ -340,7 +341,7 @@ def build_qwen(a: CourseAssets, backend: str, n_threads: int, name: str,
                  extra={"n_heads": cfg.n_heads, "n_kv_heads": cfg.n_kv_heads,
                         "head_dim": cfg.head_dim, "rotary_dim": cfg.rotary_dim,
                         "weights_copied": backend in ("c", "numpy-f32")})  # but EMB.BIN
-    model = Q.Qwen35(cfg, w, ops, info)
+    model = Qwen35(cfg, w, ops, info)
     model.assets = a  # type: ignore[attr-defined]  # keeps the mapped files alive
     model.use_fast_decode()
     return model

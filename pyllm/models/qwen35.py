@@ -19,7 +19,9 @@ looks at a weight format. With int8 weights, decode steps run as one C call
 (`qwen35_c.py` -> `pyllm/kernels/qwen35.c`, the same stages); this file stays the reference.
 Set `model.trace = fn(name, layer, x)` to see every stage's output.
 
-Sections: config, weights, state, neural-net blocks, the model, loading.
+Here: the neural-net blocks, the model, loading an HF folder. The rest, one concept each:
+qwen35_config.py (hyperparameters), qwen35_weights.py (weights, checkpoint tensors),
+qwen35_state.py (a sequence's recurrent state and KV cache).
 """
 
 from __future__ import annotations
@@ -27,12 +29,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pyllm import naming
 from pyllm.backend.reference import (  # noqa: F401  (also this module's public math)
     causal_conv,
     decay,
@@ -41,223 +43,24 @@ from pyllm.backend.reference import (  # noqa: F401  (also this module's public 
     inv_unit_lower,
     silu,
 )
-from pyllm import naming
-from pyllm.backend import hugepages
-from pyllm.errors import FormatError, UnsupportedArchitectureError
 from pyllm.models.base import Model, ModelInfo, ModelState
+from pyllm.models.qwen35_config import FULL, LINEAR, Qwen35Config, check_architecture
+from pyllm.models.qwen35_state import Qwen35State
+from pyllm.models.qwen35_weights import (
+    AttentionWeights,
+    DeltaNetWeights,
+    Qwen35Weights,
+    build_weights,
+    check_tensors,
+    tensor_table,
+)
 
 if TYPE_CHECKING:
-    from pyllm.backend.linear import Linear
     from pyllm.backend.ops import Ops
-    from pyllm.backend.tensors import Embedding
     from pyllm.loaders import Checkpoint
     from pyllm.tokenizers.base import Tokenizer
 
 F32 = np.float32
-LINEAR, FULL = "linear_attention", "full_attention"
-
-
-# ----------------------------------------------------------------------------- config
-
-@dataclass(frozen=True)
-class Qwen35Config:
-    """The text decoder's hyperparameters (values in brackets: Qwen3.5-0.8B)."""
-
-    vocab_size: int  # V, rows of the embedding and of the tied LM head [248320]
-    hidden_size: int  # D, width of the residual stream [1024]
-    intermediate_size: int  # F, SwiGLU hidden width [3584]
-    layer_types: tuple[str, ...]  # "linear_attention" (GDN) or "full_attention" per layer [24]
-    n_heads: int  # H, query heads of full attention [8]
-    n_kv_heads: int  # KV, key/value heads of full attention (GQA) [2]
-    head_dim: int  # hd, width of one full-attention head [256]
-    rotary_dim: int  # leading dims of each head that RoPE rotates [64 = 0.25 * 256]
-    rope_theta: float  # RoPE base [1e7]
-    lin_k_heads: int  # Hk, DeltaNet query/key heads [16]
-    lin_v_heads: int  # Hv, DeltaNet value heads (>= Hk, a multiple of it) [16]
-    lin_k_dim: int  # dk, DeltaNet key head width [128]
-    lin_v_dim: int  # dv, DeltaNet value head width [128]
-    conv_kernel: int  # Kc, taps of the causal depthwise conv before the DeltaNet [4]
-    rms_eps: float  # epsilon of every RMSNorm [1e-6]
-    tie_embeddings: bool  # LM head = embedding (no lm_head.weight) [True]
-    max_position: int  # trained context [262144]
-    eos_ids: tuple[int, ...]  # ids that end generation [248046 <|im_end|>, 248044 <|endoftext|>]
-    # DeltaNet value heads in GGUF's tiled order (value head h reads q/k head h % Hk) rather
-    # than HF's grouped order (h // (Hv / Hk)); the same for 0.8B, where Hv == Hk
-    v_tiled: bool = False
-
-    @property
-    def n_layers(self) -> int:
-        return len(self.layer_types)
-
-    @property
-    def key_dim(self) -> int:  # Hk * dk [2048]
-        return self.lin_k_heads * self.lin_k_dim
-
-    @property
-    def value_dim(self) -> int:  # Hv * dv [2048]
-        return self.lin_v_heads * self.lin_v_dim
-
-    @property
-    def conv_dim(self) -> int:  # channels through the conv: q, k and v [6144]
-        return 2 * self.key_dim + self.value_dim
-
-    @classmethod
-    def from_hf(cls, conf: dict[str, Any], where: str = "config.json") -> Qwen35Config:
-        """From an HF config.json: text-only (`qwen3_5_text`) or multimodal (`qwen3_5`, whose
-        decoder settings sit under `text_config`)."""
-        top = conf
-        if conf.get("model_type") == "qwen3_5" or "text_config" in conf:
-            conf = conf.get("text_config") or {}
-        try:
-            n_layers = int(conf["num_hidden_layers"])
-            interval = int(conf.get("full_attention_interval", 4))
-            types = conf.get("layer_types") or [
-                FULL if (i + 1) % interval == 0 else LINEAR for i in range(n_layers)]
-            rope = conf.get("rope_parameters") or {}
-            theta = float(rope.get("rope_theta", conf.get("rope_theta", 1e7)))
-            factor = float(rope.get("partial_rotary_factor",
-                                    conf.get("partial_rotary_factor", 0.25)))
-            head_dim = int(conf.get("head_dim")
-                           or conf["hidden_size"] // conf["num_attention_heads"])
-            eos = conf.get("eos_token_id", top.get("eos_token_id"))
-            eos_ids = tuple(eos) if isinstance(eos, list) else ((eos,) if eos is not None else ())
-            if conf.get("vocab_size", 0) >= 248044 and 248046 not in eos_ids:
-                eos_ids = (248046, *eos_ids)  # the Qwen3.5 vocabulary: stop on <|im_end|> too
-            tie = conf.get("tie_word_embeddings", top.get("tie_word_embeddings", False))
-            cfg = cls(
-                vocab_size=int(conf["vocab_size"]), hidden_size=int(conf["hidden_size"]),
-                intermediate_size=int(conf["intermediate_size"]), layer_types=tuple(types),
-                n_heads=int(conf["num_attention_heads"]),
-                n_kv_heads=int(conf["num_key_value_heads"]), head_dim=head_dim,
-                rotary_dim=int(head_dim * factor), rope_theta=theta,
-                lin_k_heads=int(conf["linear_num_key_heads"]),
-                lin_v_heads=int(conf["linear_num_value_heads"]),
-                lin_k_dim=int(conf["linear_key_head_dim"]),
-                lin_v_dim=int(conf["linear_value_head_dim"]),
-                conv_kernel=int(conf.get("linear_conv_kernel_dim", 4)),
-                rms_eps=float(conf.get("rms_norm_eps", 1e-6)), tie_embeddings=bool(tie),
-                max_position=int(conf.get("max_position_embeddings", 262144)), eos_ids=eos_ids)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FormatError(f"{where}: incomplete Qwen3.5 config ({exc!r} missing or bad)") \
-                from None
-        bad = [t for t in cfg.layer_types if t not in (LINEAR, FULL)]
-        if bad or len(cfg.layer_types) != n_layers:
-            raise FormatError(f"{where}: layer_types must list {n_layers} entries of "
-                              f"'{LINEAR}'/'{FULL}'")
-        if cfg.lin_v_heads % cfg.lin_k_heads or cfg.n_heads % cfg.n_kv_heads:
-            raise FormatError(f"{where}: head counts must divide (linear {cfg.lin_v_heads}/"
-                              f"{cfg.lin_k_heads}, attention {cfg.n_heads}/{cfg.n_kv_heads})")
-        if conf.get("attn_output_gate") is False or conf.get("attention_bias"):
-            raise UnsupportedArchitectureError(f"{where}: only attn_output_gate=true and "
-                                               "attention_bias=false are implemented")
-        return cfg
-
-
-# ----------------------------------------------------------------------------- weights
-
-@dataclass
-class DeltaNetWeights:
-    """One Gated DeltaNet mixer (in brackets: 0.8B shapes)."""
-
-    in_proj: Linear  # fused [in_proj_qkv | in_proj_z | in_proj_b | in_proj_a]  (C+Vd+2Hv, D)
-    #                  [6144 + 2048 + 16 + 16 = 8224, 1024]
-    conv: np.ndarray  # conv1d taps, (Kc, C) [4, 6144]; tap Kc-1 multiplies the current token
-    A_log: np.ndarray  # (Hv,) log of the decay rate A
-    dt_bias: np.ndarray  # (Hv,) added to `a` before softplus
-    norm: np.ndarray  # (dv,) plain-weight gated RMSNorm over each value head [128]
-    out_proj: Linear  # (D, Vd) [1024, 2048]
-
-
-@dataclass
-class AttentionWeights:
-    """One gated full-attention mixer."""
-
-    qkv: Linear  # fused [q_proj | k_proj | v_proj]  (2*H*hd + 2*KV*hd, D) [4096+512+512, 1024]
-    #              q_proj rows are per head [query(hd) | gate(hd)], interleaved head by head
-    q_norm: np.ndarray  # (hd,) (1+w) RMSNorm on each query head [256]
-    k_norm: np.ndarray  # (hd,) (1+w) RMSNorm on each key head [256]
-    o_proj: Linear  # (D, H*hd) [1024, 2048]
-
-
-@dataclass
-class LayerWeights:
-    kind: str  # LINEAR or FULL
-    input_norm: np.ndarray  # (D,) (1+w) RMSNorm before the mixer
-    mixer: DeltaNetWeights | AttentionWeights
-    post_norm: np.ndarray  # (D,) (1+w) RMSNorm before the MLP
-    gate_up: Linear  # fused [gate_proj | up_proj]  (2F, D) [7168, 1024]
-    down: Linear  # (D, F) [1024, 3584]
-
-
-@dataclass
-class Qwen35Weights:
-    embed: Embedding  # token embedding, (V, D) [248320, 1024]; rows are looked up
-    layers: list[LayerWeights]
-    norm: np.ndarray  # (D,) final (1+w) RMSNorm
-    head: Linear  # LM head (V, D): the embedding itself when tied
-
-
-# ----------------------------------------------------------------------------- state
-
-class Qwen35State(ModelState):
-    """One sequence: conv + SSM state for each DeltaNet layer, a KV cache for each attention
-    layer. The DeltaNet part has a fixed size (0.8B: 18 x (3x6144 + 16x128x128) floats =
-    20.2 MB); the KV cache grows with the sequence (0.8B: 6 layers x 1024 floats per token)."""
-
-    def __init__(self, cfg: Qwen35Config, capacity: int) -> None:
-        super().__init__(capacity)
-        self.cfg = cfg
-        n_lin = cfg.layer_types.count(LINEAR)
-        n_full = cfg.n_layers - n_lin
-        # pre-conv qkv rows of the last Kc-1 tokens, oldest first  (n_lin, Kc-1, C)
-        self.conv = np.zeros((n_lin, cfg.conv_kernel - 1, cfg.conv_dim), F32)
-        # DeltaNet memory S: per value head a (dk, dv) matrix  (n_lin, Hv, dk, dv)
-        # (on 2 MB pages, as the KV cache: a decode step reads and writes all of it)
-        self.ssm = hugepages.zeros((n_lin, cfg.lin_v_heads, cfg.lin_k_dim, cfg.lin_v_dim), F32)
-        # KV cache, grown on demand up to `capacity` positions  (n_full, KV, cap, hd)
-        self._alloc = min(capacity, 256)
-        shape = (n_full, cfg.n_kv_heads, self._alloc, cfg.head_dim)
-        self.k, self.v = hugepages.zeros_pair(shape, shape, F32)
-
-    def reserve(self, n: int) -> None:
-        """Make room for positions [0, n) in the KV cache."""
-        if n <= self._alloc:
-            return
-        new = min(self.capacity, max(n, 2 * self._alloc))
-        shape = self.k.shape[:2] + (new, self.k.shape[3])
-        k, v = hugepages.zeros_pair(shape, shape, F32)
-        k[:, :, :self.pos], v[:, :, :self.pos] = self.k[:, :, :self.pos], self.v[:, :, :self.pos]
-        self.k, self.v = k, v
-        self._alloc = new
-
-    @property
-    def nbytes(self) -> int:
-        return self.conv.nbytes + self.ssm.nbytes + self.k.nbytes + self.v.nbytes
-
-    def reset(self) -> None:
-        super().reset()
-        self.conv[:] = 0
-        self.ssm[:] = 0
-
-    def save_rows(self, start: int, end: int) -> dict[str, np.ndarray]:
-        """The attention layers' k, v of positions [start, end): (n_full, KV, n, hd)."""
-        return {"k": self.k[:, :, start:end].copy(), "v": self.v[:, :, start:end].copy()}
-
-    def load_rows(self, start: int, rows: dict[str, np.ndarray]) -> None:
-        end = start + rows["k"].shape[2]
-        if end > self._alloc:  # grow, keeping the rows already loaded below start
-            pos, self.pos = self.pos, start
-            self.reserve(end)
-            self.pos = pos
-        self.k[:, :, start:end], self.v[:, :, start:end] = rows["k"], rows["v"]
-
-    def snapshot(self) -> dict[str, np.ndarray]:
-        """The DeltaNet layers' conv rows and memory S at pos: 0.8B 18 x (3 x 6144 + 16 x 128
-        x 128) floats = 20.2 MB, whatever the position."""
-        return {"conv": self.conv.copy(), "ssm": self.ssm.copy()}
-
-    def restore(self, snap: dict[str, np.ndarray]) -> None:
-        self.conv[:], self.ssm[:] = snap["conv"], snap["ssm"]
 
 
 # ----------------------------------------------------------------------------- neural-net blocks
@@ -486,126 +289,8 @@ class Qwen35(Model):
         self.w = None  # type: ignore[assignment]
 
 
+
 # ----------------------------------------------------------------------------- loading
-
-# tensor-name suffixes (after the model prefix) with their shapes; C = conv channels
-def tensor_table(cfg: Qwen35Config) -> dict[str, tuple[int, ...]]:
-    """Every tensor the text decoder needs, with its expected shape."""
-    D, F = cfg.hidden_size, cfg.intermediate_size
-    H, KV, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-    Hv, C = cfg.lin_v_heads, cfg.conv_dim
-    t: dict[str, tuple[int, ...]] = {"embed_tokens.weight": (cfg.vocab_size, D),
-                                     "norm.weight": (D,)}
-    for i, kind in enumerate(cfg.layer_types):
-        p = f"layers.{i}."
-        t[p + "input_layernorm.weight"] = (D,)
-        t[p + "post_attention_layernorm.weight"] = (D,)
-        t[p + "mlp.gate_proj.weight"] = (F, D)
-        t[p + "mlp.up_proj.weight"] = (F, D)
-        t[p + "mlp.down_proj.weight"] = (D, F)
-        if kind == LINEAR:
-            a = p + "linear_attn."
-            t[a + "in_proj_qkv.weight"] = (C, D)
-            t[a + "in_proj_z.weight"] = (cfg.value_dim, D)
-            t[a + "in_proj_b.weight"] = (Hv, D)
-            t[a + "in_proj_a.weight"] = (Hv, D)
-            t[a + "conv1d.weight"] = (C, 1, cfg.conv_kernel)
-            t[a + "A_log"] = (Hv,)
-            t[a + "dt_bias"] = (Hv,)
-            t[a + "norm.weight"] = (cfg.lin_v_dim,)
-            t[a + "out_proj.weight"] = (D, cfg.value_dim)
-        else:
-            a = p + "self_attn."
-            t[a + "q_proj.weight"] = (2 * H * hd, D)
-            t[a + "k_proj.weight"] = (KV * hd, D)
-            t[a + "v_proj.weight"] = (KV * hd, D)
-            t[a + "o_proj.weight"] = (D, H * hd)
-            t[a + "q_norm.weight"] = (hd,)
-            t[a + "k_norm.weight"] = (hd,)
-    return t
-
-
-def text_prefix(ckpt: Checkpoint) -> str:
-    """'model.language_model.' for multimodal checkpoints, else 'model.'."""
-    if any(n.startswith("model.language_model.") for n in ckpt.tensors):
-        return "model.language_model."
-    return "model."
-
-
-def check_tensors(ckpt: Checkpoint, cfg: Qwen35Config,
-                  types: tuple[str, ...] = ("F32", "F16", "BF16")) -> str:
-    """Check that every needed tensor is present with the right shape and one of `types`
-    (an HF folder's float types; a GGUF file's types, qwen35_gguf.py); returns the name
-    prefix. model.visual.* and mtp.* are ignored."""
-    prefix = text_prefix(ckpt)
-    table = tensor_table(cfg)
-    if not cfg.tie_embeddings:
-        table["lm_head.weight"] = (cfg.vocab_size, cfg.hidden_size)
-    for suffix, shape in table.items():
-        name = suffix if suffix == "lm_head.weight" else prefix + suffix
-        t = ckpt.tensors.get(name)
-        if t is None:
-            raise FormatError(f"{ckpt.path}: required tensor '{name}' is missing")
-        if tuple(t.shape) != shape:
-            raise FormatError(f"{ckpt.path}: tensor '{name}' has shape {list(t.shape)}, "
-                              f"expected {list(shape)} for this config")
-        if t.type not in types:
-            raise FormatError(f"{ckpt.path}: tensor '{name}' is {t.type}, expected "
-                              f"{', '.join(types)}")
-    return prefix
-
-
-def build_weights(ckpt: Checkpoint, cfg: Qwen35Config, prefix: str, ops: Ops) -> Qwen35Weights:
-    """Turn checkpoint tensors into model weights, fusing matrices that read the same input
-    (one matrix product instead of four) and handing each to `ops` for its format."""
-
-    def raw(suffix: str) -> Any:
-        return ckpt.tensors[prefix + suffix]
-
-    def vec(suffix: str) -> np.ndarray:
-        from pyllm.backend.tensors import tensor_f32
-
-        return np.ascontiguousarray(tensor_f32(raw(suffix)))
-
-    def fused(name: str, *suffixes: str) -> Linear:
-        return ops.linear(name, [raw(s) for s in suffixes])
-
-    layers = []
-    for i, kind in enumerate(cfg.layer_types):
-        p = f"layers.{i}."
-        if kind == LINEAR:
-            a = p + "linear_attn."
-            mixer: DeltaNetWeights | AttentionWeights = DeltaNetWeights(
-                in_proj=fused(a + "in_proj", a + "in_proj_qkv.weight", a + "in_proj_z.weight",
-                              a + "in_proj_b.weight", a + "in_proj_a.weight"),
-                conv=np.ascontiguousarray(vec(a + "conv1d.weight")[:, 0, :].T),
-                A_log=vec(a + "A_log"), dt_bias=vec(a + "dt_bias"), norm=vec(a + "norm.weight"),
-                out_proj=fused(a + "out_proj", a + "out_proj.weight"))
-        else:
-            a = p + "self_attn."
-            mixer = AttentionWeights(
-                qkv=fused(a + "qkv", a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"),
-                q_norm=vec(a + "q_norm.weight"), k_norm=vec(a + "k_norm.weight"),
-                o_proj=fused(a + "o_proj", a + "o_proj.weight"))
-        layers.append(LayerWeights(
-            kind=kind, input_norm=vec(p + "input_layernorm.weight"), mixer=mixer,
-            post_norm=vec(p + "post_attention_layernorm.weight"),
-            gate_up=fused(p + "mlp.gate_up", p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"),
-            down=fused(p + "mlp.down", p + "mlp.down_proj.weight")))
-    embed = ops.embedding(raw("embed_tokens.weight"))
-    head_src = raw("embed_tokens.weight") if cfg.tie_embeddings else ckpt.tensors["lm_head.weight"]
-    head = ops.linear("lm_head", [head_src])
-    return Qwen35Weights(embed=embed, layers=layers, norm=vec("norm.weight"), head=head)
-
-
-def check_architecture(conf: dict[str, Any], where: str) -> None:
-    mt = conf.get("model_type")
-    if mt not in ("qwen3_5", "qwen3_5_text"):
-        archs = ", ".join(conf.get("architectures") or []) or "?"
-        raise UnsupportedArchitectureError(
-            f"{where}: model_type '{mt}' ({archs}) is not Qwen3.5 (expected qwen3_5 or "
-            "qwen3_5_text)")
-
 
 def from_hf(path: Path, *, name: str = "qwen", synthetic: bool = False, backend: str = "auto",
             n_threads: int | None = None, cache: bool = True, chunk: int = 64,

@@ -3,8 +3,9 @@
 `Qwen35.prefill`, `Qwen35.decode` and `Qwen35.step` use it when every matrix is C records
 (the "c" backend's int8 products); it runs the same stages as `Qwen35.forward` (the
 readable numpy code, which stays the reference) in one call per engine step: the prompt
-chunks and decode tokens of every sequence in flight share one pass over the weights. The embedding is a whole table the C code reads (bf16 or float32), or,
-for an embedding without one (the course's int8 rows), the rows of each call.
+chunks and decode tokens of every sequence in flight share one pass over the weights. The
+embedding is a whole table the C code reads (bf16 or float32), or, for an embedding without
+one (the course's int8 rows), the rows of each call.
 
 This module does not import qwen35.py (qwen35.py builds it): `model` is a Qwen35, the
 states Qwen35State.
@@ -48,56 +49,74 @@ class FastDecode:
         from pyllm.kernels import require_c_kernels
 
         self.ffi, self.lib = require_c_kernels()
-        ffi = self.ffi
         cfg, w = model.cfg, model.w
         self.vocab = cfg.vocab_size
-        keep: list[Any] = []  # arrays the struct points into
-
-        def arr(a: np.ndarray, ctype: str = "float *") -> Any:
-            a = np.ascontiguousarray(a)
-            keep.append(a)
-            return ffi.cast(ctype, a.ctypes.data)
-
-        lin = [lw for lw in w.layers if lw.kind == "linear_attention"]
-        att = [lw for lw in w.layers if lw.kind != "linear_attention"]
-        s = ffi.new("struct pyllm_qwen35 *")
+        self.keep: list[Any] = []  # arrays the struct points into
+        s = self.ffi.new("struct pyllm_qwen35 *")
         s.dim, s.hidden, s.n_layers, s.vocab = (cfg.hidden_size, cfg.intermediate_size,
                                                 cfg.n_layers, cfg.vocab_size)
         s.eps = cfg.rms_eps
-        s.kind = arr(np.array([0 if lw.kind == "linear_attention" else 1 for lw in w.layers],
-                              np.int32), "int32_t *")
-        s.slot = arr(np.array(model.slot, np.int32), "int32_t *")
+        s.kind = self._arr(np.array([0 if lw.kind == "linear_attention" else 1
+                                     for lw in w.layers], np.int32), "int32_t *")
+        s.slot = self._arr(np.array(model.slot, np.int32), "int32_t *")
+        self._set_attention(s, cfg, w)
+        self._set_deltanet(s, cfg, w)
+        self._set_embedding(s, cfg, w)
+        self._set_matrices(s, cfg, w)
+        self.s, self.model = s, model
+
+    def _arr(self, a: np.ndarray, ctype: str = "float *") -> Any:
+        """A C pointer to `a` (made contiguous), kept alive as long as the struct."""
+        a = np.ascontiguousarray(a)
+        self.keep.append(a)
+        return self.ffi.cast(ctype, a.ctypes.data)
+
+    def _set_attention(self, s: Any, cfg: Any, w: Any) -> None:
+        """Head shapes, RoPE frequencies and the q/k norms of the full-attention layers."""
+        att = [lw for lw in w.layers if lw.kind != "linear_attention"]
         s.n_heads, s.n_kv_heads, s.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         s.rot_dim = cfg.rotary_dim
         half = cfg.rotary_dim // 2
         # the same float32 frequencies as rope_tables()
-        s.inv_freq = arr(F32(1) / (F32(cfg.rope_theta) ** (np.arange(half, dtype=F32) * F32(2)
-                                                          / F32(cfg.rotary_dim))))
+        exponent = np.arange(half, dtype=F32) * F32(2) / F32(cfg.rotary_dim)
+        s.inv_freq = self._arr(F32(1) / (F32(cfg.rope_theta) ** exponent))
         one = F32(1)
         if att:
-            s.q_norm = arr(np.stack([one + lw.mixer.q_norm for lw in att]).astype(F32))
-            s.k_norm = arr(np.stack([one + lw.mixer.k_norm for lw in att]).astype(F32))
+            s.q_norm = self._arr(np.stack([one + lw.mixer.q_norm for lw in att]).astype(F32))
+            s.k_norm = self._arr(np.stack([one + lw.mixer.k_norm for lw in att]).astype(F32))
+
+    def _set_deltanet(self, s: Any, cfg: Any, w: Any) -> None:
+        """Head shapes, conv taps, decay rates and output norms of the DeltaNet layers."""
+        lin = [lw for lw in w.layers if lw.kind == "linear_attention"]
         s.lk_heads, s.lv_heads = cfg.lin_k_heads, cfg.lin_v_heads
         s.v_tiled = int(cfg.v_tiled)
         s.lk_dim, s.lv_dim, s.conv_k = cfg.lin_k_dim, cfg.lin_v_dim, cfg.conv_kernel
         if lin:
-            s.conv_w = arr(np.stack([lw.mixer.conv for lw in lin]).astype(F32))
-            s.neg_a = arr(np.stack([-np.exp(lw.mixer.A_log) for lw in lin]).astype(F32))
-            s.dt_bias = arr(np.stack([lw.mixer.dt_bias for lw in lin]).astype(F32))
-            s.gnorm = arr(np.stack([lw.mixer.norm for lw in lin]).astype(F32))
+            s.conv_w = self._arr(np.stack([lw.mixer.conv for lw in lin]).astype(F32))
+            s.neg_a = self._arr(np.stack([-np.exp(lw.mixer.A_log) for lw in lin]).astype(F32))
+            s.dt_bias = self._arr(np.stack([lw.mixer.dt_bias for lw in lin]).astype(F32))
+            s.gnorm = self._arr(np.stack([lw.mixer.norm for lw in lin]).astype(F32))
+
+    def _set_embedding(self, s: Any, cfg: Any, w: Any) -> None:
+        """The embedding table (or the per-call rows) and every layer's (1 + w) norms."""
         table = w.embed.c_table(tuple(EMBED_FIELDS))
         self.no_rows = np.zeros((1, cfg.hidden_size), F32)
         self.embed, self.per_call = w.embed, table is None
         if table is None:  # the rows of each call go in as a small f32 table
-            s.embd_f32 = arr(self.no_rows)
+            s.embd_f32 = self._arr(self.no_rows)
         else:  # bf16 as stored, other types converted once
             field, ctype = EMBED_FIELDS[table[0]]
-            setattr(s, field, arr(table[1], ctype))
-        s.norm1 = arr(np.stack([one + lw.input_norm for lw in w.layers]).astype(F32))
-        s.norm2 = arr(np.stack([one + lw.post_norm for lw in w.layers]).astype(F32))
-        s.out_norm = arr((one + w.norm).astype(F32))
+            setattr(s, field, self._arr(table[1], ctype))
+        one = F32(1)
+        s.norm1 = self._arr(np.stack([one + lw.input_norm for lw in w.layers]).astype(F32))
+        s.norm2 = self._arr(np.stack([one + lw.post_norm for lw in w.layers]).astype(F32))
+        s.out_norm = self._arr((one + w.norm).astype(F32))
+
+    def _set_matrices(self, s: Any, cfg: Any, w: Any) -> None:
+        """Every layer's matrices (C records) in per-kind arrays, and the LM head."""
         L = cfg.n_layers
-        self.mats = {k: ffi.new("struct pyllm_qmat[]", L) for k in ("in", "out", "gu", "down")}
+        self.mats = {k: self.ffi.new("struct pyllm_qmat[]", L)
+                     for k in ("in", "out", "gu", "down")}
         for i, lw in enumerate(w.layers):
             mi, mo = mixer_mats(lw)
             for key, m in (("in", mi), ("out", mo), ("gu", lw.gate_up), ("down", lw.down)):
@@ -106,7 +125,6 @@ class FastDecode:
         s.wgu, s.wdown = self.mats["gu"], self.mats["down"]
         s.head = w.head.qm.c
         self.head_rows = w.head.qm.rows
-        self.s, self.keep, self.model = s, keep, model
 
     def __call__(self, items: list[tuple[Any, int]]) -> np.ndarray:
         """Decode one token for each (state, token); returns logits (n, vocab)."""

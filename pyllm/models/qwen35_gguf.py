@@ -17,7 +17,7 @@ The converter's lines (llama-cpp-python 0.3.36's vendor/llama.cpp/conversion/qwe
         out_proj's columns move from grouped to tiled order) -> not undone: the engine reads
         that order itself (Qwen35Config.v_tiled), since a column permutation of a quantized
         out_proj could not be undone exactly
-The weights are then built by qwen35.build_weights like an HF folder's; matrices keep their
+The weights are then built by qwen35_weights.build_weights like an HF folder's; matrices keep their
 GGUF type (backend/records.py says what the C path makes of each).
 """
 
@@ -34,15 +34,9 @@ from pyllm import naming
 from pyllm.errors import FormatError, UnsupportedTensorTypeError
 from pyllm.loaders import Checkpoint, TensorRef
 from pyllm.loaders.gguf import SUPPORTED, file_type_name, open_gguf
-from pyllm.models.qwen35 import (
-    FULL,
-    LINEAR,
-    Qwen35,
-    Qwen35Config,
-    build_weights,
-    check_tensors,
-    tensor_table,
-)
+from pyllm.models.qwen35 import Qwen35
+from pyllm.models.qwen35_config import FULL, LINEAR, Qwen35Config
+from pyllm.models.qwen35_weights import build_weights, check_tensors, tensor_table
 
 if TYPE_CHECKING:
     from pyllm.tokenizers.base import Tokenizer

