@@ -59,8 +59,8 @@ include tests/guest_stubs/stubs.mk
 
 # pyllm's C kernels: `pip install -e .` builds them at set-up; rebuilt here when a source
 # changes after that (the build renames the new file into place: running processes keep theirs)
-NATIVE := pyllm/kernels/_ckernels.abi3.so
-$(NATIVE): $(wildcard pyllm/kernels/*.c pyllm/kernels/*.h) pyllm/kernels/build_kernels.py pyllm/kernels/extension.py | $(SETUP_STAMP)
+CKERNELS := pyllm/kernels/_ckernels.abi3.so
+$(CKERNELS): $(wildcard pyllm/kernels/*.c pyllm/kernels/*.h) pyllm/kernels/build_kernels.py pyllm/kernels/extension.py | $(SETUP_STAMP)
 	$(PY) -m pyllm.kernels.build_kernels
 
 # the machine's C trap path (harness/fastpath): built with the kernel, so `make build` (and
@@ -75,7 +75,7 @@ build: $(KERNEL_ELF) $(FS_IMG) testprogs $(FASTPATH)
 testprogs: $(TESTPROG_BINS) $(STUB_ELFS)
 
 # ---------------------------------------------------------------- entry points
-run: setup build $(NATIVE)
+run: setup build $(CKERNELS)
 	$(PY) -m harness run --model smol --demo
 
 # the shape-faithful synthetic Qwen3.5-0.8B (its weights cannot be downloaded here): the suite's
@@ -84,16 +84,16 @@ QWEN_SYNTH := models/qwen3.5-0.8b-synthetic/SYNTHETIC
 $(QWEN_SYNTH): | $(SETUP_STAMP)
 	$(PY) -m harness models synth qwen
 
-test: setup build $(NATIVE) $(QWEN_SYNTH) $(EVAL_STAMP)
+test: setup build $(CKERNELS) $(QWEN_SYNTH) $(EVAL_STAMP)
 	$(PY) -m pytest -q
 
 test-quick: build
 	$(PY) -m pytest -q -m "not slow"
 
-bench: setup build $(NATIVE)
+bench: setup build $(CKERNELS)
 	$(PY) -m harness bench
 
-bench-engine: setup $(NATIVE)
+bench-engine: setup $(CKERNELS)
 	$(PY) -m harness bench engine
 
 # ---------------------------------------------------------------- the course's habits (issue 9)
@@ -106,10 +106,10 @@ SMOL_ARCHIVE ?= smol
 QWEN_ARCHIVE ?= qwen
 GDBPORT      ?= 26000
 .PHONY: qemu-smol qemu-qwen qemu-gdb
-qemu-smol: setup build $(NATIVE)
+qemu-smol: setup build $(CKERNELS)
 	$(PY) -m harness run --model $(SMOL_ARCHIVE)
 
-qemu-qwen: setup build $(NATIVE)
+qemu-qwen: setup build $(CKERNELS)
 	$(PY) -m harness run --model $(QWEN_ARCHIVE)
 
 qemu-gdb: setup build

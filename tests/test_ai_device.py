@@ -65,19 +65,19 @@ class Rig:
         self.used_seen = 0
 
     def _native(self) -> tuple[object, ...]:
-        """The C bus's view of the device, as NativeMmio.adopt gives it: QUEUE_NOTIFY of
+        """The C bus's view of the device, as CMmio.adopt gives it: QUEUE_NOTIFY of
         queue 0 goes to harness/fastpath/virtq.c first (`notify`)."""
-        from harness import fastpath as native
+        from harness import fastpath
         from harness.machine import bus_c as mmio_native
 
-        if native.load() is None:
-            pytest.skip(native.ERROR)
-        ffi, lib = native.load()  # type: ignore[misc]
+        if fastpath.load() is None:
+            pytest.skip(fastpath.ERROR)
+        ffi, lib = fastpath.load()  # type: ignore[misc]
         st, vq = ffi.new("struct fp_virtio *"), ffi.new("struct fp_virtq *")
         vq.ram = ffi.cast("uint8_t *", ctypes.addressof(self.ram._anchor))
         vq.ram_base, vq.ram_size = RAM_BASE, RAM_SIZE
         st.vq = vq
-        self.dev.use_native(st)
+        self.dev.use_c_path(st)
         bus = SimpleNamespace(windows=[(0, self.dev)])  # what fp_py_chain looks the device up in
         handle = ffi.new_handle(bus)
         cbus = ffi.new("struct fp_bus *", {"handle": handle})

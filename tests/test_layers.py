@@ -45,7 +45,7 @@ LAYERS: list[tuple[str, str, tuple[str, ...], str]] = [
     ("harness", "det", ("det",), "deterministic mode: counter, schedules, timeline, journal"),
     ("harness", "devices", ("devices",), "UART, CLINT, PLIC, virtio disk and AI device, ..."),
     ("harness", "guest", ("guest",), "the guest read from outside: ELF, DWARF, processes"),
-    ("harness", "machine", ("machine",), "the board: harts, traps, MMIO bus, run loop, time travel"),
+    ("harness", "machine", ("machine",), "the board: harts, traps, bus, run loop, time travel"),
     ("harness", "disk", ("disk",), "file-system image, disk boots, crash points, image fuzzing"),
     ("harness", "race", ("race",), "data-race and lock-order detectors"),
     ("harness", "run", ("run",), "launching a machine for a user: terminal, prompts, reports"),

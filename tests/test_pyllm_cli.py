@@ -159,7 +159,8 @@ def test_bench_engine_without_llama_cpp(monkeypatch: pytest.MonkeyPatch) -> None
     import pyllm.enginebench
 
     smol_path()
-    monkeypatch.setattr(pyllm.enginebench, "llama_cpp_available", lambda: "No module named 'llama_cpp'")
+    monkeypatch.setattr(pyllm.enginebench, "llama_cpp_available",
+                        lambda: "No module named 'llama_cpp'")
     code, out = run("bench", "engine", "--rounds", "1", "--ttft", "8", "--gen", "4",
                     "--no-busy", "--no-numpy")
     assert code == 0, out

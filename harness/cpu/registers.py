@@ -117,7 +117,7 @@ class Hart:
         self._size = _ffi.new("size_t *")
         self._buf = _ffi.new("char[16]")
         self._batches: dict[tuple[int, ...], tuple[object, object, object]] = {}
-        self._mip: Callable[[int, int], None] | None = None  # set_mip in C (use_native_mip)
+        self._mip: Callable[[int, int], None] | None = None  # set_mip in C (use_c_mip)
 
     # ---------------------------------------------------------------- registers
     def get(self, reg: int) -> int:
@@ -204,7 +204,7 @@ class Hart:
         self.set(REG_PRIV, p)
         res.put_back()
 
-    def use_native_mip(self, fn: Callable[[int, int], None]) -> None:
+    def use_c_mip(self, fn: Callable[[int, int], None]) -> None:
         """set_mip through fn(mask, level): the C bus's, one call instead of five (an IPI
         raises SSIP on the AI service's submit path)."""
         self._mip = fn

@@ -21,7 +21,7 @@ from typing import Any
 from unicorn import Uc
 from unicorn.unicorn_py3 import unicorn as _ucmod
 
-from harness import fastpath as native
+from harness import fastpath
 
 RAN, LIMIT, POINT, SAMPLE = 0, 1, 2, 3  # struct sched.stopped
 NEVER = 2**64 - 1
@@ -29,9 +29,9 @@ _API = ("reg_read", "hook_add", "hook_del", "emu_stop", "vmem_read")
 
 
 def _lib() -> tuple[Any, Any]:
-    got = native.load()
+    got = fastpath.load()
     if got is None:
-        raise ValueError(f"a deterministic schedule needs the C fast path: {native.ERROR}")
+        raise ValueError(f"a deterministic schedule needs the C fast path: {fastpath.ERROR}")
     return got
 
 
@@ -167,11 +167,11 @@ class Counter:
 
 
 def _watch(handle: Any, addr: int, size: int, write: int) -> int:
-    counter, hart = native.load()[0].from_handle(handle)  # type: ignore[index]
+    counter, hart = fastpath.load()[0].from_handle(handle)  # type: ignore[index]
     if counter.on_watch is not None:
         counter.on_watch(hart, addr, size, bool(write))
     return 0
 
 
-if native.load() is not None:
-    native.load()[0].def_extern(name="fp_py_watch")(_watch)  # type: ignore[index]
+if fastpath.load() is not None:
+    fastpath.load()[0].def_extern(name="fp_py_watch")(_watch)  # type: ignore[index]

@@ -14,7 +14,7 @@ that moves the deadline into the future sees STIP drop before its `sret`.
 
 With the host clock and the C bus (harness/machine/bus_c.py) the registers are served in C
 (harness/fastpath/clint.c) and `cmp`/`levels` are views of its `struct fp_clint`
-(`use_native`): this object stays the owner as the run loop, the hang watch and the
+(`use_c_path`): this object stays the owner as the run loop, the hang watch and the
 debugger see it, and its `on_deadline` is called from C only when a store moved the
 earliest deadline before the one the running slice ends at.
 """
@@ -50,9 +50,9 @@ class Clint(Device):
         self.cmp: MutableSequence[int] = [NEVER] * nharts  # mtimecmp of each hart
         self.levels: MutableSequence[bool] | MutableSequence[int] = [False] * nharts
         self._latched_mtime: int | None = None  # mtime sampled by a low-half read
-        self.fast: Any = None  # the struct fp_clint (use_native), or None
+        self.fast: Any = None  # the struct fp_clint (use_c_path), or None
 
-    def use_native(self, st: Any) -> None:
+    def use_c_path(self, st: Any) -> None:
         """Keep cmp/levels in `st` (a `struct fp_clint`) from now on, as they are now."""
         n = len(self.cmp)
         st.nharts, st.mtime_off, st.cmp_off, st.stride = n, MTIME, MTIMECMP, STRIDE

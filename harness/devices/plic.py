@@ -72,7 +72,7 @@ class Plic(Device):
         self.seip = seip
         self.s: Any = PlicState(nharts)
 
-    def use_native(self, st: Any) -> None:
+    def use_c_path(self, st: Any) -> None:
         """Keep the state in `st` (a `struct fp_plic`) from now on, as it is now."""
         old, self.s = self.s, st
         st.nharts = old.nharts

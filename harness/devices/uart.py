@@ -13,7 +13,7 @@ Registers are the National Semiconductor PC16550D's, 8 bits wide at byte offsets
 - Divisor latch (LCR.DLAB) registers, FCR, MCR, MSR and SCR are kept but do nothing; in
   particular a FIFO reset through FCR does not throw away input that already arrived.
 
-On the C path (`use_native`, a `struct fp_uart` of harness/fastpath/mmio.h) the C bus serves
+On the C path (`use_c_path`, a `struct fp_uart` of harness/fastpath/mmio.h) the C bus serves
 the LSR read and the THR write while the THR-empty interrupt is off (such a byte changes
 nothing but the output) into a buffer that `take_tx` drains; this model serves the rest
 and mirrors IER, LCR and "a byte waits" into the struct after each change (`_sync`).
@@ -88,7 +88,7 @@ class Uart16550(Device):
         """Bytes written to THR since reset, on either path."""
         return self.py_tx + (int(self.fast.tx) if self.fast is not None else 0)
 
-    def use_native(self, st: Any) -> None:
+    def use_c_path(self, st: Any) -> None:
         """Let the C bus serve LSR and THR through `st` (see the module docstring)."""
         st.thr, st.lsr, st.dlab, st.etbei = Reg.RBR_THR_DLL, Reg.LSR, LCR_DLAB, IER.ETBEI
         st.lsr_idle, st.lsr_dr = LSR.THRE | LSR.TEMT, LSR.DR

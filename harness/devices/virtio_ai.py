@@ -141,7 +141,7 @@ class VirtioAi(AiCompletion, AiModelSlot, VirtioMmio):
         self.load_error = ""
         self.config_generation = 0
         self._trace: deque[TraceEvent] = deque(maxlen=TRACE_CAP)
-        self._ctrace: Any = None  # the C bus's struct fp_trace (use_native)
+        self._ctrace: Any = None  # the C bus's struct fp_trace (use_c_path)
         self.requests = 0           # GENERATE requests accepted
         self.errors = 0             # chains completed with an error status
         self.progress_posts = 0     # closures posted by the engine thread
@@ -205,10 +205,10 @@ class VirtioAi(AiCompletion, AiModelSlot, VirtioMmio):
         self._drain()
         return self._trace
 
-    def use_native(self, st: Any) -> None:
+    def use_c_path(self, st: Any) -> None:
         """The C bus also takes the trace register's writes, stamped with host mtime in C,
         while the guest's clock is the host's (under icount Python's clock stamps them)."""
-        super().use_native(st)
+        super().use_c_path(st)
         clk = self.ctx.clock
         if isinstance(clk, HostClock) and st.trace:
             self._ctrace = st.trace

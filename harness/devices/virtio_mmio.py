@@ -127,11 +127,11 @@ class VirtioMmio(Device):
         self.driver_features_sel = 0
         self.driver_features = 0
         self.queue_sel = 0
-        self.irqs: Any = IrqState()  # or the C bus's struct fp_virtio (use_native)
+        self.irqs: Any = IrqState()  # or the C bus's struct fp_virtio (use_c_path)
         self._notifies = 0  # QUEUE_NOTIFY writes Python served (see `notifies`)
         self.completed = 0
         self.resets = 0  # device resets by the driver (a request served later checks it)
-        self._cq: Any = None  # the C bus's struct fp_virtq for queue 0 (use_native)
+        self._cq: Any = None  # the C bus's struct fp_virtq for queue 0 (use_c_path)
         self._cq_view: tuple[memoryview, int, int, int] | None = None
 
     @property
@@ -147,7 +147,7 @@ class VirtioMmio(Device):
     def interrupt_status(self, value: int) -> None:
         self.irqs.isr = value & 0xFFFF_FFFF
 
-    def use_native(self, st: Any) -> None:
+    def use_c_path(self, st: Any) -> None:
         """Keep the interrupt state in `st` (a `struct fp_virtio`, harness/fastpath/mmio.h),
         whose InterruptStatus read and InterruptACK write the C bus serves; with its `vq`,
         the C bus also walks queue 0's chains on QUEUE_NOTIFY (harness/fastpath/virtq.c)
@@ -156,9 +156,9 @@ class VirtioMmio(Device):
         st.isr_off, st.ack_off = REG["INTERRUPT_STATUS"], REG["INTERRUPT_ACK"]
         self.irqs = st
         if st.vq:
-            from harness import fastpath as native
+            from harness import fastpath
 
-            ffi = native.load()[0]  # type: ignore[index]
+            ffi = fastpath.load()[0]  # type: ignore[index]
             q = self.queues[0]
             st.vq.last_avail, st.vq.notify_off = q.last_avail, QUEUE_NOTIFY
             st.vq.f_next, st.vq.f_write = DESC_F_NEXT, DESC_F_WRITE

@@ -69,7 +69,7 @@ from harness.devices.uart import Uart16550
 from harness.devices.virtio_blk import DiskHistory, VirtioBlk
 from harness.guest.elf import ElfImage
 from harness.machine.bus import MmioBus
-from harness.machine.bus_c import NativeBus, NativeMmio
+from harness.machine.bus_c import CBus, CMmio
 from harness.machine.config import (
     ATOMICS_SURVIVE_REPEAT,
     CONSOLE_TAIL,
@@ -156,7 +156,7 @@ class Machine(HartEvents, RunLoop, DetLoop):
             self.cpus.append(Cpu(i, uc, hart,
                                  make_traps(self.trap_path, uc, hart, self.clock, counts),
                                  MmioBus(uc, hart)))
-        self.native_mmio: NativeMmio | None = None  # the C bus (harness/machine/bus_c.py)
+        self.c_mmio: CMmio | None = None  # the C bus (harness/machine/bus_c.py)
 
     def _init_run_state(self) -> None:
         """What the run loop keeps between slices (harness/machine/runloop.py, detloop.py)."""
@@ -249,9 +249,9 @@ class Machine(HartEvents, RunLoop, DetLoop):
         n = self.config.cpus
         self.plic = Plic("plic", self._context(None), seip=self._set_seip, nharts=n)
         if self.trap_path == "c":  # the C bus with the devices' hot registers
-            nm = self.native_mmio = NativeMmio([c.uc for c in self.cpus], self.plic)
+            nm = self.c_mmio = CMmio([c.uc for c in self.cpus], self.plic)
             for c in self.cpus:
-                c.bus = NativeBus(c.uc, c.hart, nm)
+                c.bus = CBus(c.uc, c.hart, nm)
         for name, base_name, cls, irq_name in MEMORY_MAP:
             irq = ML[irq_name] if irq_name else None
             if cls is Plic:
@@ -263,14 +263,14 @@ class Machine(HartEvents, RunLoop, DetLoop):
             irq = ML[irq_name] if irq_name else None
             self._add_device(name, ML[base_name], factory(name, self._context(irq)), irq)
         self.clint: Clint = self.devices["clint"]  # type: ignore[assignment]
-        if self.native_mmio is not None and self.native_mmio.clint is not None:
-            self.waker.on_armed = self.native_mmio.arm  # the C CLINT's mtimecmp stores
+        if self.c_mmio is not None and self.c_mmio.clint is not None:
+            self.waker.on_armed = self.c_mmio.arm  # the C CLINT's mtimecmp stores
         self.uart: Uart16550 = self.devices["uart0"]  # type: ignore[assignment]
         self.disk: VirtioBlk = self.devices["virtio0"]  # type: ignore[assignment]
 
     def _add_device(self, name: str, base: int, dev: Device, irq: int | None) -> None:
-        if self.native_mmio is not None:
-            self.native_mmio.adopt(dev, irq)
+        if self.c_mmio is not None:
+            self.c_mmio.adopt(dev, irq)
         self.devices[name] = dev
         self._map(base, dev)
 

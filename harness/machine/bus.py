@@ -35,7 +35,7 @@ taken for a restart). Our kernel's only single-access polling loop, uartputc_syn
 wait on LSR, never iterates: the emulated transmitter is always ready.
 
 This is the Python path's bus (`HARNESS_TRAPS=python`); by default the callbacks are C
-(`NativeBus`, harness/machine/bus_c.py), which also record the accesses, in C.
+(`CBus`, harness/machine/bus_c.py), which also record the accesses, in C.
 """
 
 from __future__ import annotations

@@ -1,17 +1,17 @@
 """The MMIO bus with C callbacks and the devices' hot registers in C (harness/fastpath/mmio.c).
 
-`NativeBus` is an `MmioBus` (harness/machine/bus.py: restart completion, faults) whose Unicorn MMIO
-callbacks are C functions. For the devices `NativeMmio` adopts, C serves the registers
+`CBus` is an `MmioBus` (harness/machine/bus.py: restart completion, faults) whose Unicorn MMIO
+callbacks are C functions. For the devices `CMmio` adopts, C serves the registers
 that need no Python decision: the UART's THR write (while the THR-empty interrupt is off)
 and LSR read, the PLIC's claim/complete, a virtio device's InterruptStatus read and
 InterruptACK write (the block and the AI device: one per interrupt), the AI device's trace
 register (the event and its time recorded in C, `VirtioAi._drain`), and with the host clock
-the CLINT's mtime and mtimecmp (STIP re-evaluated in C; `NativeMmio.arm` keeps C told of
+the CLINT's mtime and mtimecmp (STIP re-evaluated in C; `CMmio.arm` keeps C told of
 the waker's deadline, so only a store of an earlier deadline calls Python); a virtio device's
 QUEUE_NOTIFY has its chains walked in C (harness/fastpath/virtq.c), each handed to the device's
 `take_chain` through `fp_py_chain`, the first one with a problem left to Python's `_notify`;
 `set_mip` of every hart goes through C too (an IPI's SSIP). Those devices then
-keep that state in the C structs (`use_native` in plic.py, uart.py, virtio_mmio.py), so the
+keep that state in the C structs (`use_c_path` in plic.py, uart.py, virtio_mmio.py), so the
 debugger, monitor, hang watch and reports read the same values on both paths. Every other
 access goes to the device's Python `read`/`write` through one cffi callback
 (`fp_py_mmio`), which is also the path of every DeviceError. C records each hart's last
@@ -31,7 +31,7 @@ from typing import Any
 from unicorn import Uc
 from unicorn.unicorn_py3 import unicorn as _ucmod
 
-from harness import fastpath as native
+from harness import fastpath
 from harness.abi.bootinfo import MAXCPU
 from harness.cpu.clock import HostClock
 from harness.cpu.registers import Hart
@@ -41,7 +41,7 @@ from harness.devices.plic import NSOURCES, Plic
 from harness.devices.uart import Uart16550
 from harness.devices.virtio_mmio import CHAIN_MAX, VirtioMmio
 from harness.machine.bus import Access, MmioBus
-from harness.machine.traps_c import _native
+from harness.machine.traps_c import _c_lib
 
 _SEIP = 1 << 9
 _STIP = 1 << 5
@@ -56,11 +56,11 @@ def _engine(uc: Uc, ffi: Any) -> Any:
     return ffi.cast("void *", uc._uch.value)
 
 
-class NativeMmio:
+class CMmio:
     """The machine's C device state: one PLIC, one UART, the virtio devices' interrupts."""
 
     def __init__(self, ucs: list[Uc], plic: Plic) -> None:
-        ffi, lib = _native()
+        ffi, lib = _c_lib()
         self.ffi, self.lib = ffi, lib
         if (lib.FP_MAXHARTS, lib.FP_NSOURCES, lib.FP_CHAIN_MAX) != (MAXCPU, NSOURCES,
                                                                     CHAIN_MAX):
@@ -74,7 +74,7 @@ class NativeMmio:
         from harness.devices.plic import CSTRIDE, SCLAIM
 
         p.sclaim, p.cstride, p.seip = SCLAIM, CSTRIDE, _SEIP
-        plic.use_native(p)
+        plic.use_c_path(p)
         self.uart = ffi.new("struct fp_uart *")
         self._states: dict[int, tuple[int, Any]] = {id(plic): (lib.FP_WIN_PLIC, p)}
         self._keep: list[Any] = []  # structs only C points to
@@ -84,7 +84,7 @@ class NativeMmio:
         """Serve dev's hot registers in C if it has any (call before its window is mapped)."""
         lib = self.lib
         if isinstance(dev, Uart16550) and not self._has(lib.FP_WIN_UART):
-            dev.use_native(self.uart)
+            dev.use_c_path(self.uart)
             self._states[id(dev)] = (lib.FP_WIN_UART, self.uart)
         elif isinstance(dev, VirtioMmio) and irq is not None:
             st = self.ffi.new("struct fp_virtio *")
@@ -95,7 +95,7 @@ class NativeMmio:
             vq.ram_base, vq.ram_size = ram.base, ram.size
             st.src, st.plic, st.trace, st.vq = irq, self.plic, tr, vq
             self._keep += [tr, vq]
-            dev.use_native(st)
+            dev.use_c_path(st)
             self._states[id(dev)] = (lib.FP_WIN_VIRTIO, st)
         elif isinstance(dev, Clint) and isinstance(dev.clock, HostClock) and self.clint is None:
             c = self.clint = self.ffi.new("struct fp_clint *")
@@ -103,7 +103,7 @@ class NativeMmio:
                 c.uc[i] = self.plic.uc[i]
             c.reg_read, c.reg_write = self.plic.reg_read, self.plic.reg_write
             c.t0_ns, c.hz, c.stip, c.armed_ns = dev.clock.t0, dev.clock.hz, _STIP, _NO_DEADLINE
-            dev.use_native(c)
+            dev.use_c_path(c)
             self._states[id(dev)] = (lib.FP_WIN_CLINT, c)
 
     def _structs(self) -> list[Any]:
@@ -141,19 +141,19 @@ class NativeMmio:
                        if k in (self.lib.FP_WIN_VIRTIO, self.lib.FP_WIN_CLINT))
 
 
-class NativeBus(MmioBus):
+class CBus(MmioBus):
     """One hart's bus with C callbacks (see the module docstring)."""
 
-    def __init__(self, uc: Uc, hart: Hart, native: NativeMmio) -> None:
-        ffi, lib = native.ffi, native.lib
-        self._ffi, self._lib, self._native = ffi, lib, native
+    def __init__(self, uc: Uc, hart: Hart, cmmio: CMmio) -> None:
+        ffi, lib = cmmio.ffi, cmmio.lib
+        self._ffi, self._lib, self._cmmio = ffi, lib, cmmio
         c = self._c = ffi.new("struct fp_bus *")
         self._handle = ffi.new_handle(self)  # kept: C holds only the pointer
         c.uc, c.handle, c.mmio_map = _engine(uc, ffi), self._handle, _fn("uc_mmio_map", ffi)
         self._wins: list[Any] = []  # the struct fp_window of each mapping, kept alive
         super().__init__(uc, hart)
-        hart.use_native_mip(partial(lib.fp_set_mip, c.uc, native.plic.reg_read,
-                                    native.plic.reg_write))
+        hart.use_c_mip(partial(lib.fp_set_mip, c.uc, cmmio.plic.reg_read,
+                                    cmmio.plic.reg_write))
         uc._harness_bus = self  # type: ignore[attr-defined]  # C points into self._c
 
     @property  # type: ignore[override]
@@ -168,7 +168,7 @@ class NativeBus(MmioBus):
         self.windows.append((base, device))
         w = self._ffi.new("struct fp_window *")
         w.bus, w.index = self._c, len(self.windows) - 1
-        w.kind, w.dev = self._native.window(device)
+        w.kind, w.dev = self._cmmio.window(device)
         self._wins.append(w)
         err = self._lib.fp_bus_map(w, base, device.size)
         if err:
@@ -191,7 +191,7 @@ def _py_mmio(handle: Any, win: int, offset: int, size: int, write: int, value: i
              out: Any) -> int:
     """_py_call's work inline, without a closure: every Python-served access comes here
     (an IPI's SSWI store, on the AI service's submit path, among them)."""
-    bus: NativeBus = _ffi.from_handle(handle)
+    bus: CBus = _ffi.from_handle(handle)
     try:
         dev = bus.windows[win][1]
         if write:
@@ -205,7 +205,7 @@ def _py_mmio(handle: Any, win: int, offset: int, size: int, write: int, value: i
 
 def _py_chain(handle: Any, win: int) -> int:
     """A chain harness/fastpath/virtq.c walked: the device's take_chain."""
-    bus: NativeBus = _ffi.from_handle(handle)
+    bus: CBus = _ffi.from_handle(handle)
     try:
         bus.windows[win][1].take_chain()  # type: ignore[attr-defined]
         return 0
@@ -219,7 +219,7 @@ def _py_clint(handle: Any, win: int) -> None:
 
 def _py_call(handle: Any, win: int, fn: Callable[[Device], None]) -> int:
     """fn(the window's device) for C: 0, or 1 after a fault or error (the run then stops)."""
-    bus: NativeBus = _ffi.from_handle(handle)
+    bus: CBus = _ffi.from_handle(handle)
     try:
         fn(bus.windows[win][1])
         return 0
@@ -227,7 +227,7 @@ def _py_call(handle: Any, win: int, fn: Callable[[Device], None]) -> int:
         return _failed(bus, e)
 
 
-def _failed(bus: NativeBus, e: BaseException) -> int:
+def _failed(bus: CBus, e: BaseException) -> int:
     """A device's fault or error stops the run: 1 for C."""
     if isinstance(e, MachineFault):
         bus._stop(e)
@@ -239,8 +239,8 @@ def _failed(bus: NativeBus, e: BaseException) -> int:
 
 
 _ffi: Any = None
-if native.load() is not None:
-    _ffi = native.load()[0]  # type: ignore[index]
+if fastpath.load() is not None:
+    _ffi = fastpath.load()[0]  # type: ignore[index]
     _ffi.def_extern(name="fp_py_mmio")(_py_mmio)
     _ffi.def_extern(name="fp_py_clint")(_py_clint)
     _ffi.def_extern(name="fp_py_chain")(_py_chain)

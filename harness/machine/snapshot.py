@@ -65,9 +65,9 @@ def _is_cdata(v: Any) -> bool:
 
 def _copy(v: Any) -> Any:
     if _is_cdata(v):
-        from harness import fastpath as native
+        from harness import fastpath
 
-        return ("cdata", bytes(native.load()[0].buffer(v)))  # type: ignore[index]
+        return ("cdata", bytes(fastpath.load()[0].buffer(v)))  # type: ignore[index]
     if isinstance(v, (int, float, str, bytes, bool, type(None))):
         return v
     if isinstance(v, (list, dict, deque, set, tuple)) or hasattr(v, "__dataclass_fields__"):
@@ -77,9 +77,9 @@ def _copy(v: Any) -> Any:
 
 def _put(obj: Any, name: str, saved: Any) -> None:
     if isinstance(saved, tuple) and len(saved) == 2 and saved[0] == "cdata":
-        from harness import fastpath as native
+        from harness import fastpath
 
-        native.load()[0].buffer(getattr(obj, name))[:] = saved[1]  # type: ignore[index]
+        fastpath.load()[0].buffer(getattr(obj, name))[:] = saved[1]  # type: ignore[index]
         return
     setattr(obj, name, _copy(saved))  # a copy again: the snapshot may be restored twice
 
@@ -138,11 +138,11 @@ class MachineState:
     machine: dict[str, Any]
     det: dict[str, Any]
     devices: dict[str, dict[str, Any]]
-    native: list[bytes]
+    c_state: list[bytes]
 
     @property
     def size(self) -> int:
-        return 16_384 * len(self.harts) + sum(len(b) for b in self.native) + 4096
+        return 16_384 * len(self.harts) + sum(len(b) for b in self.c_state) + 4096
 
 
 def capture(m: Any) -> MachineState:
@@ -163,7 +163,7 @@ def capture(m: Any) -> MachineState:
              "backend": backend.state() if backend is not None else None,
              "observers": [o.state() for o in m.det_observers]},
         devices={name: device_state(dev) for name, dev in m.devices.items()},
-        native=m.native_mmio.state() if m.native_mmio is not None else [])
+        c_state=m.c_mmio.state() if m.c_mmio is not None else [])
 
 
 def restore(m: Any, st: MachineState) -> None:
@@ -204,8 +204,8 @@ def restore(m: Any, st: MachineState) -> None:
         o.restore(ost)
     for name, dst in st.devices.items():
         restore_device(m.devices[name], dst)
-    if m.native_mmio is not None:
-        m.native_mmio.restore(st.native)
+    if m.c_mmio is not None:
+        m.c_mmio.restore(st.c_state)
     m.result, m._pause = None, None
 
 

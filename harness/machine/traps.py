@@ -23,7 +23,7 @@ synchronous traps never vector).
 The machine normally runs the C twin of this module (harness/fastpath/traps.c, through
 harness/machine/traps_c.py), which does exactly this without entering Python and hands back
 what it does not decide. This module stays its specification and the Python path
-(HARNESS_TRAPS=python); tests/test_traps_native.py holds the two to the same results.
+(HARNESS_TRAPS=python); tests/test_traps_c.py holds the two to the same results.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Synchronous traps at emulator speed: the C hooks of harness/fastpath/traps.c.
 
-`NativeTraps` is a `Traps` (harness/machine/traps.py, the specification and the Python path) whose
+`CTraps` is a `Traps` (harness/machine/traps.py, the specification and the Python path) whose
 Unicorn hooks are C functions: an ecall, a page fault, an illegal instruction (with
 `csrr time` emulated) and an ebreak are delivered without entering Python. What C does not
 decide it hands back, unchanged, to the Python path through two cffi callbacks
@@ -27,7 +27,7 @@ from unicorn import Uc
 from unicorn import riscv_const as R
 from unicorn.unicorn_py3 import unicorn as _ucmod
 
-from harness import fastpath as native
+from harness import fastpath
 from harness.cpu.clock import Clock, HostClock
 from harness.cpu.registers import Hart
 from harness.machine.traps import Traps
@@ -48,12 +48,12 @@ def trap_path(requested: str = "") -> str:
         raise ValueError(f"unknown trap path '{want}' ({ENV} / --traps: c or python)")
     if want == "python":
         return "python"
-    if native.load() is None:
+    if fastpath.load() is None:
         if want == "c":
-            raise ValueError(native.ERROR)
+            raise ValueError(fastpath.ERROR)
         if not _warned:
             _warned = True
-            print(f"harness: {native.ERROR}; traps take the Python path", file=sys.stderr)
+            print(f"harness: {fastpath.ERROR}; traps take the Python path", file=sys.stderr)
         return "python"
     return "c"
 
@@ -63,7 +63,7 @@ class TrapCounts(MutableMapping[int, int]):
     what `Traps.counts` is on the C path; both paths count into it."""
 
     def __init__(self) -> None:
-        ffi, lib = _native()
+        ffi, lib = _c_lib()
         self.n = lib.FP_NCAUSE
         self.array = ffi.new("uint64_t[]", self.n)
 
@@ -86,10 +86,10 @@ class TrapCounts(MutableMapping[int, int]):
         return f"TrapCounts({dict(self)})"
 
 
-def _native() -> tuple[Any, Any]:
-    got = native.load()
+def _c_lib() -> tuple[Any, Any]:
+    got = fastpath.load()
     if got is None:
-        raise ValueError(native.ERROR)
+        raise ValueError(fastpath.ERROR)
     ffi, lib = got
     for name in ("X0", "SSTATUS", "STVEC", "SCOUNTEREN", "MIP", "SEPC", "SCAUSE", "STVAL",
                  "PC", "PRIV"):
@@ -99,11 +99,11 @@ def _native() -> tuple[Any, Any]:
     return ffi, lib
 
 
-class NativeTraps(Traps):
+class CTraps(Traps):
     """Traps delivered by the C hooks; the Python path for whatever C hands over."""
 
     def __init__(self, uc: Uc, hart: Hart, clock: Clock, counts: TrapCounts) -> None:
-        ffi, lib = _native()
+        ffi, lib = _c_lib()
         self._ffi, self._lib = ffi, lib
         c = self._c = ffi.new("struct fp_hart *")
         self._self_handle = ffi.new_handle(self)  # kept: C holds only the pointer
@@ -174,7 +174,7 @@ def make_traps(path: str, uc: Uc, hart: Hart, clock: Clock,
     (`new_counts(path)`, one per machine)."""
     if path == "c":
         assert isinstance(counts, TrapCounts)
-        return NativeTraps(uc, hart, clock, counts)
+        return CTraps(uc, hart, clock, counts)
     return Traps(uc, hart, clock.guest_read, counts)
 
 
@@ -188,7 +188,7 @@ def new_counts(path: str) -> MutableMapping[int, int]:
 
 
 def _intr(uc: Any, intno: int, handle: Any) -> None:
-    t: NativeTraps = native.load()[0].from_handle(handle)  # type: ignore[index]
+    t: CTraps = fastpath.load()[0].from_handle(handle)  # type: ignore[index]
     try:
         t._on_intr(t.uc, intno, None)
     except BaseException as e:  # what the binding's hook wrapper does (uccallback)
@@ -198,7 +198,7 @@ def _intr(uc: Any, intno: int, handle: Any) -> None:
 
 
 def _invalid(uc: Any, handle: Any) -> int:
-    t: NativeTraps = native.load()[0].from_handle(handle)  # type: ignore[index]
+    t: CTraps = fastpath.load()[0].from_handle(handle)  # type: ignore[index]
     try:
         return int(t._on_invalid(t.uc, None))
     except BaseException as e:
@@ -208,7 +208,7 @@ def _invalid(uc: Any, handle: Any) -> int:
         return 0
 
 
-if native.load() is not None:
-    _ffi = native.load()[0]  # type: ignore[index]
+if fastpath.load() is not None:
+    _ffi = fastpath.load()[0]  # type: ignore[index]
     _ffi.def_extern(name="fp_py_intr")(_intr)
     _ffi.def_extern(name="fp_py_invalid")(_invalid)

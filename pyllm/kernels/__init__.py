@@ -1,11 +1,11 @@
-"""pyllm's hot kernels: C through cffi (`_native`), each with a numpy twin (`twins.py`).
+"""pyllm's hot kernels: C through cffi (`_ckernels`), each with a numpy twin (`twins.py`).
 
-`c_kernels()` returns the cffi `(ffi, lib)` pair, or None when the extension is not built (then every
-caller uses the numpy twins, which give the same answers, only slower); `require_c_kernels()` the
-pair or a one-line error. `backend_name()` says which
-code runs ("c-avx512vnni", "c-generic" or "numpy"). Set PYLLM_NO_C=1 to force the numpy path.
+`c_kernels()` returns the cffi `(ffi, lib)` pair, or None when the extension is not built
+(then every caller uses the numpy twins, which give the same answers, only slower);
+`require_c_kernels()` the pair or a one-line error. `backend_name()` says which code runs
+("c-avx512vnni", "c-generic" or "numpy"). Set PYLLM_NO_C=1 to force the numpy path.
 
-Adding a kernel: see build.py (file layout, cffi markers, runtime ISA dispatch).
+Adding a kernel: see build_kernels.py (file layout, cffi markers, runtime ISA dispatch).
 """
 
 from __future__ import annotations

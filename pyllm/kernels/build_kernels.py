@@ -11,9 +11,10 @@ How a kernel file plugs in:
   time with `pyllm_cpu_has_avx512vnni()`, so the extension still runs on a CPU without it;
 * write a numpy twin in pyllm/kernels/twins.py and a test comparing them with a named tolerance.
 
-Built by `pip install -e .` (setup.py lists `pyllm/kernels/build_kernels.py:ffibuilder`) or in place with
-`python -m pyllm.kernels.build_kernels`. C is compiled with -Wall -Werror. The recipe is
-pyllm/kernels/extension.py, shared with the machine's C hot paths (harness/fastpath/build_fastpath.py).
+Built by `pip install -e .` (setup.py lists `pyllm/kernels/build_kernels.py:ffibuilder`) or
+in place with `python -m pyllm.kernels.build_kernels`. C is compiled with -Wall -Werror. The
+recipe is pyllm/kernels/extension.py, shared with the machine's C hot paths
+(harness/fastpath/build_fastpath.py).
 """
 
 from __future__ import annotations

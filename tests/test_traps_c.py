@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import fastpath as native
+from harness import fastpath
 from harness.machine.board import Machine
 from harness.machine.config import MachineConfig
 from harness.machine.traps import mem_operand
-from harness.machine.traps_c import NativeTraps, trap_path
+from harness.machine.traps_c import CTraps, trap_path
 from tests.made import stub as stub_elf
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,8 +28,8 @@ WORKLOAD = ("sysbench getpid 300; sysbench fork 20; sysbench pipe 16; "
 
 @pytest.fixture(scope="module")
 def lib() -> object:
-    got = native.load()
-    assert got is not None, native.ERROR  # the default path must be the C one here
+    got = fastpath.load()
+    assert got is not None, fastpath.ERROR  # the default path must be the C one here
     return got
 
 
@@ -70,7 +70,7 @@ def test_stub_traps_same_on_both_paths() -> None:
     """Every synchronous trap kind from U-mode under Sv39 (utraps.c checks each)."""
     mc, out_c = _run(stub_elf("utraps"), "c")
     mp, out_p = _run(stub_elf("utraps"), "python")
-    assert isinstance(mc.traps, NativeTraps) and not isinstance(mp.traps, NativeTraps)
+    assert isinstance(mc.traps, CTraps) and not isinstance(mp.traps, CTraps)
     assert out_c == out_p and b"trap 12 ok" in out_c
     assert Counter(dict(mc.traps.counts)) == Counter(dict(mp.traps.counts))
     assert mc.traps.rdtime == mp.traps.rdtime == 1
@@ -100,7 +100,7 @@ def test_python_path_while_armed() -> None:
     m = Machine(MachineConfig(kernel=stub_elf("utraps"), output=out.extend, timeout=20.0))
     try:
         t = m.traps
-        assert isinstance(t, NativeTraps)
+        assert isinstance(t, CTraps)
         with t.python_path():
             assert m.run().exit.value == "poweroff"
         assert t.python_traps == sum(t.counts.values()) + t.rdtime
@@ -132,7 +132,7 @@ def test_devices_same_on_both_paths(cpus: int) -> None:
     kw = {"fs": FS_IMG, "clock": "icount", "cmd": DEVICE_WORKLOAD, "cpus": cpus}
     mc, out_c = _run(KERNEL, "c", **kw)
     mp, out_p = _run(KERNEL, "python", **kw)
-    assert mc.native_mmio is not None and mp.native_mmio is None
+    assert mc.c_mmio is not None and mp.c_mmio is None
     assert b"words.txt" in out_c and out_c == out_p
     assert mc.clock.insns == mp.clock.insns  # the same ticks at the same instructions
     assert Counter(dict(mc.traps.counts)) == Counter(dict(mp.traps.counts))
@@ -143,10 +143,10 @@ def test_devices_same_on_both_paths(cpus: int) -> None:
     assert mc.disk.interrupt_status == mp.disk.interrupt_status
     assert ([c.bus.accesses for c in mc.cpus] == [c.bus.accesses for c in mp.cpus])
     # the timer: every hart's last deadline and STIP (icount keeps the CLINT in Python)
-    assert list(mc.clint.cmp) == list(mp.clint.cmp) and mc.native_mmio.clint is None
+    assert list(mc.clint.cmp) == list(mp.clint.cmp) and mc.c_mmio.clint is None
     assert [bool(v) for v in mc.clint.levels] == [bool(v) for v in mp.clint.levels]
     # the hot registers were served in C: the console bytes and two accesses per claim
-    assert mc.native_mmio.fast() >= mc.uart.tx_count + 2 * mc.plic.claims
+    assert mc.c_mmio.fast() >= mc.uart.tx_count + 2 * mc.plic.claims
 
 
 @pytest.mark.parametrize("cmd", ["wfi", "busy"])
@@ -158,8 +158,8 @@ def test_clint_in_c(cmd: str) -> None:
     mc, out_c = _run(stub_elf("timer"), "c", cmd=cmd)
     mp, out_p = _run(stub_elf("timer"), "python", cmd=cmd)
     assert out_c == out_p and b"ticks 5 ok" in out_c
-    st = mc.native_mmio.clint if mc.native_mmio is not None else None
-    assert st is not None and mp.native_mmio is None
+    st = mc.c_mmio.clint if mc.c_mmio is not None else None
+    assert st is not None and mp.c_mmio is None
     # 6 stores of two halves and one 8-byte mtime read, all in C
     assert st.fast == 6 * 2 + 2
     assert 1 <= st.calls <= 6 * 2
