@@ -220,7 +220,7 @@ def _conc_results(tok_per_s: dict[int, float], tpot_ms: dict[int, float],
     """Results with one model's engine sweep (clients -> tok/s, TPOT), one bandwidth and one
     int8 GEMM probe; SmolLM2-135M's shapes, 100 MB of weights."""
     from harness.bench.arch import Shapes
-    from harness.bench.lifecycle import ConcPoint, Options
+    from harness.bench.lifecycle_results import ConcPoint, Options
     from harness.bench.stats import summarize
 
     one = summarize([1.0])

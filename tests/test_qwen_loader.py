@@ -18,12 +18,12 @@ from pyllm.errors import (
 )
 from pyllm.loaders.safetensors import (
     SafetensorsFile,
-    bf16_to_f32,
     f32_to_bf16,
     open_safetensors,
     write_safetensors,
 )
 from pyllm.models.qwen35 import from_hf
+from pyllm.quants import bf16_to_f32
 
 DATA = Path(__file__).parent / "data" / "qwen35"
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.bench.lifecycle import ModelResult, Results, course_anchor
+from harness.bench.lifecycle import course_anchor
+from harness.bench.lifecycle_results import ModelResult, Results
 from harness.bench.roofline import decode_cost, prefill_cost
 from harness.bench.stats import Summary, median, ratio, summarize
 

@@ -7,7 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from harness.bench.lifecycle import QUICK, Options, Results, run, steps_total
+from harness.bench.lifecycle import QUICK, run, steps_total
+from harness.bench.lifecycle_results import Options, Results
 
 
 def apply_quick(opts: Options, given: set[str]) -> Options:

@@ -229,7 +229,7 @@ def _load_here(st: _Run) -> None:
     """Step 2: every model loaded into this process once (it serves the engine-only
     requests and the AI device of every boot) with one unmeasured warm-up request; a model
     that cannot be loaded leaves the run, ValueError when none is left."""
-    from harness.devices.virtio_ai import LoadedModel
+    from harness.engines.local import LoadedModel
     from pyllm.errors import PyllmError
 
     for spec in st.specs:

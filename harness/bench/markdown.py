@@ -9,26 +9,21 @@ import math
 from pathlib import Path
 
 from harness.bench import analysis as A
-from harness.bench.lifecycle import Results, course_anchor
-from harness.bench.metrics import METRICS, START_STOP, TIMESTAMP_MEANING, VANTAGES
-from harness.bench.report import (
-    ABOVE_ROOF,
-    OPS_NOTE,
-    SCHEMA,
+from harness.bench.findings import (
     cold_impossible,
-    f,
     findings_compare,
     findings_conc,
     findings_lengths,
     findings_roofline,
-    fx,
     load_sentence,
-    mb,
     noise_line,
-    of_roof,
     synthetic_note,
-    tpot_cell,
 )
+from harness.bench.lifecycle import course_anchor
+from harness.bench.lifecycle_results import Results
+from harness.bench.metrics import METRICS, START_STOP, TIMESTAMP_MEANING, VANTAGES
+from harness.bench.numformat import ABOVE_ROOF, OPS_NOTE, f, fx, mb, of_roof, tpot_cell
+from harness.bench.report import SCHEMA
 from harness.bench.roofline import PROBE_REPEATS
 
 

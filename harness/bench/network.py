@@ -40,16 +40,10 @@ from pathlib import Path
 import httpx
 
 from harness.bench.errors import BenchError
-from harness.bench.runners import (
-    DEFAULT_FS,
-    DEFAULT_KERNEL,
-    ROOT,
-    AibenchRun,
-    bench_prompt,
-    parse_aibench,
-)
+from harness.bench.runners import ROOT, AibenchRun, bench_prompt, parse_aibench
 from harness.engines.base import Collected, Sampling
 from harness.engines.remote import RemoteBackend, RemoteEngine
+from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL
 
 TTFT_METRIC = "vllm:time_to_first_token_seconds"
 

@@ -15,26 +15,17 @@ from typing import Any
 from harness.bench import analysis as A
 from harness.bench.findings import (
     cold_impossible,
-    findings_compare,
-    findings_conc,
     findings_lengths,
-    findings_roofline,
-    load_sentence,
     noise_line,
     repack_text,
     synthetic_note,
 )
 from harness.bench.lifecycle_results import Results
 from harness.bench.metrics import METRICS, START_STOP, TIMESTAMP_MEANING, VANTAGES
-from harness.bench.numformat import ABOVE_ROOF, OPS_NOTE, f, fx, mb, of_roof, tpot_cell
+from harness.bench.numformat import ABOVE_ROOF, OPS_NOTE, f, fx, of_roof, tpot_cell
 from harness.bench.stats import Summary
 
 # markdown.py takes the report's text from here: the writers, the sentences and the formats
-__all__ = ["ABOVE_ROOF", "OPS_NOTE", "SCHEMA", "cold_impossible", "f", "findings_compare",
-           "findings_conc", "findings_lengths", "findings_roofline", "fx", "load_sentence",
-           "mb", "noise_line", "of_roof", "results_dict", "synthetic_note", "terminal",
-           "tpot_cell", "write_csv", "write_json"]
-
 SCHEMA = "harness-bench-lifecycle/1"
 
 

@@ -187,7 +187,7 @@ def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: l
         _network(ctx, models, input_lens, output_lens, reps, out, engine_url, engine_timeout)
         return
     from harness.bench.command import apply_quick, main
-    from harness.bench.lifecycle import Options
+    from harness.bench.lifecycle_results import Options
 
     names = [m.strip() for m in models.split(",") if m.strip()]
     if not names:

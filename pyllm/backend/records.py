@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from pyllm.backend.tensors import tensor_f32
-from pyllm.quants import BLOCK_BYTES, KVALUES, nibbles
+from pyllm.kquants import KVALUES
+from pyllm.quants import BLOCK_BYTES, nibbles
 
 F32 = np.float32
 RECORD_OF = {"Q4_1": "PYLLM_Q4X16", "Q4_0": "PYLLM_Q4X16", "Q4_K": "PYLLM_Q4K16",
