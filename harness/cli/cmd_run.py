@@ -135,6 +135,7 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
     Scripted: harness run -c "echo hi | wc; ls"   (exit status = the last command's)
 
     \b
+    \b
     With the AI device (LLM inference served to the guest's ai_submit/ai_wait):
       harness run --model smol                          shell; try llmrun, aitest, aibench
       harness run --model smol --prompt "The capital of France is" -n 16
@@ -169,11 +170,10 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
                             kernel=kernel, fs=fs, ram=ram, clock=clock, timeout=timeout,
                             trace=trace, then_shell=demo, quiet=quiet, cpus=cpus,
                             chat=demo and not raw))
-    config = MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock,
-                           cmd="chat" if chat else cmd or "", persist=persist, timeout=timeout,
-                           hang_timeout=hang_timeout, cpus=cpus)
     sys.exit(boot_on_console(ConsoleRun(
-        config, det, model=model, plan=plan, engine=engine, quiet=quiet, trace=trace,
+        MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd="chat" if chat else
+                      cmd or "", persist=persist, timeout=timeout, hang_timeout=hang_timeout,
+                      cpus=cpus), det, model=model, plan=plan, engine=engine, quiet=quiet, trace=trace,
         attach=_monitor(monitor_record, quiet) if monitor or monitor_record else None,
         serve=None if gdb_port is None else _gdb(gdb_port),
         interactive=cmd is None and replay is None)))
