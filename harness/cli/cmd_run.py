@@ -165,15 +165,16 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
     engine, plan = _ai_options(model, kv_cache, engine_url, engine_timeout, ai_fault,
                                in_process=prompt is not None or demo)
     if prompt is not None or demo:
-        text = (DEMO_TEXT if raw else DEMO_QUESTION) if demo else prompt or ""
-        sys.exit(run_prompt(model=model or "smol", text=text, max_new_tokens=max_new_tokens,
+        sys.exit(run_prompt(model=model or "smol", max_new_tokens=max_new_tokens,
+                            text=(DEMO_TEXT if raw else DEMO_QUESTION) if demo else prompt or "",
                             kernel=kernel, fs=fs, ram=ram, clock=clock, timeout=timeout,
                             trace=trace, then_shell=demo, quiet=quiet, cpus=cpus,
                             chat=demo and not raw))
     sys.exit(boot_on_console(ConsoleRun(
-        MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock, cmd="chat" if chat else
-                      cmd or "", persist=persist, timeout=timeout, hang_timeout=hang_timeout,
-                      cpus=cpus), det, model=model, plan=plan, engine=engine, quiet=quiet, trace=trace,
+        MachineConfig(kernel=kernel, fs=fs, ram_size=ram, clock=clock,
+                      cmd="chat" if chat else cmd or "", persist=persist, timeout=timeout,
+                      hang_timeout=hang_timeout, cpus=cpus),
+        det, model=model, plan=plan, engine=engine, quiet=quiet, trace=trace,
         attach=_monitor(monitor_record, quiet) if monitor or monitor_record else None,
         serve=None if gdb_port is None else _gdb(gdb_port),
         interactive=cmd is None and replay is None)))
