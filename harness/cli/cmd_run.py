@@ -176,8 +176,7 @@ def run(cmd: str | None, timeout: float | None, ram: int, kernel: Path, fs: Path
                       hang_timeout=hang_timeout, cpus=cpus),
         det, model=model, plan=plan, engine=engine, quiet=quiet, trace=trace,
         attach=_monitor(monitor_record, quiet) if monitor or monitor_record else None,
-        serve=None if gdb_port is None else _gdb(gdb_port),
-        interactive=cmd is None and replay is None)))
+        serve=_gdb(gdb_port), interactive=cmd is None and replay is None)))
 
 
 def _check_files(kernel: Path, fs: Path, fs_check: bool) -> None:
@@ -296,8 +295,10 @@ if os.name != "posix":  # pragma: no cover
     raise ImportError("harness run needs a POSIX terminal")
 
 
-def _gdb(port: int) -> Callable[[Machine], RunResult]:
+def _gdb(port: int | None) -> Callable[[Machine], RunResult] | None:
     """`--gdb PORT`: the machine served to gdb-multiarch (harness/debug/gdbserver.py)."""
+    if port is None:
+        return None
     from harness.debug.gdbserver import serve_machine
 
     return lambda machine: serve_machine(machine, port)
