@@ -415,6 +415,9 @@ class Machine:
             if self.det is not None and self.det.spec.kind != "rr" and self.config.cpus > 1:
                 for a in self._switch_points():
                     self.det.counter.add_point(c.id, a)
+        if self.det is not None:  # blocks of kernel code, sret, device windows (sched_native)
+            self.det.counter.setup(self.ram, self.kernel,
+                                   [(base, dev.size) for base, dev in self.bus.windows])
         self._user_code = (kend, ram_end - kend)
         try:
             self._codelog: CodeLog | None = CodeLog(self.ram, self.kernel.symbol("codelog"))
@@ -1104,12 +1107,14 @@ class Machine:
         self._in_run = True
         err: BaseException | None = None
         t0 = time.perf_counter()
+        counter.begin(c.id)
         try:
             c.uc.emu_start(c.pc, UNTIL, 0, 0)
         except (UcError, MachineFault) as e:
             err = e
         finally:
             self._in_run = False
+            counter.end(c.id)
             counter.unlimit()
             why = {LIMIT: "limit", POINT: "point", SAMPLE: "sample"}.get(counter.stopped)
             if why is None and self._stopped_before:
