@@ -59,6 +59,7 @@ class Counter:
         lib.sched_seed(self.s, seed)
         self.code = ffi.new("struct sched_code *")  # the layout `setup` fills in
         self._ram: Any = None  # keeps RAM's buffer exported while C points into it
+        self._slots: Any = None  # the kernel text's block table (struct sched_code.slots)
         self._harts: list[Any] = []
         self._ucs: list[Uc] = []
         self._handles: list[Any] = []
@@ -114,12 +115,24 @@ class Counter:
             # the trampoline page runs at TRAMPOLINE in every address space
             fixed.append((TRAMPOLINE, TRAMPOLINE + PAGE, tramp))
             srets += [TRAMPOLINE + a - tramp for a in srets if tramp <= a < tramp + PAGE]
-        if len(fixed) > lib.SCHED_MAXFIXED or len(windows) > lib.SCHED_MAXWIN:
-            raise ValueError(f"{len(fixed)} code ranges and {len(windows)} device windows: "
+        # the block cache keeps addresses' low 32 bits: ranges that meet there are left
+        # to the MMU path (the largest, the kernel's text, first: on_block's fast case)
+        fixed.sort(key=lambda r: r[0] - r[1])
+        kept: list[tuple[int, int, int]] = []
+        for lo, hi, pa in fixed:
+            if all(hi - lo <= (klo - lo) % 2**32 and khi - klo <= (lo - klo) % 2**32
+                   for klo, khi, _ in kept):
+                kept.append((lo, hi, pa))
+        if len(kept) > lib.SCHED_MAXFIXED or len(windows) > lib.SCHED_MAXWIN:
+            raise ValueError(f"{len(kept)} code ranges and {len(windows)} device windows: "
                              f"at most {lib.SCHED_MAXFIXED} and {lib.SCHED_MAXWIN}")
-        for i, (lo, hi, pa) in enumerate(fixed):
+        for i, (lo, hi, pa) in enumerate(kept):
             c.fixed_lo[i], c.fixed_hi[i], c.fixed_pa[i] = lo, hi, pa
-        c.nfixed = len(fixed)
+            c.fixed_host[i] = c.ram + (pa - ram.base)
+        c.nfixed = len(kept)
+        if kept:
+            self._slots = self._ffi.new("uint32_t[]", (kept[0][1] - kept[0][0] + 1) // 2)
+            c.slots = self._slots
         for i, (base, size) in enumerate(windows):
             c.win_lo[i], c.win_hi[i] = base, base + size
         c.nwin = len(windows)
@@ -199,9 +212,9 @@ class Counter:
         return int(self.s.switches)
 
     def stats(self) -> dict[str, int]:
-        """Blocks counted, kernel blocks decoded, runs ended inside a block."""
+        """Kernel blocks decoded, runs ended inside a block (an exit set)."""
         c = self.code
-        return {"blocks": int(c.blocks), "decoded": int(c.misses), "exits": int(c.exits)}
+        return {"decoded": int(c.misses), "exits": int(c.exits)}
 
     # ---------------------------------------------------------------- randomness (schedule.Rng)
     def below(self, n: int) -> int:

@@ -123,8 +123,8 @@ static const uint8_t *
 kernel_code(const struct sched_code *c, uint64_t va, uint32_t size)
 {
     for (uint32_t i = 0; i < c->nfixed; i++)
-        if (va >= c->fixed_lo[i] && va + size <= c->fixed_hi[i])
-            return c->ram + (c->fixed_pa[i] + (va - c->fixed_lo[i]) - c->ram_base);
+        if (va >= c->fixed_lo[i] && va - c->fixed_lo[i] + size <= c->fixed_hi[i] - c->fixed_lo[i])
+            return c->fixed_host[i] + (va - c->fixed_lo[i]);
     return NULL;
 }
 
@@ -156,18 +156,27 @@ code_page(struct sched_hart *h, void *uc, uint64_t va)
 static const uint8_t *
 block_code(struct sched_hart *h, void *uc, uint64_t va, uint32_t size, uint32_t *n)
 {
-    struct sched_code *c = h->code;
+    struct sched_code *c = (struct sched_code *)h->code;  // its cache is filled here
     if (h->mode_unknown)
         look_at_mode(h, uc);
     const uint8_t *code = c->ram ? kernel_code(c, va, size) : NULL;
     if (code && h->user)
         look_at_mode(h, uc);  // U-mode at a kernel address: an interrupt, or user code there
+    if (code && !h->user && c->slots && va - c->fixed_lo[0] < c->fixed_hi[0] - c->fixed_lo[0]) {
+        uint32_t *e = &c->slots[(va - c->fixed_lo[0]) / 2];
+        if ((*e & 0xFFFF) != size) {
+            *e = size | sched_insns(code, size) << 16;
+            c->misses++;
+        }
+        *n = *e >> 16;
+        return code;
+    }
     if (code && !h->user) {
         struct sched_block *b = &c->cache[(va >> 1) & (SCHED_CACHE - 1)];
-        if (b->va != va || b->size != size) {
-            b->va = va;
-            b->size = size;
-            b->n = sched_insns(code, size);
+        if (b->va != (uint32_t)va || b->size != size) {
+            b->va = (uint32_t)va;
+            b->size = (uint16_t)size;
+            b->n = (uint16_t)sched_insns(code, size);
             c->misses++;
         }
         *n = b->n;
@@ -192,12 +201,19 @@ block_code(struct sched_hart *h, void *uc, uint64_t va, uint32_t size, uint32_t 
 }
 
 // ---------------------------------------------------------------- counting
+// n instructions of the current block ran; it is left.
 static void
 credit(struct sched_hart *h, uint32_t n)
 {
-    h->s->total += n;
-    h->s->count[h->id] += n;
+    h->left -= n;
     h->cur_n = 0;
+}
+
+// Instructions of the blocks this run has finished (not in `s` yet).
+static inline uint64_t
+ran(const struct sched_hart *h)
+{
+    return h->budget - h->left;
 }
 
 // Instructions of the current block up to and including the one at pc (the one a hook
@@ -237,7 +253,7 @@ arm_exit(struct sched_hart *h, void *uc, uint64_t va, uint64_t at)
     h->exit_armed = 1;
     h->exit_va = at;
     h->exit_block = va;
-    h->code->exits++;
+    ((struct sched_code *)h->code)->exits++;
     ((uc_reg_write_fn)h->reg_write)(uc, REG_PC, &va);
 }
 
@@ -260,30 +276,21 @@ stop(struct sched_hart *h, void *uc, uint32_t why)
     ((uc_emu_stop_fn)h->emu_stop)(uc);
 }
 
-// The start of every translated block: the block before it ran to its end.
-static void
-on_block(void *uc, uint64_t va, uint32_t size, void *ud)
+// on_block's other cases: U-mode, the privilege to look at, an exit set, a block not
+// in the cache, a limit in the block.
+static void __attribute__((noinline))
+block_slow(struct sched_hart *h, void *uc, uint64_t va, uint32_t size)
 {
-    struct sched_hart *h = ud;
-    struct sched *s = h->s;
-    if (h->cur_n)
-        credit(h, h->cur_n);
     if (h->exit_armed && (va != h->exit_block || va + size != h->exit_va))
         disarm_exit(h, uc, 1);  // not the block the exit was set for (an interrupt came first)
     uint32_t n = 0;
     const uint8_t *code = block_code(h, uc, va, size, &n);
-    h->code->blocks++;
-    h->cur_va = va;
-    h->cur_size = size;
     h->cur_code = code;
-    h->next_va = va;
-    h->next_idx = 0;
-    uint64_t left = room(s, h->id);
-    if (code && left >= n) {
+    if (code && n <= h->left) {
         h->cur_n = n;
         return;
     }
-    if (left == 0) {
+    if (h->left == 0) {
         stop(h, uc, SCHED_LIMIT);  // before the block's first instruction
         return;
     }
@@ -292,7 +299,30 @@ on_block(void *uc, uint64_t va, uint32_t size, void *ud)
         stop(h, uc, SCHED_RAN);
         return;
     }
-    arm_exit(h, uc, va, va + offset_of(code, (uint32_t)left));
+    arm_exit(h, uc, va, va + offset_of(code, (uint32_t)h->left));
+}
+
+// The start of every translated block: the block before it ran to its end. The common
+// case, an S-mode block of the kernel's text already decoded, takes no call.
+static void
+on_block(void *uc, uint64_t va, uint32_t size, void *ud)
+{
+    struct sched_hart *h = ud;
+    h->left -= h->cur_n;
+    h->cur_n = 0;
+    h->cur_va = va;
+    h->cur_size = size;
+    const struct sched_code *c = h->code;
+    uint64_t off = va - c->fixed_lo[0], len = c->fixed_hi[0] - c->fixed_lo[0];
+    if (!(h->user | h->mode_unknown | h->exit_armed) && off < len && size <= len - off) {
+        uint32_t e = c->slots[off / 2];
+        if ((e & 0xFFFF) == size && e >> 16 <= h->left) {
+            h->cur_code = c->fixed_host[0] + off;
+            h->cur_n = e >> 16;
+            return;
+        }
+    }
+    block_slow(h, uc, va, size);
 }
 
 // A synchronous exception (first of the UC_HOOK_INTR hooks): the instructions of the
@@ -372,7 +402,7 @@ after_wfi(const uint8_t *code, uint64_t off)
 uint64_t
 sched_total_now(struct sched_hart *h)
 {
-    uint64_t n = h->s->total;
+    uint64_t n = h->s->total + ran(h);
     if (h->cur_n)
         n += done_at(h, reg(h, h->uc, REG_PC));
     return n;
@@ -381,7 +411,7 @@ sched_total_now(struct sched_hart *h)
 uint64_t
 sched_count_now(struct sched_hart *h)
 {
-    uint64_t n = h->s->count[h->id];
+    uint64_t n = h->s->count[h->id] + ran(h);
     if (h->cur_n)
         n += done_at(h, reg(h, h->uc, REG_PC));
     return n;
@@ -390,6 +420,7 @@ sched_count_now(struct sched_hart *h)
 void
 sched_begin(struct sched_hart *h)
 {
+    h->left = h->budget = room(h->s, h->id);
     if (h->hook_insn && !h->sampling) {  // no sampling: no hook at every instruction
         ((uc_hook_del_fn)h->hook_del)(h->uc, h->hook_insn);
         h->hook_insn = 0;
@@ -426,6 +457,9 @@ sched_end(struct sched_hart *h)
         }
         credit(h, n);
     }
+    s->total += ran(h);
+    s->count[h->id] += ran(h);
+    h->left = h->budget = 0;
     return h->error;
 }
 
@@ -476,10 +510,10 @@ on_insn(void *uc, uint64_t addr, uint32_t size, void *ud)
     if (!h->sampling || !s->sample_mean)
         return;
     // the instructions of a block come in order: no decoding for the index
-    uint32_t idx = addr == h->next_va && h->cur_n ? h->next_idx : before(h, addr);
+    uint32_t idx = addr == h->cur_va ? 0 : addr == h->next_va ? h->next_idx : before(h, addr);
     h->next_va = addr + size;
     h->next_idx = idx + 1;
-    uint64_t total = s->total + idx;  // executed before this one
+    uint64_t total = s->total + ran(h) + idx;  // executed before this one
     if (total < s->sample_at)
         return;
     uint64_t priv = reg(h, uc, REG_PRIV);
@@ -504,7 +538,7 @@ on_point(void *uc, uint64_t addr, uint32_t size, void *ud)
     (void)size;
     if (s->stopped == SCHED_LIMIT || s->stopped == SCHED_SAMPLE)
         return;  // stopped before this instruction already
-    uint64_t count = s->count[h->id] + before(h, addr) + 1;
+    uint64_t count = s->count[h->id] + ran(h) + before(h, addr) + 1;
     if (s->point_at[h->id] == count + 1)
         return;  // resumed at the point it decided at (see sched.h)
     s->point_at[h->id] = count + 1;

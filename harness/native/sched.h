@@ -103,44 +103,51 @@ struct sched {
 };                                  // intended races' lines)
 
 struct sched_block {                // a translated block of kernel code
-    uint64_t va;
-    uint32_t size, n;               // bytes, instructions
+    uint32_t va;                    // its address's low 32 bits (the ranges differ there)
+    uint16_t size, n;               // bytes, instructions
 };
 
 struct sched_code {                 // one machine's memory layout, shared by its harts
     uint8_t *ram;                   // guest RAM in host memory (NULL: unknown, every block
     uint64_t ram_base, ram_size;    // is then read through the MMU)
-    // kernel code: virtual [lo, hi) at physical fixed_pa, the same in S-mode in every
-    // address space (the image's executable segments, the trampoline page)
+    // kernel code: virtual [lo, hi) at physical fixed_pa (host fixed_host), the same in
+    // S-mode in every address space (the image's executable segments, the trampoline
+    // page); the first is the kernel's text, which on_block looks up without a call
     uint32_t nfixed;
     uint64_t fixed_lo[SCHED_MAXFIXED], fixed_hi[SCHED_MAXFIXED], fixed_pa[SCHED_MAXFIXED];
+    uint8_t *fixed_host[SCHED_MAXFIXED];
+    // the blocks of the first range (the kernel's text) by (va - lo) / 2: size | n << 16,
+    // 0 if not seen yet (Python allocates it); the other ranges' in `cache`
+    uint32_t *slots;
     uint32_t nwin;                  // device windows, physical [lo, hi)
     uint64_t win_lo[SCHED_MAXWIN], win_hi[SCHED_MAXWIN];
-    uint64_t blocks, misses, exits; // blocks counted, kernel blocks decoded, runs ended
-                                    // inside a block (statistics)
+    uint64_t misses, exits;         // kernel blocks decoded, runs ended inside a block
     struct sched_block cache[SCHED_CACHE];
 };
 
 struct sched_hart {
+    // what on_block reads at every block first, together
     struct sched *s;
-    struct sched_code *code;
-    void *uc;
-    void *handle;                   // the Python side (a cffi handle) for fp_py_watch
+    const struct sched_code *code;
     uint32_t id;
-    int sampling;                   // on_insn is installed (race sampling)
-    // the block being executed (cur_n == 0: none); its instructions count when it is left
-    uint64_t cur_va;
-    uint32_t cur_size, cur_n;
-    const uint8_t *cur_code;        // its bytes (in guest RAM, or a copy in xbuf)
-    uint64_t next_va;               // on_insn: the instruction expected next, its index
-    uint32_t next_idx;
+    uint32_t cur_n;                 // the block being executed: its instructions (0: none),
+    uint64_t cur_va;                // counted when it is left; its address, size and bytes
+    uint32_t cur_size;              // (in guest RAM, or a copy in xbuf)
     int user;                       // the hart runs in U-mode (as of the last look)
+    const uint8_t *cur_code;
+    // in a run: instructions the hart may still run (`budget` at its start); the
+    // difference is the blocks it has finished, added to `s` when the run ends
+    uint64_t left, budget;
     int mode_unknown;               // look at REG_PRIV at the next block
-    // a run that ends inside a block: the exit, the block that ends there
-    int exit_armed;
-    uint64_t exit_va, exit_block;
+    int exit_armed;                 // a run that ends inside a block: its exit, and the
+    uint64_t exit_va, exit_block;   // block that ends there
+    uint64_t next_va;               // on_insn: the instruction expected next, its index in
+    uint32_t next_idx;              // the block
     uint32_t arms;                  // exits set in this run (a bound: see on_block)
     int error;                      // the count cannot be trusted (sched_end reports it)
+    int sampling;                   // race sampling is on
+    void *uc;
+    void *handle;                   // the Python side (a cffi handle) for fp_py_watch
     // user code pages: virtual page -> host address (NULL: not RAM), valid while
     // tlb_tag == tlb_gen (a new generation each run and each entry to U-mode)
     uint64_t tlb_gen;
