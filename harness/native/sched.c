@@ -302,6 +302,26 @@ block_slow(struct sched_hart *h, void *uc, uint64_t va, uint32_t size)
     arm_exit(h, uc, va, va + offset_of(code, (uint32_t)h->left));
 }
 
+// on_block's U-mode case: a page of user code seen in this stretch (not kernel code: a
+// U-mode hart there may have taken an interrupt), else block_slow.
+static void __attribute__((noinline))
+block_user(struct sched_hart *h, void *uc, uint64_t va, uint32_t size)
+{
+    uint64_t page = va / PAGE;
+    uint32_t k = (uint32_t)page & (SCHED_TLB - 1);
+    if (va % PAGE + size <= PAGE && h->tlb_tag[k] == h->tlb_gen && h->tlb_page[k] == page
+        && h->tlb_host[k] && !kernel_code(h->code, va, size)) {
+        const uint8_t *code = h->tlb_host[k] + va % PAGE;
+        uint32_t n = sched_insns(code, size);
+        if (n <= h->left) {
+            h->cur_code = code;
+            h->cur_n = n;
+            return;
+        }
+    }
+    block_slow(h, uc, va, size);
+}
+
 // The start of every translated block: the block before it ran to its end. The common
 // case, an S-mode block of the kernel's text already decoded, takes no call.
 static void
@@ -321,6 +341,9 @@ on_block(void *uc, uint64_t va, uint32_t size, void *ud)
             h->cur_n = e >> 16;
             return;
         }
+    } else if (h->user && !(h->mode_unknown | h->exit_armed)) {
+        block_user(h, uc, va, size);
+        return;
     }
     block_slow(h, uc, va, size);
 }
