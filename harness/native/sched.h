@@ -13,15 +13,18 @@
 // of ours or end the run, and each such place counts the instructions before the PC:
 // - an exception or ebreak: our UC_HOOK_INTR / UC_HOOK_INSN_INVALID hooks run before the
 //   trap hooks (harness/native/traps.c); the faulting instruction counts (it was started);
-// - a stop (emu_stop from any hook, an MMIO stop, wfi, an error): sched_end after the run;
-//   the instruction at the PC counts unless our own stop was before it (the machine then
-//   gives it back with `uncount` when its hook stopped before it);
+// - a stop (emu_stop from any hook, an MMIO stop, an error): sched_end after the run; the
+//   instruction at the PC counts unless our own stop was before it (the machine gives it
+//   back with `uncount` when its hook stopped before it); wfi ends the run with the PC
+//   past it, still inside its block;
 // - interrupts are taken only between blocks (QEMU checks them before finding a block).
-// In between, the count is `total` plus the instructions of the current block before the
-// PC (sched_total_now). Unicorn writes the PC before every code hook, memory hook and
-// trap hook; for MMIO callbacks the device windows are mapped without permissions and a
-// UC_HOOK_MEM_READ_PROT|WRITE_PROT hook (on_mmio) lets each access through, which makes
-// Unicorn write the PC first (a device stamping a request reads the exact time).
+// During a run, the blocks a hart has finished are in its budget (`budget - left`), added
+// to the counter when the run ends; at any moment the count is that plus the current
+// block's instructions up to the PC (sched_total_now). Unicorn writes the PC before
+// every code hook, memory hook and trap hook; for MMIO callbacks the device windows are
+// mapped without permissions and a UC_HOOK_MEM_READ_PROT|WRITE_PROT hook (on_mmio) lets
+// each access through, which makes Unicorn write the PC first (a device stamping a
+// request reads the exact time).
 //
 // Ending a run inside a block. When the limit falls inside the block about to run, the
 // block hook sets a Unicorn "exit" at the instruction where the run must end (an exit is
@@ -42,7 +45,8 @@
 // first or last instruction, not only where a slice happens to end.
 //
 // Data-race sampling (harness race): while it is on, a UC_HOOK_CODE over all addresses
-// (on_insn) looks at every instruction: once the count passes `sample_at`, the next
+// (on_insn, each hart's first code hook when sampling is on from its first run) looks at
+// every instruction: once the count passes `sample_at`, the next
 // S-mode load, store or AMO a hart is about to run (not one through sp: a kernel stack
 // is one process's) ends the run before it; Python decodes it and, for a watchable
 // access, sets `watch` and holds that hart while the others run. on_mem (a
