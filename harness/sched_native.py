@@ -137,6 +137,7 @@ class Counter:
             c.win_lo[i], c.win_hi[i] = base, base + size
         c.nwin = len(windows)
         for h in self._harts:
+            lib.sched_layout(h)
             for a in sorted(set(srets)):
                 if lib.sched_add_sret(h, a):
                     raise RuntimeError(f"cannot hook the sret at {a:#x} (too many?)")

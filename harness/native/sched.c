@@ -329,23 +329,22 @@ on_block(void *uc, uint64_t va, uint32_t size, void *ud)
 {
     struct sched_hart *h = ud;
     h->left -= h->cur_n;
-    h->cur_n = 0;
     h->cur_va = va;
     h->cur_size = size;
-    const struct sched_code *c = h->code;
-    uint64_t off = va - c->fixed_lo[0], len = c->fixed_hi[0] - c->fixed_lo[0];
+    uint64_t off = va - h->text_lo, len = h->text_len;
     if (!(h->user | h->mode_unknown | h->exit_armed) && off < len && size <= len - off) {
-        uint32_t e = c->slots[off / 2];
+        uint32_t e = h->slots[off / 2];
         if ((e & 0xFFFF) == size && e >> 16 <= h->left) {
-            h->cur_code = c->fixed_host[0] + off;
+            h->cur_code = h->text + off;
             h->cur_n = e >> 16;
             return;
         }
-    } else if (h->user && !(h->mode_unknown | h->exit_armed)) {
-        block_user(h, uc, va, size);
-        return;
     }
-    block_slow(h, uc, va, size);
+    h->cur_n = 0;
+    if (h->user && !(h->mode_unknown | h->exit_armed))
+        block_user(h, uc, va, size);
+    else
+        block_slow(h, uc, va, size);
 }
 
 // A synchronous exception (first of the UC_HOOK_INTR hooks): the instructions of the
@@ -628,6 +627,18 @@ sched_add_sret(struct sched_hart *h, uint64_t addr)
     if (h->nsret >= SCHED_MAXSRET)
         return -1;
     return add(h, &h->hook_sret[h->nsret++], UC_HOOK_CODE, (void *)on_sret, addr, addr);
+}
+
+// h's copy of the kernel text's place (h->code's first range), for on_block.
+void
+sched_layout(struct sched_hart *h)
+{
+    const struct sched_code *c = h->code;
+    int ok = c->nfixed && c->slots;
+    h->text_lo = ok ? c->fixed_lo[0] : 0;
+    h->text_len = ok ? c->fixed_hi[0] - c->fixed_lo[0] : 0;
+    h->text = ok ? c->fixed_host[0] : NULL;
+    h->slots = ok ? c->slots : NULL;
 }
 
 // The device windows of h->code: no permissions, and on_mmio to let each access through.

@@ -130,7 +130,11 @@ struct sched_code {                 // one machine's memory layout, shared by it
 };
 
 struct sched_hart {
-    // what on_block reads at every block first, together
+    // what on_block reads at every block first, together: the kernel text's range
+    // (code->fixed_lo[0] .. fixed_hi[0]), its bytes and its block table (code->slots)
+    uint64_t text_lo, text_len;
+    const uint8_t *text;
+    const uint32_t *slots;
     struct sched *s;
     const struct sched_code *code;
     uint32_t id;
@@ -172,6 +176,7 @@ int sched_attach(struct sched_hart *h);
 int sched_add_point(struct sched_hart *h, uint64_t addr);
 int sched_add_sret(struct sched_hart *h, uint64_t addr);
 int sched_guard_mmio(struct sched_hart *h);
+void sched_layout(struct sched_hart *h);
 int sched_sampling(struct sched_hart *h, int on);
 int sched_watch_accesses(struct sched_hart *h, int on);
 int sched_detach(struct sched_hart *h);
