@@ -5,7 +5,9 @@
   clock), deterministic (`--schedule rr`), and deterministic with the journal written
   (`--record`). Two workloads: the `make run` demo (the model answers the demo question
   through llmrun: mostly the engine's time) and `usertests -q` (all guest CPU). Medians of
-  wall time, the ratios of the medians, and the recording's size.
+  wall time, the ratios of the medians, and the recording's size; also the medians of the
+  process's CPU time, as the wall time of the ordinary machine includes the guest's waits
+  for real time (a sleep, a timer), which the deterministic machine skips.
 - Going back (deterministic, time travel on, 4 harts): reverse-stepi at random points
   of the first N instructions (N = 10^9 by default), each the first step back from a
   point reached going forward (so the nearest checkpoint is the periodic one), then a
@@ -41,23 +43,29 @@ class Cost:
     """Wall seconds per mode, and the recordings' sizes."""
 
     wall: dict[str, list[float]] = field(default_factory=lambda: {m: [] for m in MODES})
+    cpu: dict[str, list[float]] = field(default_factory=lambda: {m: [] for m in MODES})
     sizes: list[int] = field(default_factory=list)
     insns: int = 0
 
     def median(self, mode: str) -> float:
         return statistics.median(self.wall[mode])
 
+    def median_cpu(self, mode: str) -> float:
+        return statistics.median(self.cpu[mode])
 
-def _boot(config: MachineConfig, mode: str, model: str | None, tmp: Path) -> tuple[float, int, int]:
-    """One boot in `mode`; (wall seconds, recording bytes, instructions)."""
+
+def _boot(config: MachineConfig, mode: str, model: str | None,
+          tmp: Path) -> tuple[float, int, int, float]:
+    """One boot in `mode`; (wall seconds, recording bytes, instructions, CPU seconds of
+    the process: every thread, the engine's too)."""
     if mode != "host":
         config.schedule = ScheduleSpec.parse("rr")
         config.clock = "icount"
     if mode == "record":
         config.journal = new_recording(config, model)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     run = Launch(config).run()
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     if not run.ok:
         raise BenchError(f"'{config.cmd}' failed in the guest ({run.exit.value}):\n"
                                    f"{run.output[-600:]}")
@@ -69,7 +77,7 @@ def _boot(config: MachineConfig, mode: str, model: str | None, tmp: Path) -> tup
         from harness.run.recording import finish_recording
 
         size = finish_recording(m, run.result, tmp / "bench.nrec")
-    return wall, size, insns
+    return wall, size, insns, cpu
 
 
 def recording_cost(rounds: int, cpus: int, tmp: Path, say,  # noqa: ANN001
@@ -88,16 +96,18 @@ def recording_cost(rounds: int, cpus: int, tmp: Path, say,  # noqa: ANN001
             for mode in order:
                 cfg = session.config(demo_cmd, timeout=900, output=lambda b: None,
                                      created=[], files=files)
-                w, size, n = _boot(cfg, mode, "smol", tmp)
+                w, size, n, cpu = _boot(cfg, mode, "smol", tmp)
                 c = out["demo"]
                 c.wall[mode].append(w)
+                c.cpu[mode].append(cpu)
                 c.sizes += [size] if size else []
                 c.insns = n or c.insns
                 cfg = MachineConfig(kernel=DEFAULT_KERNEL, fs=DEFAULT_FS, cpus=cpus,
                                     cmd=cpu_cmd, timeout=900, output=lambda b: None)
-                w, size, n = _boot(cfg, mode, None, tmp)
+                w, size, n, cpu = _boot(cfg, mode, None, tmp)
                 c = out[cpu_cmd.split()[0]]
                 c.wall[mode].append(w)
+                c.cpu[mode].append(cpu)
                 c.sizes += [size] if size else []
                 c.insns = n or c.insns
             say(f"  round {r + 1}/{rounds} done")
@@ -190,6 +200,10 @@ def cost_report(rounds: int, span: int, points: int, back: int, cpus: int, cpu_c
             size = statistics.median(c.sizes) if c.sizes else 0
             out.append(f"  {name:<12}{h:8.2f}{d:8.2f}{r:10.2f}{r / d:12.2f}{r / h:13.2f}"
                        f"{size / 1024:9.1f}K{c.insns:14,}")
+        out.append("  the same runs' CPU time (the process's, every thread):")
+        for name, c in costs.items():
+            h, d, r = (c.median_cpu(x) for x in MODES)
+            out.append(f"  {name:<12}{h:8.2f}{d:8.2f}{r:10.2f}{r / d:12.2f}{r / h:13.2f}")
     if reverse:
         say(f"reverse-stepi at {points} points of the first {span:,} instructions ...")
         rc = reverse_costs(span, points, cpus, say)

@@ -16,6 +16,8 @@ typedef int (*uc_reg_write_fn)(void *uc, int regid, const void *value);
 typedef int (*uc_reg_write2_fn)(void *uc, int regid, const void *value, size_t *size);
 typedef int (*uc_reg_write_batch_fn)(void *uc, int *regs, void *const *vals, int count);
 typedef int (*uc_vmem_read_fn)(void *uc, uint64_t addr, int prot, void *bytes, size_t size);
+typedef int (*uc_vmem_translate_fn)(void *uc, uint64_t addr, int prot, uint64_t *paddr);
+typedef int (*uc_mem_protect_fn)(void *uc, uint64_t addr, uint64_t size, uint32_t perms);
 typedef int (*uc_hook_add_fn)(void *uc, size_t *hh, int type, void *callback,
                               void *user_data, uint64_t begin, uint64_t end, ...);
 typedef int (*uc_hook_del_fn)(void *uc, size_t hh);
@@ -29,6 +31,11 @@ typedef int (*uc_mmio_map_fn)(void *uc, uint64_t address, size_t size, void *rea
 #define UC_PROT_EXEC 4
 // uc_ctl(uc, UC_CTL_WRITE(UC_CTL_TB_REMOVE_CACHE, 2), begin, end)
 #define UC_CTL_TB_REMOVE_CACHE 9
+// uc_ctl(uc, UC_CTL_WRITE(UC_CTL_UC_USE_EXITS, 1), 1): exits come from UC_CTL_UC_EXITS
+// (uc_ctl(uc, UC_CTL_WRITE(UC_CTL_UC_EXITS, 2), uint64_t *exits, size_t n)), not `until`
+#define UC_CTL_UC_USE_EXITS 4
+#define UC_CTL_TB_FLUSH 10
+#define UC_CTL_UC_EXITS 6
 #define UC_CTL_IO_WRITE 1
 #define UC_CTL_WRITE(type, nr) ((type) | ((nr) << 26) | (UC_CTL_IO_WRITE << 30))
 

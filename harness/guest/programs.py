@@ -26,17 +26,13 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from harness.abi import cheader
+from harness.abi.vmlayout import TRAMPOLINE
 from harness.guest import GuestError
 from harness.guest.dwarf import DwarfInfo
 from harness.guest.elf import ElfImage, ElfLoadError, Symbol
 from harness.guest.lines import LineTable, Row
 from harness.guest.locals import Scopes
 
-_VM = cheader.parse_defines((cheader.KERNEL_DIR / "vmlayout.h").read_text(),
-                            {**cheader.load("param.h").defines,
-                             **cheader.parse_defines((cheader.KERNEL_DIR / "riscv.h").read_text())})
-TRAMPOLINE = _VM["TRAMPOLINE"]
 PGSIZE = 4096
 
 

@@ -345,6 +345,9 @@ class Machine(HartEvents, RunLoop, DetLoop):
             if self.det is not None and self.det.spec.kind != "rr" and self.config.cpus > 1:
                 for a in self._switch_points():
                     self.det.counter.add_point(c.id, a)
+        if self.det is not None:  # blocks of kernel code, sret, device windows (det/counter.py)
+            self.det.counter.setup(self.ram, self.kernel,
+                                   [(base, dev.size) for base, dev in self.bus.windows])
         self._user_code = (kend, ram_end - kend)
         try:
             self._codelog: CodeLog | None = CodeLog(self.ram, self.kernel.symbol("codelog"))

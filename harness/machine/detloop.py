@@ -168,13 +168,8 @@ class DetLoop:
         assert det is not None
         counter = det.counter
         n = self._det_slice_len(count)
-        goal_total, goal_hart, goal_count = self._det_goal
-        cut = n
-        if goal_total is not None:
-            cut = min(cut, max(goal_total - counter.total, 0))
-        counter.limit_hart(c.id, goal_count if goal_hart == c.id else None)
-        if cut == 0 or (goal_hart == c.id and goal_count is not None
-                        and counter.count(c.id) >= goal_count):
+        cut = self._det_cut(c, n)
+        if cut == 0:
             self._pause = RunResult(Exit.PAUSE, message=REACHED)
             self._det_resume = (c.id, n)
             return
@@ -188,12 +183,14 @@ class DetLoop:
         self._in_run = True
         err: BaseException | None = None
         t0 = time.perf_counter()
+        counter.begin(c.id)
         try:
             c.uc.emu_start(c.pc, UNTIL, 0, 0)
         except (UcError, MachineFault) as e:
             err = e
         finally:
             self._in_run = False
+            counter.end(c.id)
             counter.unlimit()
             why = {LIMIT: "limit", POINT: "point", SAMPLE: "sample"}.get(counter.stopped)
             if why is None and self._stopped_before:
@@ -202,8 +199,34 @@ class DetLoop:
             self.stats.runs += 1
             if self.hang is not None:
                 self.hang.after_run()
+        if self._det_after_slice(c, err, why, counter.total - start, n) and \
+                det.trace is not None:
+            det.trace.append((c.id, start, counter.total - start, self._det_why, c.pc,
+                              self.clock.insns, det.timeline.ran, rng0, n,
+                              int(counter.s.point_at[c.id])))
+
+    def _det_cut(self, c: Cpu, n: int) -> int:
+        """Instructions hart c may run now: its slice of n, or less to stop at a debugger's
+        goal (`run_to`); 0 if the goal is reached already."""
+        counter = self.det.counter
+        goal_total, goal_hart, goal_count = self._det_goal
+        cut = n
+        if goal_total is not None:
+            cut = min(cut, max(goal_total - counter.total, 0))
+        counter.limit_hart(c.id, goal_count if goal_hart == c.id else None)
+        if goal_hart == c.id and goal_count is not None and counter.count(c.id) >= goal_count:
+            return 0
+        return cut
+
+    def _det_after_slice(self, c: Cpu, err: BaseException | None, why: str | None,
+                         executed: int, n: int) -> bool:
+        """Hart c ran `executed` of its slice of n and stopped for `why` (the counter's
+        reason, or None): a fault ends the run, a debugger's goal pauses it; then the
+        schedule learns why the slice ended (`_det_why`), and a sample goes to the race
+        watch. False if the slice ended in an error."""
+        det = self.det
         c.pc = c.hart.get(REG_PC)
-        executed = counter.total - start
+        self._det_why = "stop"
         if err is None and c.bus.fault is not None:
             err, c.bus.fault = c.bus.fault, None
         if self.result is not None and self.result.pc is None:
@@ -213,9 +236,9 @@ class DetLoop:
             if (isinstance(err, UcError) and err.errno == UC_ERR_EXCEPTION
                     and c.traps.ebreak_delivered):
                 c.traps.ebreak_delivered = False  # Unicorn's spurious error after ebreak
-                return
+                return False
             self._finish(self._fault(err))
-            return
+            return False
         if why == "limit" and executed < n:  # the debugger's goal, not the slice's end
             self._pause = RunResult(Exit.PAUSE, message=REACHED)
             why = "stop"
@@ -233,9 +256,8 @@ class DetLoop:
             self.race_watch.yielded()
         if why == "sample" and (self.race_watch is None or not self.race_watch.on_sample(c)):
             self._det_resume = (c.id, n - executed)  # not watched: the slice goes on
+        self._det_why = why
         det.policy.ended(c.id, executed, why)
         if self.travel is not None:
             self.travel.tick()
-        if det.trace is not None:
-            det.trace.append((c.id, start, executed, why, c.pc, self.clock.insns,
-                              det.timeline.ran, rng0, n, int(counter.s.point_at[c.id])))
+        return True

@@ -33,8 +33,9 @@ from typing import Any
 
 from unicorn import UC_PROT_READ, UC_PROT_WRITE
 
+from harness.abi.vmlayout import TRAMPOLINE
 from harness.guest.datanames import DataNames
-from harness.guest.programs import PGSIZE, TRAMPOLINE
+from harness.guest.programs import PGSIZE
 from harness.machine.bus import mmio_form
 from harness.machine.traps import mem_operand
 from harness.race import intended
