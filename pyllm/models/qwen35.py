@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from pyllm.tokenizers.base import Tokenizer
 
 F32 = np.float32
+POOL_MAX = 16  # snapshot buffers a state keeps for reuse (a verify row of k drafts uses k)
 LINEAR, FULL = "linear_attention", "full_attention"
 
 
@@ -218,6 +219,7 @@ class Qwen35State(ModelState):
         self._alloc = min(capacity, 256)
         shape = (n_full, cfg.n_kv_heads, self._alloc, cfg.head_dim)
         self.k, self.v = hugepages.zeros_pair(shape, shape, F32)
+        self._pool: list[dict[str, np.ndarray]] = []  # snapshot buffers for reuse
 
     def reserve(self, n: int) -> None:
         """Make room for positions [0, n) in the KV cache."""
@@ -232,12 +234,46 @@ class Qwen35State(ModelState):
 
     @property
     def nbytes(self) -> int:
-        return self.conv.nbytes + self.ssm.nbytes + self.k.nbytes + self.v.nbytes
+        return (self.conv.nbytes + self.ssm.nbytes + self.k.nbytes + self.v.nbytes
+                + len(self._pool) * self.snapshot_nbytes)
+
+    @property
+    def snapshot_nbytes(self) -> int:
+        return self.conv.nbytes + self.ssm.nbytes
 
     def reset(self) -> None:
+        self.drop_snapshots()  # their buffers back to the pool
         super().reset()
         self.conv[:] = 0
         self.ssm[:] = 0
+
+    def snapshot_buffer(self) -> dict[str, np.ndarray]:
+        """Memory for one snapshot that a forward pass fills (its contents are undefined):
+        a buffer of the pool when there is one. A verify row of k drafts asks for k of them
+        every step, and 20 MB freshly mapped each time would be faulted in and zeroed first."""
+        if self._pool:
+            return self._pool.pop()
+        return {"conv": np.empty_like(self.conv),
+                "ssm": hugepages.zeros(self.ssm.shape, F32)}
+
+    def _recycle(self, snap: dict[str, np.ndarray]) -> None:
+        if len(self._pool) < POOL_MAX:
+            self._pool.append(snap)
+
+    def rollback(self, pos: int) -> None:
+        """Back to `pos`: the KV rows need nothing; the DeltaNet state is set to the snapshot
+        the forward pass took at `pos` (ModelState.rollback)."""
+        if pos < self.pos:
+            snap = self.snapshots.pop(pos, None)
+            if snap is None:
+                raise ValueError(f"no snapshot at position {pos} to roll back to")
+            self.restore(snap)
+            self._recycle(snap)
+        super().rollback(pos)
+
+    def drop_snapshots(self, keep: Container[int] = ()) -> None:
+        for p in [p for p in self.snapshots if p not in keep]:
+            self._recycle(self.snapshots.pop(p))
 
     def save_rows(self, start: int, end: int) -> dict[str, np.ndarray]:
         """The attention layers' k, v of positions [start, end): (n_full, KV, n, hd)."""
@@ -364,13 +400,14 @@ class Qwen35(Model):
             return self.fast.forward([(state, ids)], all_rows=True)
         return self.forward(ids, state, all_logits=True)
 
-    def step(self, batch: list[tuple[ModelState, np.ndarray]]) -> np.ndarray:
-        """Every item (prompt chunk or decode token) in one C call: one pass over the
-        weights for the whole batch."""
+    def step(self, batch: list[tuple[ModelState, np.ndarray]],
+             n_out: Sequence[int] | None = None) -> np.ndarray:
+        """Every item (prompt chunk, decode token or verify row) in one C call: one pass over
+        the weights for the whole batch; logits as Model.step."""
         if self.fast is not None:
             return self.fast.forward([(st, self.check_prompt(toks, state=st))
-                                      for st, toks in batch])
-        return super().step(batch)
+                                      for st, toks in batch], n_out=n_out)
+        return super().step(batch, n_out)
 
     def forward(self, ids: np.ndarray, st: Qwen35State, all_logits: bool = False) -> np.ndarray:
         """Run tokens `ids` at positions st.pos.. ; returns logits (T, V), or (1, V) for the
