@@ -52,11 +52,19 @@ from pyllm.logprobs import TokenLogprob, token_logprobs
 from pyllm.models.base import Model, ModelInfo, ModelState
 from pyllm.prefix_cache import DEFAULT_BLOCK, PrefixCache, Use, default_budget
 from pyllm.sampling import Sampler, SamplingParams
+from pyllm.speculate.accept import accept
+from pyllm.speculate.adaptive import DraftLength
+from pyllm.speculate.drafter import Drafter
+from pyllm.speculate.suffix_cache import DEFAULT_TOKENS, SuffixCache
 
 SPARE_BYTES = 256 << 20  # most memory the states kept for reuse may hold (Engine._spare)
 # prompt tokens of one prompt-logprobs chunk: its logits are (chunk, vocab) floats at once
 # (Qwen3.5: 64 x 248320 x 4 B = 64 MB)
 SCORE_CHUNK = 64
+DEFAULT_SPECULATE = 8  # GenParams.speculate: the longest draft (see the module docstring)
+# what one more row adds to a one-row step, relative to it (the int8 GEMM reads each weight
+# block once for up to 8 rows, so a row costs its arithmetic, not its memory traffic)
+ROW_COST = 0.06
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,10 @@ class GenParams:
     # (Request.prompt_logprobs). None = not computed.
     logprobs: int | None = None
     prompt_logprobs: int | None = None
+    # speculative decoding (pyllm/speculate/): draft up to this many tokens per step, verified
+    # in the same step; 0 = off. The output is the same either way (greedy: token for token;
+    # sampling: in distribution, and token for token for a seeded request).
+    speculate: int = DEFAULT_SPECULATE
 
     def sampling(self) -> SamplingParams:
         return SamplingParams(self.temperature, self.top_k, self.top_p, self.seed)
@@ -101,6 +113,10 @@ class Timings:
     done: float = 0.0
     token_times: list[float] = field(default_factory=list)
     stop_reason: str = ""  # "eos" | "stop" | "length" | "cancelled" | "error"
+    # decode steps (after the first token), the tokens they drafted and the drafts accepted
+    n_steps: int = 0
+    n_drafted: int = 0
+    n_accepted: int = 0
 
     @property
     def n_generated(self) -> int:
@@ -132,13 +148,26 @@ class Timings:
     def e2e_s(self) -> float:
         return self.done - self.submitted
 
+    @property
+    def tokens_per_step(self) -> float:
+        """Tokens each decode step produced on average (1 without speculation): the tokens
+        after the first over the steps that made them."""
+        return (self.n_generated - 1) / self.n_steps if self.n_steps else float("nan")
+
+    @property
+    def acceptance_rate(self) -> float:
+        """The fraction of drafted tokens accepted (nan if nothing was drafted)."""
+        return self.n_accepted / self.n_drafted if self.n_drafted else float("nan")
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "load_s": self.load_s, "n_prompt": self.n_prompt, "n_cached": self.n_cached,
             "n_generated": self.n_generated,
             "queue_s": self.queue_s, "prefill_s": self.prefill_s, "ttft_s": self.ttft_s,
             "tpot_s": self.tpot_s, "e2e_s": self.e2e_s, "decode_steps_s": self.decode_steps_s,
-            "stop_reason": self.stop_reason,
+            "stop_reason": self.stop_reason, "n_steps": self.n_steps,
+            "n_drafted": self.n_drafted, "n_accepted": self.n_accepted,
+            "tokens_per_step": self.tokens_per_step, "acceptance_rate": self.acceptance_rate,
         }
 
 
@@ -173,6 +202,9 @@ class Request:
         # with GenParams.prompt_logprobs: one entry per prompt token, None for the first
         self.prompt_logprobs: list[TokenLogprob | None] = []
         self._sampler: Sampler | None = None
+        # speculative decoding, made at its first decode step (GenParams.speculate > 0)
+        self.drafter: Drafter | None = None
+        self.draft_len: DraftLength | None = None
 
     @property
     def sampler(self) -> Sampler:
@@ -221,9 +253,13 @@ class Engine:
 
     def __init__(self, model: Model, *, max_batch: int = 8, prefill_chunk: int = 256,
                  switch_interval: float | None = 0.0005, kv_cache: int | None = None,
-                 cache_block: int = DEFAULT_BLOCK) -> None:
+                 cache_block: int = DEFAULT_BLOCK, suffix_cache: int = DEFAULT_TOKENS,
+                 row_cost: float = ROW_COST) -> None:
         """`kv_cache`: bytes the prefix cache may hold (0 = off; None = PYLLM_KV_CACHE from
         the environment, else 256 MiB); `cache_block`: its tokens per block.
+        `suffix_cache`: tokens of earlier outputs kept for drafting (0 = none; pyllm/speculate/
+        suffix_cache.py); `row_cost`: what a verify row's token adds to a one-row step,
+        relative to it (the adaptive draft length weighs acceptance against it).
         `switch_interval`: lower Python's GIL switch interval to this many seconds (if it is
         higher), because each return from the kernels into Python may wait that long while
         another thread (the emulator) runs Python code; None leaves it alone."""
@@ -235,6 +271,8 @@ class Engine:
         if kv_cache is None:
             kv_cache = default_budget()
         self.cache = PrefixCache(kv_cache, cache_block, recurrent=model.recurrent)
+        self.suffix_cache = SuffixCache(suffix_cache)  # earlier outputs, for drafts
+        self.row_cost = row_cost
         if kv_cache and prefill_chunk >= cache_block:  # chunks end on block boundaries
             self.prefill_chunk = prefill_chunk // cache_block * cache_block
         self._pending: collections.deque[Request] = collections.deque()
@@ -271,6 +309,8 @@ class Engine:
                              "0 < top_p <= 1")
         if min(params.logprobs or 0, params.prompt_logprobs or 0) < 0:
             raise PyllmError("logprobs and prompt_logprobs must be >= 0 (alternatives per token)")
+        if params.speculate < 0:
+            raise PyllmError(f"speculate must be >= 0 (0 = off), got {params.speculate}")
         arr = self.model.check_prompt(prompt, reserve=params.max_new_tokens, as_array=False)
         req = Request(next(self._ids), arr, params, self.info.load_seconds, on_token, on_done)
         with self._cv:
@@ -345,6 +385,7 @@ class Engine:
         batch: list[tuple[ModelState, np.ndarray]] = []
         owners: list[Request] = []
         solo: list[tuple[Request, int, np.ndarray]] = []  # prompt chunks wanting every row
+        decoding: list[Request] = []
         budget = self.prefill_chunk  # prompt tokens this step may still take
         for r in list(self._active):
             if r._cancel:
@@ -373,58 +414,155 @@ class Engine:
                     solo.append((r, start, chunk))
                     continue
                 batch.append((r.state, chunk))
-            else:
-                batch.append((r.state, np.array([r.tokens[-1]], dtype=np.int32)))
+            else:  # decoding: its row is made below, once the step's size is known
+                decoding.append(r)
+                batch.append((r.state, np.empty(0, np.int32)))
             owners.append(r)
-        rows: list[tuple[Request, np.ndarray, int | None]] = []
+        cost = self._draft_cost(len(decoding), sum(max(len(t), 1) for _, t in batch))
+        drafts: list[list[int]] = []
+        for i, r in enumerate(owners):
+            if batch[i][1].size:  # a prompt chunk
+                drafts.append([])
+                continue
+            assert r.state is not None  # the last token, then its drafts (if any)
+            drafts.append(self._draft(r, cost))
+            batch[i] = (r.state, np.array([r.tokens[-1], *drafts[-1]], dtype=np.int32))
+        rows: list[tuple[Request, np.ndarray, np.ndarray | None, list[int], int]] = []
         if batch:
-            logits = self.model.step(batch)
-            greedy = getattr(logits, "greedy", None)  # argmax from the kernels, if they made it
-            rows = [(r, row, None if greedy is None else int(greedy[k]))
-                    for k, (r, row) in enumerate(zip(owners, logits, strict=True))]
+            rows = self._run(batch, owners, drafts)
         for r, start, chunk in solo:
             assert r.state is not None
             every = self.model.logits_all(chunk, r.state)
             self._score_prompt(r, start, every)
-            rows.append((r, every[-1], None))
-        for r, row, argmax in rows:
-            self._advance(r, row, argmax)
+            rows.append((r, every[-1:], None, [], r.state.pos - len(chunk)))
+        for r, logits, argmax, draft, start in rows:
+            self._advance(r, logits, argmax, draft, start)
 
-    def _advance(self, r: Request, row: np.ndarray, argmax: int | None) -> None:
-        """After a step: cache what r's state now holds; then, unless r is still in
-        prefill, its next token (`argmax`: the kernels' greedy pick, if they made one)."""
+    def _run(self, batch: list[tuple[ModelState, np.ndarray]], owners: list[Request],
+             drafts: list[list[int]]
+             ) -> list[tuple[Request, np.ndarray, np.ndarray | None, list[int], int]]:
+        """One model step over the batch; each owner's logits (every row of a verify row, the
+        last of a prompt chunk), the kernels' argmax of them (or None), its draft and the
+        position its row started at. A recurrent state keeps a snapshot after each verify
+        token, for the rollback."""
+        starts = [st.pos for st, _ in batch]
+        counts = [1 + len(d) for d in drafts]
+        verify: list[tuple[ModelState, set[int]]] = []  # recurrent states and their snap_at
+        for (st, ids), d in zip(batch, drafts, strict=True):
+            if d and self.model.recurrent:
+                verify.append((st, st.snap_at))
+                st.snap_at = st.snap_at | set(range(st.pos + 1, st.pos + len(ids)))
+        try:
+            logits = self.model.step(batch, counts if len(counts) < sum(counts) else None)
+        finally:
+            for st, at in verify:
+                st.snap_at = at
+        greedy = getattr(logits, "greedy", None)  # argmax from the kernels, if they made it
+        out, at = [], 0
+        for r, n, d, start in zip(owners, counts, drafts, starts, strict=True):
+            out.append((r, logits[at:at + n], None if greedy is None else greedy[at:at + n],
+                        d, start))
+            at += n
+        return out
+
+    def _draft_cost(self, decoding: int, rows: int) -> float:
+        """What a drafted token costs, relative to the step without it, for each of the
+        `decoding` requests of a step of `rows` rows: a row's arithmetic (row_cost of a one-row
+        step, plus for a recurrent model the snapshot it takes: its bytes written and read,
+        against the weights streamed) over the request's share of the step, which shrinks as
+        the batch grows."""
+        if decoding == 0:
+            return 0.0
+        c = self.row_cost
+        st = next((r.state for r in self._active if r.state is not None), None)
+        if st is not None and self.info.weight_bytes > 0:
+            c += 2 * st.snapshot_nbytes / self.info.weight_bytes
+        return c * decoding / (1 + c * (rows - 1))
+
+    def _draft(self, r: Request, cost: float) -> list[int]:
+        """The tokens r drafts this step (GenParams.speculate, the adaptive length, what is
+        left of max_new_tokens after this step's first token)."""
+        cap = r.params.speculate
+        if cap <= 0:
+            return []
+        if r.drafter is None:
+            r.drafter = Drafter(r.prompt.tolist() + r.tokens, self.suffix_cache)
+            r.draft_len = DraftLength(cap)
+        assert r.draft_len is not None
+        k = min(r.draft_len.choose(cost), r.params.max_new_tokens - len(r.tokens) - 1)
+        return r.drafter.draft(k) if k > 0 else []
+
+    def _advance(self, r: Request, logits: np.ndarray, argmax: np.ndarray | None,
+                 draft: list[int], start: int) -> None:
+        """After a step: cache what r's state now holds; then, unless r is still in prefill,
+        its next tokens: one, or after a verify row the accepted drafts and the token after
+        them, with r's state rolled back to the last of them (`argmax`: the kernels' greedy
+        picks of the rows, if they made them; `start`: r's position before the step)."""
         if not r.tokens:  # a prefill chunk went in: cache its blocks
             self._save_prefix(r, r.prompt)
-        elif self.model.recurrent and r.state is not None \
-                and r.state.pos % self.cache.block == 0:  # decode reached a block's end
-            self._save_prefix(r, self._text(r))
         if r.fed < r.prompt.size:  # a chunk of a longer prompt: no token yet
             return
-        if argmax is not None and r.params.temperature <= 0.0:
-            tok = argmax
-        else:
-            tok = r.sampler(np.asarray(row))
-        t = time.perf_counter()
-        if not r.tokens:
-            r.timings.first_token = t
-        r.tokens.append(tok)
-        r.timings.token_times.append(t)
-        lp = None
-        if r.params.logprobs is not None:
-            lp = token_logprobs(np.asarray(row)[None], [tok], r.params.logprobs)[0]
-        ev = TokenEvent(tok, len(r.tokens) - 1, t, lp)
-        r._events.put(ev)
-        if r.on_token is not None:
-            try:
-                r.on_token(r, ev)
-            except Exception as exc:
-                self._finish(r, "error", exc)
-                return
         stops = r.params.stop_ids if r.params.stop_ids is not None else self.info.eos_ids
-        if tok in stops:
-            self._finish(r, "eos" if r.params.stop_ids is None else "stop")
-        elif len(r.tokens) >= r.params.max_new_tokens:
-            self._finish(r, "length")
+        greedy = r.params.temperature <= 0.0
+
+        def pick(i: int) -> int:
+            if argmax is not None and greedy:
+                return int(argmax[i])
+            return r.sampler(np.asarray(logits[i]))
+
+        toks = accept(draft, pick, lambda t: t in stops)
+        if r.tokens:  # a decode step
+            self._settle(r, start, draft, toks)
+        for i, tok in enumerate(toks):
+            t = time.perf_counter()
+            if not r.tokens:
+                r.timings.first_token = t
+            r.tokens.append(tok)
+            r.timings.token_times.append(t)
+            lp = None
+            if r.params.logprobs is not None:
+                lp = token_logprobs(np.asarray(logits[i])[None], [tok], r.params.logprobs)[0]
+            ev = TokenEvent(tok, len(r.tokens) - 1, t, lp)
+            r._events.put(ev)
+            if r.on_token is not None:
+                try:
+                    r.on_token(r, ev)
+                except Exception as exc:
+                    self._finish(r, "error", exc)
+                    return
+            if tok in stops:
+                self._finish(r, "eos" if r.params.stop_ids is None else "stop")
+                return
+            if len(r.tokens) >= r.params.max_new_tokens:
+                self._finish(r, "length")
+                return
+        if r.drafter is not None:
+            r.drafter.extend(toks)
+
+    def _settle(self, r: Request, start: int, draft: list[int], toks: list[int]) -> None:
+        """After r's decode step yielded `toks` (from a verify row of `draft` when it drafted):
+        its state back to the last token used (the rows past it were rejected drafts), the
+        counters, and for a recurrent model the prefix cache's blocks whose end the step
+        passed (their snapshots taken in the step; the others' buffers go back)."""
+        st = r.state
+        assert st is not None
+        st.rollback(start + len(toks))
+        accepted = sum(1 for d, t in zip(draft, toks, strict=False) if d == t)
+        tm = r.timings
+        tm.n_steps += 1
+        tm.n_drafted += len(draft)
+        tm.n_accepted += accepted
+        if r.draft_len is not None:
+            r.draft_len.update(len(draft), accepted)
+        if not self.model.recurrent:
+            return
+        b = self.cache.block
+        passed = st.pos // b > start // b  # a block boundary in (start, pos]
+        keep = range((start // b + 1) * b, st.pos, b) if passed and r.cache_use else ()
+        st.drop_snapshots(keep)  # (a kept one goes to the cache, or at least not to a tail)
+        if passed:
+            self._save_prefix(r, np.concatenate([r.prompt, np.asarray(r.tokens + toks[:-1],
+                                                                      np.int32)]))
 
     @staticmethod
     def _score_prompt(r: Request, start: int, every: np.ndarray) -> None:
@@ -492,6 +630,7 @@ class Engine:
         if error is None and r.tokens and r.fed == r.prompt.size:
             # the generated text too, up to its last token (which was never fed)
             self._save_prefix(r, self._text(r), final=True)
+            self.suffix_cache.add(r.prompt, r.tokens)  # drafts for later requests
         r.timings.done = time.perf_counter()
         r.timings.stop_reason = reason
         r.error = error
