@@ -22,6 +22,24 @@ when a request ends, and for a model with a recurrent state also as decode reach
 end. Inside a prompt chunk the forward pass hands out the recurrent state at every block boundary
 and at prompt_n - 1 (`ModelState.snap_block`, `snap_at`), where a hybrid model can resume.
 
+Speculative decoding (`GenParams.speculate`, pyllm/speculate/): a decoding request drafts up to
+that many tokens from its own text and from the cache of earlier requests' outputs
+(`Engine.suffix_cache`), and its row in the step is its last token followed by the draft: a
+small prefill whose every position's logits come back (`Model.step`'s n_out). The step yields
+the drafts that decoding would have produced and the token after them, several TokenEvents
+with successive times (TPOT counts tokens, not steps; `Timings.n_steps`, `n_drafted`,
+`n_accepted`), and the request's state is rolled back to its last accepted token
+(`ModelState.rollback`: a KV cache only forgets its rows past it; Qwen3.5's DeltaNet state takes
+the snapshot the same pass kept at each verify position, which costs one state copy per drafted
+token and no second pass). Greedy output is the same token for token: on the C paths a row's
+logits do not depend on the other rows of its step. Sampling uses Leviathan et al.'s rule, in
+a form that draws the random numbers decoding would draw (pyllm/speculate/accept.py). The draft
+length adapts per request to its acceptance rate, against what a row costs in this step (a full
+batch makes rows dearer), down to 0 with an occasional one-token probe
+(pyllm/speculate/adaptive.py). The default cap, DEFAULT_SPECULATE, is the length where one
+verify row still costs well under two one-token steps on both models while a fully accepted
+draft gives several times the tokens.
+
 Log-probabilities (`GenParams.logprobs`, `prompt_logprobs`, what OpenAI's `logprobs` and `echo`
 need): a generated token's come with its TokenEvent; a prompt's are computed from every row's
 logits (`Model.logits_all`), in chunks of at most SCORE_CHUNK tokens run apart from the batched
@@ -558,11 +576,12 @@ class Engine:
             return
         b = self.cache.block
         passed = st.pos // b > start // b  # a block boundary in (start, pos]
-        keep = range((start // b + 1) * b, st.pos, b) if passed and r.cache_use else ()
-        st.drop_snapshots(keep)  # (a kept one goes to the cache, or at least not to a tail)
-        if passed:
+        saving = passed and r.cache_use is not None and r.cache_use.saved >= 0
+        st.drop_snapshots(range((start // b + 1) * b, st.pos, b) if saving else ())
+        if saving:
             self._save_prefix(r, np.concatenate([r.prompt, np.asarray(r.tokens + toks[:-1],
                                                                       np.int32)]))
+            st.drop_snapshots()  # any the cache did not take
 
     @staticmethod
     def _score_prompt(r: Request, start: int, every: np.ndarray) -> None:

@@ -443,6 +443,28 @@ def test_prefix_cache_saves_of_a_speculating_request_are_exact(which: str) -> No
                 assert np.array_equal(snap["conv"], ref.conv), end
 
 
+@pytest.mark.parametrize("budget", [0, 40 << 10, 64 << 20])
+def test_no_snapshot_outlives_its_step(budget: int) -> None:
+    """Qwen3.5's verify snapshots go back to the state's pool, or into the prefix cache,
+    within the step that took them: whether the cache is off, too small to take them
+    (it stops saving the sequence) or takes them."""
+    native_or_skip()
+    m = qwen_tiny("c")
+    ids = dict(np.load(QWEN_DATA / "golden.npz"))["tiny_text.ids"]
+    held: list[int] = []
+
+    def watch(req, ev) -> None:  # noqa: ANN001
+        held.append(len(req.state.snapshots))
+
+    with Engine(m, kv_cache=budget, cache_block=16) as eng:
+        for p in (ids[:20], np.tile(ids[:7], 5)):
+            req = eng.submit(p, GenParams(max_new_tokens=80, speculate=8, stop_ids=()),
+                             on_token=watch)
+            req.wait(timeout=120)
+            assert req.timings.n_accepted > 40
+    assert len(held) == 160 and max(held) == 0
+
+
 def test_timings_and_parameters(smol_c) -> None:  # noqa: ANN001
     """TPOT counts tokens, not steps: one TokenEvent and one time per token, several per
     step; the counters are in as_dict; a negative speculate is refused."""

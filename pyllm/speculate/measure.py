@@ -66,6 +66,7 @@ class Workload:
     ratio: float  # tpot_on / tpot_off
     acceptance: float  # accepted drafts / drafted tokens
     tokens_per_step: float  # decode tokens per decode step, with speculation
+    drafted_per_step: float  # drafted tokens per decode step, with speculation
     same_output: bool  # every speculating run gave the non-speculating tokens
     tpot_off_runs_s: list[float] = field(default_factory=list)
     tpot_on_runs_s: list[float] = field(default_factory=list)
@@ -133,6 +134,7 @@ def measure(engine: Engine, *, rounds: int = 5, max_new_tokens: int = 128,
             if drafted else 0.0,
             tokens_per_step=sum(r.timings.n_generated - 1 for r in runs[True]) / steps
             if steps else float("nan"),
+            drafted_per_step=drafted / steps if steps else float("nan"),
             same_output=all(r.tokens == runs[False][0].tokens for r in runs[True]),
             tpot_off_runs_s=t_off, tpot_on_runs_s=t_on))
     throughput = None
