@@ -71,7 +71,7 @@ from pyllm.models.base import Model, ModelInfo, ModelState
 from pyllm.prefix_cache import DEFAULT_BLOCK, PrefixCache, Use, default_budget
 from pyllm.sampling import Sampler, SamplingParams
 from pyllm.speculate.accept import accept
-from pyllm.speculate.adaptive import DraftLength
+from pyllm.speculate.adaptive import ROW_COST, DraftLength, RowCost
 from pyllm.speculate.drafter import Drafter
 from pyllm.speculate.suffix_cache import DEFAULT_TOKENS, SuffixCache
 
@@ -80,9 +80,6 @@ SPARE_BYTES = 256 << 20  # most memory the states kept for reuse may hold (Engin
 # (Qwen3.5: 64 x 248320 x 4 B = 64 MB)
 SCORE_CHUNK = 64
 DEFAULT_SPECULATE = 8  # GenParams.speculate: the longest draft (see the module docstring)
-# what one more row adds to a one-row step, relative to it (the int8 GEMM reads each weight
-# block once for up to 8 rows, so a row costs its arithmetic, not its memory traffic)
-ROW_COST = 0.06
 
 
 @dataclass(frozen=True)
@@ -277,7 +274,8 @@ class Engine:
         the environment, else 256 MiB); `cache_block`: its tokens per block.
         `suffix_cache`: tokens of earlier outputs kept for drafting (0 = none; pyllm/speculate/
         suffix_cache.py); `row_cost`: what a verify row's token adds to a one-row step,
-        relative to it (the adaptive draft length weighs acceptance against it).
+        relative to it, until the engine has measured it (pyllm/speculate/adaptive.py,
+        RowCost; for a recurrent model the copy of its state each draft takes is added).
         `switch_interval`: lower Python's GIL switch interval to this many seconds (if it is
         higher), because each return from the kernels into Python may wait that long while
         another thread (the emulator) runs Python code; None leaves it alone."""
@@ -290,7 +288,8 @@ class Engine:
             kv_cache = default_budget()
         self.cache = PrefixCache(kv_cache, cache_block, recurrent=model.recurrent)
         self.suffix_cache = SuffixCache(suffix_cache)  # earlier outputs, for drafts
-        self.row_cost = row_cost
+        self.row_cost_prior = row_cost
+        self.row_cost: RowCost | None = None  # measured from the steps, made on first use
         if kv_cache and prefill_chunk >= cache_block:  # chunks end on block boundaries
             self.prefill_chunk = prefill_chunk // cache_block * cache_block
         self._pending: collections.deque[Request] = collections.deque()
@@ -470,11 +469,14 @@ class Engine:
             if d and self.model.recurrent:
                 verify.append((st, st.snap_at))
                 st.snap_at = st.snap_at | set(range(st.pos + 1, st.pos + len(ids)))
+        t0 = time.perf_counter()
         try:
             logits = self.model.step(batch, counts if len(counts) < sum(counts) else None)
         finally:
             for st, at in verify:
                 st.snap_at = at
+        if self.row_cost is not None and all(r.tokens for r in owners):  # decode rows only
+            self.row_cost.observe(sum(counts), time.perf_counter() - t0)
         greedy = getattr(logits, "greedy", None)  # argmax from the kernels, if they made it
         out, at = [], 0
         for r, n, d, start in zip(owners, counts, drafts, starts, strict=True):
@@ -485,16 +487,18 @@ class Engine:
 
     def _draft_cost(self, decoding: int, rows: int) -> float:
         """What a drafted token costs, relative to the step without it, for each of the
-        `decoding` requests of a step of `rows` rows: a row's arithmetic (row_cost of a one-row
-        step, plus for a recurrent model the snapshot it takes: its bytes written and read,
-        against the weights streamed) over the request's share of the step, which shrinks as
-        the batch grows."""
+        `decoding` requests of a step of `rows` rows: a row's cost relative to a one-row step
+        (RowCost) over the request's share of the step, which shrinks as the batch grows."""
         if decoding == 0:
             return 0.0
-        c = self.row_cost
-        st = next((r.state for r in self._active if r.state is not None), None)
-        if st is not None and self.info.weight_bytes > 0:
-            c += 2 * st.snapshot_nbytes / self.info.weight_bytes
+        if self.row_cost is None:  # the prior: for a recurrent model plus the state copy a
+            # draft takes, its bytes written and read against the weights a step streams
+            prior = self.row_cost_prior
+            st = next((r.state for r in self._active if r.state is not None), None)
+            if st is not None and self.info.weight_bytes > 0:
+                prior += 2 * st.snapshot_nbytes / self.info.weight_bytes
+            self.row_cost = RowCost(prior)
+        c = self.row_cost.value
         return c * decoding / (1 + c * (rows - 1))
 
     def _draft(self, r: Request, cost: float) -> list[int]:

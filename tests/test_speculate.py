@@ -124,6 +124,24 @@ def test_best_length() -> None:
     assert best_length(0.9, 0.5, 8) < best_length(0.9, 0.06, 8)  # a full batch drafts less
 
 
+def test_row_cost_is_measured_from_the_steps() -> None:
+    """Steps on the line T = 10 ms + 1 ms per row: a row costs 1/11 of a one-row step. Until
+    the steps vary in size the prior holds; noise of a few percent moves the fit little."""
+    rc = adaptive.RowCost(prior=0.3)
+    for _ in range(50):
+        rc.observe(3, 0.013)
+    assert rc.value == 0.3  # one size only: nothing is known about the slope
+    rng = np.random.default_rng(0)
+    for i in range(300):
+        rows = 1 + i % 9
+        rc.observe(rows, (0.010 + 0.001 * rows) * rng.uniform(0.97, 1.03))
+    assert abs(rc.value - 1 / 11) < 0.03
+    for i in range(300):  # the machine gets busier: arithmetic, so rows, cost more
+        rows = 1 + i % 9
+        rc.observe(rows, 0.010 + 0.004 * rows)
+    assert abs(rc.value - 4 / 14) < 0.02
+
+
 def test_draft_length_falls_to_zero_and_only_probes_where_nothing_is_accepted() -> None:
     """Every draft rejected: within a few steps the length is 0; afterwards one token is
     drafted now and then, ever more rarely; once drafts are accepted again it climbs back."""

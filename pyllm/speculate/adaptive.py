@@ -12,6 +12,14 @@ an accepted draft is a success, the first rejected one a failure, those after it
 prior of 0.5 worth one trial starts a request drafting; a few steps without acceptance bring it
 to 0.
 
+What a row costs is measured as the engine runs (`RowCost`): a line T = a + b R through the
+times of its recent decode steps of R rows, b / (a + b) being a row's cost relative to a
+one-row step. It changes with the machine (other processes on the cores make arithmetic, and
+so rows, dearer) and the model (Qwen3.5's verify rows also copy its recurrent state once per
+draft), so it is not fixed in advance; until the steps have varied enough in size to tell,
+a prior holds. A draft must beat plain decoding by MARGIN to be made at all, so that noise in
+either estimate does not make drafting cost more than it gives.
+
 At 0 the estimate would never change again, so every `interval` steps one token is drafted (a
 probe: it costs c, a few percent of one step); the interval doubles after each failed probe, up
 to MAX_INTERVAL, and starts over after one that is accepted. A workload where nothing is ever
@@ -23,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DECAY = 0.9  # weight of the previous steps' evidence at each verify step
+MARGIN = 0.02  # gain over plain decoding (in expected tokens per unit of cost) a draft needs
 PRIOR_RATE = 0.5  # acceptance rate assumed before any evidence...
 PRIOR_TRIALS = 1.0  # ...worth this many drafted tokens
 FIRST_INTERVAL = 8  # steps at 0 before the first probe
@@ -36,8 +45,8 @@ def expected_tokens(rate: float, k: int) -> float:
 
 def best_length(rate: float, cost: float, cap: int) -> int:
     """The k in 0..cap maximising expected_tokens(rate, k) / (1 + cost k); the smallest on
-    ties, so 0 unless drafting pays."""
-    best_k, best, tokens, term = 0, 1.0, 1.0, 1.0
+    ties, and 0 unless drafting pays more than MARGIN."""
+    best_k, best, tokens, term = 0, 1.0 + MARGIN, 1.0, 1.0
     for k in range(1, cap + 1):
         term *= rate
         tokens += term
@@ -87,3 +96,48 @@ class DraftLength:
         if self.probing:
             self.interval = FIRST_INTERVAL if accepted else min(2 * self.interval, MAX_INTERVAL)
             self.wait = self.interval
+
+
+ROW_COST = 0.06  # the prior: a row of SmolLM2's int8 GEMM, next to a one-row step
+COST_DECAY = 0.97  # weight of the earlier steps at each new one (about 30 steps remembered)
+PRIOR_SPREAD = 8.0  # how much the prior weighs: as much as this sum of w (R - mean R)^2
+COST_RANGE = (0.01, 1.0)  # an estimate outside this is clipped
+
+
+class RowCost:
+    """What one more row adds to a step, relative to a one-row step, from the engine's own
+    decode steps (see the module docstring): a weighted least-squares line through (rows,
+    seconds), older steps weighing COST_DECAY times less each step, blended with the prior
+    by how much the steps' sizes varied (the information they carry about the slope)."""
+
+    def __init__(self, prior: float = ROW_COST, decay: float = COST_DECAY) -> None:
+        self.prior, self.decay = prior, decay
+        self.sw = self.sr = self.st = self.srr = self.srt = 0.0  # weighted sums
+
+    def observe(self, rows: int, seconds: float) -> None:
+        """A step of `rows` rows (all decode or verify rows) took `seconds`."""
+        d = self.decay
+        self.sw = d * self.sw + 1.0
+        self.sr = d * self.sr + rows
+        self.st = d * self.st + seconds
+        self.srr = d * self.srr + rows * rows
+        self.srt = d * self.srt + rows * seconds
+
+    @property
+    def spread(self) -> float:
+        """sum of w (R - mean R)^2: how much the observed steps differ in size."""
+        return self.srr - self.sr * self.sr / self.sw if self.sw else 0.0
+
+    @property
+    def value(self) -> float:
+        """The current estimate of a row's relative cost."""
+        spread = self.spread
+        if spread <= 1e-9:
+            return self.prior
+        b = (self.srt - self.sr * self.st / self.sw) / spread  # slope, seconds per row
+        a = (self.st - b * self.sr) / self.sw  # intercept
+        one = a + b  # a one-row step
+        lo, hi = COST_RANGE
+        fit = min(max(b / one, lo), hi) if one > 0 else hi
+        w = spread / (spread + PRIOR_SPREAD)
+        return w * fit + (1.0 - w) * self.prior
