@@ -657,6 +657,8 @@ class Engine:
         r.timings.done = time.perf_counter()
         r.timings.stop_reason = reason
         r.error = error
+        if r.state is not None:
+            r.state.trim()
         if r.state is not None and error is None and len(self._spare) < self.max_batch \
                 and sum(st.nbytes for st in self._spare) + r.state.nbytes <= SPARE_BYTES:
             self._spare.append(r.state)  # (a state a failed step left may be half-written)

@@ -158,6 +158,10 @@ class ModelState:
         for p in [p for p in self.snapshots if p not in keep]:
             del self.snapshots[p]
 
+    def trim(self) -> None:
+        """Let go of memory kept only to be reused within the sequence (the sequence ended,
+        and the state may be kept for another one)."""
+
     def fits(self, capacity: int) -> bool:
         """Whether this state, reset, can hold a sequence of `capacity` tokens without
         growing (a state whose caches grow on demand fits any)."""

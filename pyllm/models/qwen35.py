@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
 F32 = np.float32
 POOL_MAX = 16  # snapshot buffers a state keeps for reuse (a verify row of k drafts uses k)
+# within one sequence; ModelState.trim lets them go when it ends
 LINEAR, FULL = "linear_attention", "full_attention"
 
 
@@ -242,7 +243,7 @@ class Qwen35State(ModelState):
         return self.conv.nbytes + self.ssm.nbytes
 
     def reset(self) -> None:
-        self.drop_snapshots()  # their buffers back to the pool
+        self.trim()
         super().reset()
         self.conv[:] = 0
         self.ssm[:] = 0
@@ -274,6 +275,11 @@ class Qwen35State(ModelState):
     def drop_snapshots(self, keep: Container[int] = ()) -> None:
         for p in [p for p in self.snapshots if p not in keep]:
             self._recycle(self.snapshots.pop(p))
+
+    def trim(self) -> None:
+        """The snapshot buffers go (a verify row's k of them are 20 MB each for the 0.8B)."""
+        self.snapshots.clear()
+        self._pool.clear()
 
     def save_rows(self, start: int, end: int) -> dict[str, np.ndarray]:
         """The attention layers' k, v of positions [start, end): (n_full, KV, n, hd)."""
