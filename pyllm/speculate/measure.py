@@ -8,7 +8,8 @@ Workloads (chat prompts through the model's template, greedy, up to `max_new_tok
   quote   rewrite a paragraph given in the prompt: the answer quotes its input
   repeat  a request asked again: the earlier answer is in the cache of earlier outputs
 Each round runs every workload without and with speculation, the order alternating from round
-to round (drift on a noisy machine then hits both alike); each figure is the median over rounds.
+to round, and the ratio is the median over rounds of the round's with / without: on a noisy
+machine the speed drifts between rounds, and a pair run back to back sees the same drift.
 Before each run the cache of earlier outputs is emptied, so that a workload is not a repeat of
 its own previous round; for `repeat` the request is then run once (unmeasured) to fill it. The
 prefix cache stays as it is: it changes the time to the first token, not TPOT.
@@ -63,7 +64,7 @@ class Workload:
     n_generated: int  # tokens of one run
     tpot_off_s: float
     tpot_on_s: float
-    ratio: float  # tpot_on / tpot_off
+    ratio: float  # tpot_on / tpot_off: the median of the rounds' ratios
     acceptance: float  # accepted drafts / drafted tokens
     tokens_per_step: float  # decode tokens per decode step, with speculation
     drafted_per_step: float  # drafted tokens per decode step, with speculation
@@ -80,7 +81,7 @@ class Throughput:
     tokens: int  # tokens of one round
     off_tok_s: float
     on_tok_s: float
-    ratio: float  # on / off
+    ratio: float  # on / off: the median of the rounds' ratios
     tokens_per_step: float  # of the speculating rounds
     off_runs: list[float] = field(default_factory=list)
     on_runs: list[float] = field(default_factory=list)
@@ -105,10 +106,12 @@ def _run(engine: Engine, prompt: Sequence[int], params: GenParams) -> Request:
 
 def measure(engine: Engine, *, rounds: int = 5, max_new_tokens: int = 128,
             speculate: int = DEFAULT_SPECULATE, clients: int = 8,
+            client_rounds: int | None = None,
             prompts: dict[str, list[int]] | None = None) -> SpeculateReport:
     """Run the workloads (module docstring) on an idle engine; `clients` 0 skips the
-    concurrent part. `prompts` replaces the default workloads (name -> ids; a name
-    'repeat' is run once unmeasured before each measured run)."""
+    concurrent part, which runs `client_rounds` rounds (default: `rounds`). `prompts`
+    replaces the default workloads (name -> ids; a name 'repeat' is run once unmeasured
+    before each measured run)."""
     tok = engine.model.tokenizer
     prompts = prompts if prompts is not None else workload_prompts(tok)
     off = GenParams(max_new_tokens=max_new_tokens, speculate=0)
@@ -129,7 +132,7 @@ def measure(engine: Engine, *, rounds: int = 5, max_new_tokens: int = 128,
         results.append(Workload(
             name=name, n_prompt=len(ids), n_generated=len(runs[False][0].tokens),
             tpot_off_s=statistics.median(t_off), tpot_on_s=statistics.median(t_on),
-            ratio=statistics.median(t_on) / statistics.median(t_off),
+            ratio=paired(t_on, t_off),
             acceptance=sum(r.timings.n_accepted for r in runs[True]) / drafted
             if drafted else 0.0,
             tokens_per_step=sum(r.timings.n_generated - 1 for r in runs[True]) / steps
@@ -142,7 +145,8 @@ def measure(engine: Engine, *, rounds: int = 5, max_new_tokens: int = 128,
         texts = [DEMO_QUESTION, QUOTE_REQUEST, REPEAT_REQUEST, *OPEN_QUESTIONS]
         batch = [list(tok.encode_chat([{"role": "user", "content": texts[i % len(texts)]}]))
                  for i in range(clients)]
-        throughput = measure_clients(engine, batch, rounds=rounds, off=off, on=on)
+        throughput = measure_clients(engine, batch, rounds=client_rounds or rounds, off=off,
+                                     on=on)
     return SpeculateReport(model=engine.info.label, speculate=speculate,
                            max_new_tokens=max_new_tokens, rounds=rounds, workloads=results,
                            throughput=throughput)
@@ -170,5 +174,11 @@ def measure_clients(engine: Engine, prompts: list[list[int]], *, rounds: int,
                 decoded += sum(r.timings.n_generated - 1 for r in reqs)
     off_m, on_m = statistics.median(tok_s[False]), statistics.median(tok_s[True])
     return Throughput(clients=len(prompts), tokens=tokens, off_tok_s=off_m, on_tok_s=on_m,
-                      ratio=on_m / off_m, tokens_per_step=decoded / steps if steps else 0.0,
+                      ratio=paired(tok_s[True], tok_s[False]),
+                      tokens_per_step=decoded / steps if steps else 0.0,
                       off_runs=tok_s[False], on_runs=tok_s[True])
+
+
+def paired(on: list[float], off: list[float]) -> float:
+    """The median of on[i] / off[i]: each round's pair ran back to back."""
+    return statistics.median(a / b for a, b in zip(on, off, strict=True))
