@@ -16,7 +16,8 @@ prefix cache stays as it is: it changes the time to the first token, not TPOT.
 
 Then `clients` requests at once (the workloads' prompts and open questions, each client its
 own), without and with speculation: throughput is all their tokens over the wall time from
-the first submit to the last token.
+the first submit to the last token; and, as a figure that other processes on the machine
+disturb less, over the CPU time this process used meanwhile (every thread's).
 """
 
 from __future__ import annotations
@@ -83,8 +84,11 @@ class Throughput:
     on_tok_s: float
     ratio: float  # on / off: the median of the rounds' ratios
     tokens_per_step: float  # of the speculating rounds
+    cpu_ratio: float  # on / off of tokens per CPU second (median of the rounds' ratios)
     off_runs: list[float] = field(default_factory=list)
     on_runs: list[float] = field(default_factory=list)
+    off_cpu_tok_s: list[float] = field(default_factory=list)  # tokens per CPU second
+    on_cpu_tok_s: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -158,17 +162,20 @@ def measure_clients(engine: Engine, prompts: list[list[int]], *, rounds: int,
     tokens per second of wall time, medians over rounds. Each round starts with the cache of
     earlier outputs empty; a client whose prompt equals an earlier client's is a repeat."""
     tok_s: dict[bool, list[float]] = {False: [], True: []}
+    cpu_tok_s: dict[bool, list[float]] = {False: [], True: []}
     tokens, steps, decoded = 0, 0, 0
     for rnd in range(rounds):
         for spec in ((False, True) if rnd % 2 == 0 else (True, False)):
             engine.suffix_cache.clear()
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             reqs = [engine.submit(p, on if spec else off) for p in prompts]
             for r in reqs:
                 r.wait()
             wall = max(r.timings.token_times[-1] for r in reqs) - t0
+            cpu = time.process_time() - c0
             tokens = sum(len(r.tokens) for r in reqs)
             tok_s[spec].append(tokens / wall)
+            cpu_tok_s[spec].append(tokens / cpu)
             if spec:
                 steps += sum(r.timings.n_steps for r in reqs)
                 decoded += sum(r.timings.n_generated - 1 for r in reqs)
@@ -176,7 +183,9 @@ def measure_clients(engine: Engine, prompts: list[list[int]], *, rounds: int,
     return Throughput(clients=len(prompts), tokens=tokens, off_tok_s=off_m, on_tok_s=on_m,
                       ratio=paired(tok_s[True], tok_s[False]),
                       tokens_per_step=decoded / steps if steps else 0.0,
-                      off_runs=tok_s[False], on_runs=tok_s[True])
+                      cpu_ratio=paired(cpu_tok_s[True], cpu_tok_s[False]),
+                      off_runs=tok_s[False], on_runs=tok_s[True],
+                      off_cpu_tok_s=cpu_tok_s[False], on_cpu_tok_s=cpu_tok_s[True])
 
 
 def paired(on: list[float], off: list[float]) -> float:
