@@ -7,6 +7,7 @@ in a slow case), with batching, seeded sampling and the prefix cache."""
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import replace
 from pathlib import Path
 
@@ -71,6 +72,25 @@ def test_prompt_lookup_drafts_a_loop_beyond_the_end_of_the_text() -> None:
     drafted tokens themselves, so the whole draft follows the loop."""
     idx = ContextIndex([9, 1, 2, 3, 1, 2, 3, 1])
     assert idx.draft(8) == (4, [2, 3, 1, 2, 3, 1, 2, 3])
+
+
+def test_indexing_at_once_equals_token_by_token() -> None:
+    """A prompt is indexed in bulk (zip), generated tokens one at a time: the same table, and
+    the cache's n-gram keys are those of the plain definition, for any split and length."""
+    rng = np.random.default_rng(2)
+    cache = SuffixCache()
+    for _ in range(500):
+        ids = rng.integers(0, int(rng.integers(2, 6)), int(rng.integers(0, 40))).tolist()
+        split = int(rng.integers(0, len(ids) + 1))
+        one = ContextIndex()
+        for t in ids:
+            one.extend([t])
+        two = ContextIndex(ids[:split])
+        two.extend(ids[split:])
+        assert one.table == two.table == ContextIndex(ids).table
+        plain = [(end, hash(tuple(ids[end - n:end]))) for end in range(1, len(ids))
+                 for n in range(cache.min_n, min(cache.max_n, end) + 1)]
+        assert sorted(cache._keys(array("i", ids))) == sorted(plain)
 
 
 def test_suffix_cache_drafts_a_repeated_request_from_its_first_step() -> None:

@@ -52,12 +52,21 @@ class ContextIndex:
 
     def extend(self, ids: Iterable[int]) -> None:
         """Append tokens; the n-grams they complete gain a continuation."""
-        ctx, table, lo, hi = self.ctx, self.table, self.min_n, self.max_n
-        for t in ids:
+        new = [int(t) for t in ids]
+        ctx, table = self.ctx, self.table
+        if len(new) > 2 * self.max_n:  # a prompt: the n-grams made by zip, a loop in C
+            start = len(ctx)
+            ctx += new
+            for n in range(self.min_n, min(self.max_n, len(ctx) - 1) + 1):
+                first = max(start - n, 0)  # n-grams ending at start - 1 or later...
+                grams = zip(*(ctx[first + i:len(ctx) - n + i] for i in range(n)), strict=True)
+                table.update(zip(grams, range(first + n, len(ctx)), strict=True))  # ...to end
+            return
+        for t in new:
             end = len(ctx)
-            for n in range(lo, min(hi, end) + 1):
+            for n in range(self.min_n, min(self.max_n, end) + 1):
                 table[tuple(ctx[end - n:end])] = end
-            ctx.append(int(t))
+            ctx.append(t)
 
     def match(self, max_n: int | None = None) -> Match | None:
         """The longest suffix of the text (at most max_n tokens) that occurred before with a

@@ -116,11 +116,13 @@ class SuffixCache:
         return None
 
     def _keys(self, seq: array) -> list[tuple[int, int]]:
-        """(position after it, hash) of every n-gram of seq that has a token after it."""
-        out = []
-        for end in range(1, len(seq)):
-            for n in range(self.min_n, min(self.max_n, end) + 1):
-                out.append((end, hash(tuple(seq[end - n:end]))))
+        """(position after it, hash) of every n-gram of seq that has a token after it, the
+        n-grams made by zip (a loop in C: a sequence of a few hundred tokens is thousands)."""
+        ids = list(seq)
+        out: list[tuple[int, int]] = []
+        for n in range(self.min_n, min(self.max_n, len(ids) - 1) + 1):
+            grams = zip(*(ids[i:len(ids) - n + i] for i in range(n)), strict=True)
+            out += zip(range(n, len(ids)), map(hash, grams), strict=True)
         return out
 
     def _evict_oldest(self) -> None:
