@@ -27,10 +27,6 @@ class Drafter:
         self.cache = cache if cache is not None and cache.enabled else None
         self.per_match = per_match
 
-    @property
-    def text(self) -> list[int]:
-        return self.local.ctx
-
     def extend(self, ids: Iterable[int]) -> None:
         self.local.extend(ids)
 
