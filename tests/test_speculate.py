@@ -542,6 +542,29 @@ def test_measure_reports_the_workloads(smol_c) -> None:  # noqa: ANN001
     assert d["workloads"][1]["name"] == "quote" and d["throughput"]["ratio"] > 0
 
 
+def test_the_draft_policy_never_costs_more_than_three_percent(smol_c) -> None:  # noqa: ANN001
+    """The drafter and the adaptive length replayed over SmolLM2's greedy answers to many
+    prompts (no clock: a step of k drafts costs 1 + c k steps): for a row cost c from an idle
+    machine's to a loaded one's, no workload costs more than 1.03 times decoding without
+    speculation, and the quoting one less than half; with the earlier answer cached, a
+    repeated request less than a third. The last two prompts have answers whose n-grams recur
+    with other continuations (numbers): drafting every match there would cost up to ~1.2."""
+    from pyllm.speculate.measure import replay
+
+    chats = SMOL_CHATS + ["List the first 30 prime numbers.",
+                          "Write the multiplication table of 7."]
+    with Engine(smol_c, kv_cache=0) as eng:
+        runs = [(p, eng.run(p, GenParams(max_new_tokens=128, speculate=0)).tokens)
+                for p in [_chat(smol_c, t) for t in chats]]
+    for cost in (0.06, 0.15):
+        ratios = [replay(p, out, cost).cost_ratio for p, out in runs]
+        assert max(ratios) <= 1.03, ratios
+        assert ratios[1] < 0.5  # the quoting prompt
+        cache = SuffixCache()
+        cache.add(*runs[6])
+        assert replay(*runs[6], cost, cache=cache).cost_ratio < 1 / 3
+
+
 @pytest.mark.slow
 def test_synthetic_qwen_speculates_exactly() -> None:
     """The 0.8B's shapes (synthetic weights, C path): a repeated request is drafted from the

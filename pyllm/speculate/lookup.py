@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-MIN_N = 1  # shortest suffix that is looked up
+MIN_N = 2  # shortest suffix that is looked up (after one token alone, what followed it
+# elsewhere is seldom what follows now: too few such drafts are accepted to pay for their rows)
 MAX_N = 4  # longest
 
 

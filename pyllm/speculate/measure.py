@@ -29,6 +29,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pyllm.engine import DEFAULT_SPECULATE, Engine, GenParams, Request
+from pyllm.speculate.adaptive import DraftLength
+from pyllm.speculate.drafter import Drafter
+from pyllm.speculate.suffix_cache import SuffixCache
 
 DEMO_QUESTION = "Tell me the capital of France."  # the course's demo (harness/launch.py)
 PARAGRAPH = (
@@ -102,6 +105,44 @@ class SpeculateReport:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class Replay:
+    """The draft policy replayed over a known greedy output (`replay`)."""
+
+    cost_ratio: float  # modelled TPOT with / without: sum of (1 + cost k) per step, per token
+    tokens_per_step: float
+    acceptance: float  # accepted / drafted (0 if nothing was drafted)
+    steps: int
+
+
+def replay(prompt: Sequence[int], output: Sequence[int], cost: float,
+           cap: int = DEFAULT_SPECULATE, cache: SuffixCache | None = None) -> Replay:
+    """What speculation would do on a request whose greedy output is known, with no model
+    and no clock: the engine's drafter and adaptive length step through `output`, a step of k
+    drafts costing 1 + cost * k one-token steps. A figure free of the machine's noise, next
+    to the timed one (and exact for greedy decoding, whose tokens do not depend on the
+    drafts)."""
+    drafter, length = Drafter(list(prompt) + list(output[:1]), cache), DraftLength(cap)
+    i, total, steps, drafted, accepted = 1, 0.0, 0, 0, 0
+    while i < len(output):
+        k = min(length.choose(cost), len(output) - i - 1)
+        draft = drafter.draft(k) if k > 0 else []
+        run = 0
+        while run < len(draft) and draft[run] == output[i + run]:
+            run += 1
+        length.update(len(draft), run)
+        drafter.extend(output[i:i + run + 1])
+        i += run + 1
+        steps += 1
+        total += 1.0 + cost * len(draft)
+        drafted += len(draft)
+        accepted += run
+    n = max(len(output) - 1, 1)
+    return Replay(cost_ratio=total / n if steps else 1.0,
+                  tokens_per_step=(len(output) - 1) / steps if steps else float("nan"),
+                  acceptance=accepted / drafted if drafted else 0.0, steps=steps)
 
 
 def _run(engine: Engine, prompt: Sequence[int], params: GenParams) -> Request:
