@@ -73,6 +73,7 @@ class Workload:
     tokens_per_step: float  # decode tokens per decode step, with speculation
     drafted_per_step: float  # drafted tokens per decode step, with speculation
     same_output: bool  # every speculating run gave the non-speculating tokens
+    modelled_ratio: float  # `replay` of the output at the engine's measured row cost
     tpot_off_runs_s: list[float] = field(default_factory=list)
     tpot_on_runs_s: list[float] = field(default_factory=list)
 
@@ -98,6 +99,7 @@ class Throughput:
 class SpeculateReport:
     model: str  # the model's label (says "synthetic weights" when it is)
     speculate: int  # GenParams.speculate of the speculating runs
+    row_cost: float  # a row's cost relative to a one-row step, as the engine measured it
     max_new_tokens: int
     rounds: int
     workloads: list[Workload]
@@ -162,6 +164,7 @@ def measure(engine: Engine, *, rounds: int = 5, max_new_tokens: int = 128,
     off = GenParams(max_new_tokens=max_new_tokens, speculate=0)
     on = GenParams(max_new_tokens=max_new_tokens, speculate=speculate)
     results = []
+    outputs: dict[str, list[int]] = {}
     for name, ids in prompts.items():
         runs: dict[bool, list[Request]] = {False: [], True: []}
         for rnd in range(rounds):
@@ -170,6 +173,7 @@ def measure(engine: Engine, *, rounds: int = 5, max_new_tokens: int = 128,
                 if name == "repeat":
                     _run(engine, ids, off)  # the earlier request: its answer is cached
                 runs[spec].append(_run(engine, ids, on if spec else off))
+        outputs[name] = runs[False][0].tokens
         t_off = [r.timings.tpot_s for r in runs[False]]
         t_on = [r.timings.tpot_s for r in runs[True]]
         steps = sum(r.timings.n_steps for r in runs[True])
@@ -184,7 +188,14 @@ def measure(engine: Engine, *, rounds: int = 5, max_new_tokens: int = 128,
             if steps else float("nan"),
             drafted_per_step=drafted / steps if steps else float("nan"),
             same_output=all(r.tokens == runs[False][0].tokens for r in runs[True]),
-            tpot_off_runs_s=t_off, tpot_on_runs_s=t_on))
+            modelled_ratio=float("nan"), tpot_off_runs_s=t_off, tpot_on_runs_s=t_on))
+    row_cost = engine.row_cost.value if engine.row_cost is not None else engine.row_cost_prior
+    for w in results:  # the same outputs replayed at the cost the engine measured
+        ids, out = prompts[w.name], outputs[w.name]
+        cache = SuffixCache()
+        if w.name == "repeat":
+            cache.add(ids, out)
+        w.modelled_ratio = replay(ids, out, row_cost, speculate, cache).cost_ratio
     throughput = None
     if clients > 0:
         texts = [DEMO_QUESTION, QUOTE_REQUEST, REPEAT_REQUEST, *OPEN_QUESTIONS]
@@ -192,7 +203,7 @@ def measure(engine: Engine, *, rounds: int = 5, max_new_tokens: int = 128,
                  for i in range(clients)]
         throughput = measure_clients(engine, batch, rounds=client_rounds or rounds, off=off,
                                      on=on)
-    return SpeculateReport(model=engine.info.label, speculate=speculate,
+    return SpeculateReport(model=engine.info.label, speculate=speculate, row_cost=row_cost,
                            max_new_tokens=max_new_tokens, rounds=rounds, workloads=results,
                            throughput=throughput)
 
