@@ -36,9 +36,11 @@ logits do not depend on the other rows of its step. Sampling uses Leviathan et a
 a form that draws the random numbers decoding would draw (pyllm/speculate/accept.py). The draft
 length adapts per request to its acceptance rate, against what a row costs in this step (a full
 batch makes rows dearer), down to 0 with an occasional one-token probe
-(pyllm/speculate/adaptive.py). The default cap, DEFAULT_SPECULATE, is the length where one
-verify row still costs well under two one-token steps on both models while a fully accepted
-draft gives several times the tokens.
+(pyllm/speculate/adaptive.py). The default cap, DEFAULT_SPECULATE: a verify row's time grows
+about linearly with its length once it is a few rows long (its arithmetic, no longer the weights'
+memory traffic, sets the pace), so past it even a fully accepted draft buys no more tokens per
+second, while the memory Qwen3.5's snapshots take (one state per draft token) and the cost of a
+wrong guess keep growing; shorter drafts are the adaptive length's to choose.
 
 Log-probabilities (`GenParams.logprobs`, `prompt_logprobs`, what OpenAI's `logprobs` and `echo`
 need): a generated token's come with its TokenEvent; a prompt's are computed from every row's

@@ -10,8 +10,8 @@ A continuation that runs into the end of the text goes on with the drafted token
 the text after the match is a copy of the text after the suffix, so a loop of any period p
 (what small and random models fall into) is drafted k tokens ahead, not only p.
 
-Appending a token costs max_n - min_n + 1 dictionary writes and a draft as many reads: a few
-microseconds of the scheduler thread per step, next to milliseconds of forward pass.
+Appending a token costs max_n - min_n + 1 dictionary writes and a draft as many reads, next to
+a forward pass over every weight; a prompt is indexed in bulk.
 """
 
 from __future__ import annotations
