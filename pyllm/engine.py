@@ -22,6 +22,26 @@ when a request ends, and for a model with a recurrent state also as decode reach
 end. Inside a prompt chunk the forward pass hands out the recurrent state at every block boundary
 and at prompt_n - 1 (`ModelState.snap_block`, `snap_at`), where a hybrid model can resume.
 
+Speculative decoding (`GenParams.speculate`, pyllm/speculate/): a decoding request drafts up to
+that many tokens from its own text and from the cache of earlier requests' outputs
+(`Engine.suffix_cache`), and its row in the step is its last token followed by the draft: a
+small prefill whose every position's logits come back (`Model.step`'s n_out). The step yields
+the drafts that decoding would have produced and the token after them, several TokenEvents
+with successive times (TPOT counts tokens, not steps; `Timings.n_steps`, `n_drafted`,
+`n_accepted`), and the request's state is rolled back to its last accepted token
+(`ModelState.rollback`: a KV cache only forgets its rows past it; Qwen3.5's DeltaNet state takes
+the snapshot the same pass kept at each verify position, which costs one state copy per drafted
+token and no second pass). Greedy output is the same token for token: on the C paths a row's
+logits do not depend on the other rows of its step. Sampling uses Leviathan et al.'s rule, in
+a form that draws the random numbers decoding would draw (pyllm/speculate/accept.py). The draft
+length adapts per request to its acceptance rate, against what a row costs in this step (a full
+batch makes rows dearer), down to 0 with an occasional one-token probe
+(pyllm/speculate/adaptive.py). The default cap, DEFAULT_SPECULATE: a verify row's time grows
+about linearly with its length once it is a few rows long (its arithmetic, no longer the weights'
+memory traffic, sets the pace), so past it even a fully accepted draft buys no more tokens per
+second, while the memory Qwen3.5's snapshots take (one state per draft token) and the cost of a
+wrong guess keep growing; shorter drafts are the adaptive length's to choose.
+
 Log-probabilities (`GenParams.logprobs`, `prompt_logprobs`, what OpenAI's `logprobs` and `echo`
 need): a generated token's come with its TokenEvent; a prompt's are computed from every row's
 logits (`Model.logits_all`), in chunks of at most SCORE_CHUNK tokens run apart from the batched
@@ -37,181 +57,28 @@ from __future__ import annotations
 
 import collections
 import itertools
-import queue
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from pyllm.errors import EngineClosedError, PyllmError
-from pyllm.logprobs import TokenLogprob, token_logprobs
+from pyllm.logprobs import token_logprobs
 from pyllm.models.base import Model, ModelInfo, ModelState
-from pyllm.prefix_cache import DEFAULT_BLOCK, PrefixCache, Use, default_budget
-from pyllm.sampling import Sampler, SamplingParams
+from pyllm.prefix_cache import DEFAULT_BLOCK, PrefixCache, default_budget
+from pyllm.request import GenParams, Request, Timings, TokenEvent
+from pyllm.speculate.accept import accept
+from pyllm.speculate.adaptive import ROW_COST, DraftLength, RowCost
+from pyllm.speculate.drafter import Drafter
+from pyllm.speculate.suffix_cache import DEFAULT_TOKENS, SuffixCache
 
 SPARE_BYTES = 256 << 20  # most memory the states kept for reuse may hold (Engine._spare)
 # prompt tokens of one prompt-logprobs chunk: its logits are (chunk, vocab) floats at once
 # (Qwen3.5: 64 x 248320 x 4 B = 64 MB)
 SCORE_CHUNK = 64
-
-
-@dataclass(frozen=True)
-class GenParams:
-    """What to generate. Greedy by default."""
-
-    max_new_tokens: int = 32  # tokens to generate at most (>= 1)
-    temperature: float = 0.0  # 0 = greedy
-    top_k: int = 0  # 0 = no top-k cut
-    top_p: float = 1.0  # 1 = no nucleus cut
-    seed: int | None = None  # random stream of this request
-    stop_ids: tuple[int, ...] | None = None  # None = the model's EOS ids; () = only max_new_tokens
-    # log-probabilities (of the model's own distribution, before temperature and cuts): with
-    # each generated token its own and the `logprobs` most likely ids' (TokenEvent.logprob,
-    # .top); `prompt_logprobs` the same for each prompt token after the first
-    # (Request.prompt_logprobs). None = not computed.
-    logprobs: int | None = None
-    prompt_logprobs: int | None = None
-
-    def sampling(self) -> SamplingParams:
-        return SamplingParams(self.temperature, self.top_k, self.top_p, self.seed)
-
-
-@dataclass
-class TokenEvent:
-    token: int  # the generated id
-    index: int  # 0 for the first generated token
-    t: float  # perf_counter() when it was sampled
-    logprob: TokenLogprob | None = None  # with GenParams.logprobs
-
-
-@dataclass
-class Timings:
-    """One request's lifecycle, perf_counter() seconds (see the module docstring)."""
-
-    load_s: float  # model load time (file -> ready), the same for every request
-    n_prompt: int
-    n_cached: int = 0  # prompt tokens taken from the prefix cache (not prefilled)
-    submitted: float = 0.0
-    started: float = 0.0
-    first_token: float = 0.0
-    done: float = 0.0
-    token_times: list[float] = field(default_factory=list)
-    stop_reason: str = ""  # "eos" | "stop" | "length" | "cancelled" | "error"
-
-    @property
-    def n_generated(self) -> int:
-        return len(self.token_times)
-
-    @property
-    def queue_s(self) -> float:
-        return self.started - self.submitted
-
-    @property
-    def prefill_s(self) -> float:
-        return self.first_token - self.started
-
-    @property
-    def ttft_s(self) -> float:
-        return self.first_token - self.submitted
-
-    @property
-    def tpot_s(self) -> float:
-        n = len(self.token_times)
-        return (self.token_times[-1] - self.token_times[0]) / (n - 1) if n > 1 else float("nan")
-
-    @property
-    def decode_steps_s(self) -> list[float]:
-        t = self.token_times
-        return [b - a for a, b in zip(t, t[1:], strict=False)]
-
-    @property
-    def e2e_s(self) -> float:
-        return self.done - self.submitted
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "load_s": self.load_s, "n_prompt": self.n_prompt, "n_cached": self.n_cached,
-            "n_generated": self.n_generated,
-            "queue_s": self.queue_s, "prefill_s": self.prefill_s, "ttft_s": self.ttft_s,
-            "tpot_s": self.tpot_s, "e2e_s": self.e2e_s, "decode_steps_s": self.decode_steps_s,
-            "stop_reason": self.stop_reason,
-        }
-
-
-class Request:
-    """A submitted generation. Iterate it for TokenEvents; `wait()` for the whole list."""
-
-    def __init__(self, rid: int, prompt: np.ndarray | list[int], params: GenParams,
-                 load_s: float, on_token: Callable[[Request, TokenEvent], None] | None,
-                 on_done: Callable[[Request], None] | None) -> None:
-        self.id = rid
-        # the checked ids; a list (a short prompt, checked in plain Python) becomes the
-        # int32 array on the scheduler thread (`_admit`): numpy is slow on the submit
-        # path's cold caches
-        self.prompt: np.ndarray = prompt  # type: ignore[assignment]
-        self.params = params
-        self.timings = Timings(load_s=load_s, n_prompt=len(prompt))
-        self.tokens: list[int] = []  # generated so far
-        self.error: BaseException | None = None
-        self.on_token, self.on_done = on_token, on_done
-        self._events: queue.SimpleQueue[TokenEvent | None] = queue.SimpleQueue()
-        # finished: the flag, and a latch held until then (the scheduler releases it once,
-        # each waiter takes and passes it on): cheaper to make than a threading.Event on the
-        # submit path, whose caches are cold
-        self._finished = False
-        self._done = threading.Lock()
-        self._done.acquire()
-        self._cancel = False
-        # scheduler-side
-        self.state: ModelState | None = None
-        self.fed = 0  # prompt tokens consumed so far
-        self.cache_use: Use | None = None  # its use of the prefix cache (None: bypassed)
-        # with GenParams.prompt_logprobs: one entry per prompt token, None for the first
-        self.prompt_logprobs: list[TokenLogprob | None] = []
-        self._sampler: Sampler | None = None
-
-    @property
-    def sampler(self) -> Sampler:
-        """The request's sampler, made on first use (the scheduler thread's)."""
-        if self._sampler is None:
-            self._sampler = Sampler(self.params.sampling())
-        return self._sampler
-
-    def _admit(self) -> Request:
-        """Scheduler thread, as the request starts running: the prompt as an int32 array."""
-        if type(self.prompt) is not np.ndarray:
-            self.prompt = np.array(self.prompt, dtype=np.int32)
-        return self
-
-    @property
-    def done(self) -> bool:
-        return self._finished
-
-    def cancel(self) -> None:
-        """Stop generating at the next step (tokens so far are kept)."""
-        self._cancel = True
-
-    def __iter__(self) -> Iterator[TokenEvent]:
-        while True:
-            ev = self._events.get()
-            if ev is None:
-                break
-            yield ev
-        if self.error is not None:
-            raise self.error
-
-    def wait(self, timeout: float | None = None) -> list[int]:
-        """Block until finished; return the generated ids (raises the request's error)."""
-        if not self._done.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
-            raise TimeoutError(f"request {self.id} still running after {timeout} s")
-        self._done.release()  # open for the next waiter
-        if self.error is not None:
-            raise self.error
-        return list(self.tokens)
 
 
 class Engine:
@@ -221,9 +88,14 @@ class Engine:
 
     def __init__(self, model: Model, *, max_batch: int = 8, prefill_chunk: int = 256,
                  switch_interval: float | None = 0.0005, kv_cache: int | None = None,
-                 cache_block: int = DEFAULT_BLOCK) -> None:
+                 cache_block: int = DEFAULT_BLOCK, suffix_cache: int = DEFAULT_TOKENS,
+                 row_cost: float = ROW_COST) -> None:
         """`kv_cache`: bytes the prefix cache may hold (0 = off; None = PYLLM_KV_CACHE from
         the environment, else 256 MiB); `cache_block`: its tokens per block.
+        `suffix_cache`: tokens of earlier outputs kept for drafting (0 = none; pyllm/speculate/
+        suffix_cache.py); `row_cost`: what a verify row's token adds to a one-row step,
+        relative to it, until the engine has measured it (pyllm/speculate/adaptive.py,
+        RowCost; for a recurrent model the copy of its state each draft takes is added).
         `switch_interval`: lower Python's GIL switch interval to this many seconds (if it is
         higher), because each return from the kernels into Python may wait that long while
         another thread (the emulator) runs Python code; None leaves it alone."""
@@ -235,6 +107,9 @@ class Engine:
         if kv_cache is None:
             kv_cache = default_budget()
         self.cache = PrefixCache(kv_cache, cache_block, recurrent=model.recurrent)
+        self.suffix_cache = SuffixCache(suffix_cache)  # earlier outputs, for drafts
+        self.row_cost_prior = row_cost
+        self.row_cost: RowCost | None = None  # measured from the steps, made on first use
         if kv_cache and prefill_chunk >= cache_block:  # chunks end on block boundaries
             self.prefill_chunk = prefill_chunk // cache_block * cache_block
         self._pending: collections.deque[Request] = collections.deque()
@@ -271,6 +146,8 @@ class Engine:
                              "0 < top_p <= 1")
         if min(params.logprobs or 0, params.prompt_logprobs or 0) < 0:
             raise PyllmError("logprobs and prompt_logprobs must be >= 0 (alternatives per token)")
+        if params.speculate < 0:
+            raise PyllmError(f"speculate must be >= 0 (0 = off), got {params.speculate}")
         arr = self.model.check_prompt(prompt, reserve=params.max_new_tokens, as_array=False)
         req = Request(next(self._ids), arr, params, self.info.load_seconds, on_token, on_done)
         with self._cv:
@@ -345,6 +222,7 @@ class Engine:
         batch: list[tuple[ModelState, np.ndarray]] = []
         owners: list[Request] = []
         solo: list[tuple[Request, int, np.ndarray]] = []  # prompt chunks wanting every row
+        decoding: list[Request] = []
         budget = self.prefill_chunk  # prompt tokens this step may still take
         for r in list(self._active):
             if r._cancel:
@@ -373,58 +251,161 @@ class Engine:
                     solo.append((r, start, chunk))
                     continue
                 batch.append((r.state, chunk))
-            else:
-                batch.append((r.state, np.array([r.tokens[-1]], dtype=np.int32)))
+            else:  # decoding: its row is made below, once the step's size is known
+                decoding.append(r)
+                batch.append((r.state, np.empty(0, np.int32)))
             owners.append(r)
-        rows: list[tuple[Request, np.ndarray, int | None]] = []
+        cost = self._draft_cost(len(decoding), sum(max(len(t), 1) for _, t in batch))
+        drafts: list[list[int]] = []
+        for i, r in enumerate(owners):
+            if batch[i][1].size:  # a prompt chunk
+                drafts.append([])
+                continue
+            assert r.state is not None  # the last token, then its drafts (if any)
+            drafts.append(self._draft(r, cost))
+            batch[i] = (r.state, np.array([r.tokens[-1], *drafts[-1]], dtype=np.int32))
+        rows: list[tuple[Request, np.ndarray, np.ndarray | None, list[int], int]] = []
         if batch:
-            logits = self.model.step(batch)
-            greedy = getattr(logits, "greedy", None)  # argmax from the kernels, if they made it
-            rows = [(r, row, None if greedy is None else int(greedy[k]))
-                    for k, (r, row) in enumerate(zip(owners, logits, strict=True))]
+            rows = self._run(batch, owners, drafts)
         for r, start, chunk in solo:
             assert r.state is not None
             every = self.model.logits_all(chunk, r.state)
             self._score_prompt(r, start, every)
-            rows.append((r, every[-1], None))
-        for r, row, argmax in rows:
-            self._advance(r, row, argmax)
+            rows.append((r, every[-1:], None, [], r.state.pos - len(chunk)))
+        for r, logits, argmax, draft, start in rows:
+            self._advance(r, logits, argmax, draft, start)
 
-    def _advance(self, r: Request, row: np.ndarray, argmax: int | None) -> None:
-        """After a step: cache what r's state now holds; then, unless r is still in
-        prefill, its next token (`argmax`: the kernels' greedy pick, if they made one)."""
+    def _run(self, batch: list[tuple[ModelState, np.ndarray]], owners: list[Request],
+             drafts: list[list[int]]
+             ) -> list[tuple[Request, np.ndarray, np.ndarray | None, list[int], int]]:
+        """One model step over the batch; each owner's logits (every row of a verify row, the
+        last of a prompt chunk), the kernels' argmax of them (or None), its draft and the
+        position its row started at. A recurrent state keeps a snapshot after each verify
+        token, for the rollback."""
+        starts = [st.pos for st, _ in batch]
+        counts = [1 + len(d) for d in drafts]
+        verify: list[tuple[ModelState, set[int]]] = []  # recurrent states and their snap_at
+        for (st, ids), d in zip(batch, drafts, strict=True):
+            if d and self.model.recurrent:
+                verify.append((st, st.snap_at))
+                st.snap_at = st.snap_at | set(range(st.pos + 1, st.pos + len(ids)))
+        t0 = time.perf_counter()
+        try:
+            logits = self.model.step(batch, counts if len(counts) < sum(counts) else None)
+        finally:
+            for st, at in verify:
+                st.snap_at = at
+        if self.row_cost is not None and all(r.tokens for r in owners):  # decode rows only
+            self.row_cost.observe(sum(counts), time.perf_counter() - t0)
+        greedy = getattr(logits, "greedy", None)  # argmax from the kernels, if they made it
+        out, at = [], 0
+        for r, n, d, start in zip(owners, counts, drafts, starts, strict=True):
+            out.append((r, logits[at:at + n], None if greedy is None else greedy[at:at + n],
+                        d, start))
+            at += n
+        return out
+
+    def _draft_cost(self, decoding: int, rows: int) -> float:
+        """What a drafted token costs, relative to the step without it, for each of the
+        `decoding` requests of a step of `rows` rows: a row's cost relative to a one-row step
+        (RowCost) over the request's share of the step, which shrinks as the batch grows."""
+        if decoding == 0:
+            return 0.0
+        if self.row_cost is None:  # the prior: for a recurrent model plus the state copy a
+            # draft takes, its bytes written and read against the weights a step streams
+            prior = self.row_cost_prior
+            st = next((r.state for r in self._active if r.state is not None), None)
+            if st is not None and self.info.weight_bytes > 0:
+                prior += 2 * st.snapshot_nbytes / self.info.weight_bytes
+            self.row_cost = RowCost(prior)
+        c = self.row_cost.value
+        return c * decoding / (1 + c * (rows - 1))
+
+    def _draft(self, r: Request, cost: float) -> list[int]:
+        """The tokens r drafts this step (GenParams.speculate, the adaptive length, what is
+        left of max_new_tokens after this step's first token)."""
+        cap = r.params.speculate
+        if cap <= 0:
+            return []
+        if r.drafter is None:
+            r.drafter = Drafter(r.prompt.tolist() + r.tokens, self.suffix_cache)
+            r.draft_len = DraftLength(cap)
+        assert r.draft_len is not None
+        k = min(r.draft_len.choose(cost), r.params.max_new_tokens - len(r.tokens) - 1)
+        return r.drafter.draft(k) if k > 0 else []
+
+    def _advance(self, r: Request, logits: np.ndarray, argmax: np.ndarray | None,
+                 draft: list[int], start: int) -> None:
+        """After a step: cache what r's state now holds; then, unless r is still in prefill,
+        its next tokens: one, or after a verify row the accepted drafts and the token after
+        them, with r's state rolled back to the last of them (`argmax`: the kernels' greedy
+        picks of the rows, if they made them; `start`: r's position before the step)."""
         if not r.tokens:  # a prefill chunk went in: cache its blocks
             self._save_prefix(r, r.prompt)
-        elif self.model.recurrent and r.state is not None \
-                and r.state.pos % self.cache.block == 0:  # decode reached a block's end
-            self._save_prefix(r, self._text(r))
         if r.fed < r.prompt.size:  # a chunk of a longer prompt: no token yet
             return
-        if argmax is not None and r.params.temperature <= 0.0:
-            tok = argmax
-        else:
-            tok = r.sampler(np.asarray(row))
-        t = time.perf_counter()
-        if not r.tokens:
-            r.timings.first_token = t
-        r.tokens.append(tok)
-        r.timings.token_times.append(t)
-        lp = None
-        if r.params.logprobs is not None:
-            lp = token_logprobs(np.asarray(row)[None], [tok], r.params.logprobs)[0]
-        ev = TokenEvent(tok, len(r.tokens) - 1, t, lp)
-        r._events.put(ev)
-        if r.on_token is not None:
-            try:
-                r.on_token(r, ev)
-            except Exception as exc:
-                self._finish(r, "error", exc)
-                return
         stops = r.params.stop_ids if r.params.stop_ids is not None else self.info.eos_ids
-        if tok in stops:
-            self._finish(r, "eos" if r.params.stop_ids is None else "stop")
-        elif len(r.tokens) >= r.params.max_new_tokens:
-            self._finish(r, "length")
+        greedy = r.params.temperature <= 0.0
+
+        def pick(i: int) -> int:
+            if argmax is not None and greedy:
+                return int(argmax[i])
+            return r.sampler(np.asarray(logits[i]))
+
+        toks = accept(draft, pick, lambda t: t in stops)
+        if r.tokens:  # a decode step
+            self._settle(r, start, draft, toks)
+        for i, tok in enumerate(toks):
+            t = time.perf_counter()
+            if not r.tokens:
+                r.timings.first_token = t
+            r.tokens.append(tok)
+            r.timings.token_times.append(t)
+            lp = None
+            if r.params.logprobs is not None:
+                lp = token_logprobs(np.asarray(logits[i])[None], [tok], r.params.logprobs)[0]
+            ev = TokenEvent(tok, len(r.tokens) - 1, t, lp)
+            r._events.put(ev)
+            if r.on_token is not None:
+                try:
+                    r.on_token(r, ev)
+                except Exception as exc:
+                    self._finish(r, "error", exc)
+                    return
+            if tok in stops:
+                self._finish(r, "eos" if r.params.stop_ids is None else "stop")
+                return
+            if len(r.tokens) >= r.params.max_new_tokens:
+                self._finish(r, "length")
+                return
+        if r.drafter is not None:
+            r.drafter.extend(toks)
+
+    def _settle(self, r: Request, start: int, draft: list[int], toks: list[int]) -> None:
+        """After r's decode step yielded `toks` (from a verify row of `draft` when it drafted):
+        its state back to the last token used (the rows past it were rejected drafts), the
+        counters, and for a recurrent model the prefix cache's blocks whose end the step
+        passed (their snapshots taken in the step; the others' buffers go back)."""
+        st = r.state
+        assert st is not None
+        st.rollback(start + len(toks))
+        accepted = sum(1 for d, t in zip(draft, toks, strict=False) if d == t)
+        tm = r.timings
+        tm.n_steps += 1
+        tm.n_drafted += len(draft)
+        tm.n_accepted += accepted
+        if r.draft_len is not None:
+            r.draft_len.update(len(draft), accepted)
+        if not self.model.recurrent:
+            return
+        b = self.cache.block
+        passed = st.pos // b > start // b  # a block boundary in (start, pos]
+        saving = passed and r.cache_use is not None and r.cache_use.saved >= 0
+        st.drop_snapshots(range((start // b + 1) * b, st.pos, b) if saving else ())
+        if saving:
+            self._save_prefix(r, np.concatenate([r.prompt, np.asarray(r.tokens + toks[:-1],
+                                                                      np.int32)]))
+            st.drop_snapshots()  # any the cache did not take
 
     @staticmethod
     def _score_prompt(r: Request, start: int, every: np.ndarray) -> None:
@@ -492,9 +473,12 @@ class Engine:
         if error is None and r.tokens and r.fed == r.prompt.size:
             # the generated text too, up to its last token (which was never fed)
             self._save_prefix(r, self._text(r), final=True)
+            self.suffix_cache.add(r.prompt, r.tokens)  # drafts for later requests
         r.timings.done = time.perf_counter()
         r.timings.stop_reason = reason
         r.error = error
+        if r.state is not None:
+            r.state.trim()
         if r.state is not None and error is None and len(self._spare) < self.max_batch \
                 and sum(st.nbytes for st in self._spare) + r.state.nbytes <= SPARE_BYTES:
             self._spare.append(r.state)  # (a state a failed step left may be half-written)

@@ -464,8 +464,9 @@ def greedy_ids(asset: Path, kind: int, prompt: list[int], n: int,
                backend: str = "auto") -> tuple[list[int], str]:
     """The greedy continuation (no EOS stop, exactly n ids) of `prompt` by our engine on the
     assets at `asset`, and the backend that ran it."""
-    from pyllm.engine import Engine, GenParams
+    from pyllm.engine import Engine
     from pyllm.models.course_model import from_course
+    from pyllm.request import GenParams
 
     model = from_course(asset, name="export", expect=kind, backend=backend)
     try:

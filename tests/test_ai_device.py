@@ -247,7 +247,7 @@ def rig(tiny: engines_local.LoadedModel, request: pytest.FixtureRequest) -> Rig:
 
 
 def engine_ids(lm: engines_local.LoadedModel, prompt: list[int], n: int) -> list[int]:
-    from pyllm.engine import GenParams
+    from pyllm.request import GenParams
 
     return lm.engine.run(prompt, GenParams(max_new_tokens=n, stop_ids=())).tokens
 
@@ -388,7 +388,7 @@ def test_tokens_equal_the_engine_greedy_output(rig: Rig, tiny: engines_local.Loa
 
 
 def test_stop_at_eos_only_when_asked(rig: Rig, tiny: engines_local.LoadedModel) -> None:
-    from pyllm.engine import GenParams
+    from pyllm.request import GenParams
 
     prompt = [1]  # the tiny model answers its EOS (id 1) with EOS, greedily
     ref = tiny.engine.run(prompt, GenParams(max_new_tokens=12)).tokens  # stops at EOS

@@ -151,7 +151,7 @@ def test_storm_more_seeds(images: dict[str, Path], tiny, seed: int) -> None:
 
 def test_guest_ids_equal_the_engine(images: dict[str, Path], tiny) -> None:
     """aiktest sem's ai_call ids = the host engine's greedy ids for the same prompt."""
-    from pyllm.engine import GenParams
+    from pyllm.request import GenParams
 
     out, _ = run(images["daemon"], "aiktest sem", tiny)
     m = re.search(r"^aiktest sem: ids ([\d ]+)$", out, re.M)

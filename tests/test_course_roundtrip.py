@@ -22,9 +22,10 @@ from course_ref import CourseRef
 from pyllm_util import native_or_skip, smol_path, tiny_llama_gguf
 
 import pyllm
-from pyllm.engine import Engine, GenParams
+from pyllm.engine import Engine
 from pyllm.export import export_course
 from pyllm.loaders.course_assets import open_course
+from pyllm.request import GenParams
 
 QWEN = Path(__file__).parent / "data" / "qwen35"
 TOKS = [1, 5, 9, 33, 2, 7, 40, 12, 3, 60]

@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 from pyllm_util import smol
 
-from pyllm.engine import Engine, GenParams
+from pyllm.engine import Engine
 from pyllm.models import qwen35 as Q
 from pyllm.prefix_cache import PrefixCache, block_key, parse_size
+from pyllm.request import GenParams
 
 BLOCK = 16
 CHUNK = 32

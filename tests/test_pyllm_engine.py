@@ -10,8 +10,9 @@ import pytest
 from pyllm_util import smol
 
 import pyllm
-from pyllm.engine import Engine, GenParams
+from pyllm.engine import Engine
 from pyllm.errors import ContextOverflowError, EngineClosedError, PyllmError, TokenError
+from pyllm.request import GenParams
 
 PROMPT = [504, 3575, 282, 4649, 314]  # "The capital of France is"
 

@@ -57,7 +57,7 @@ def test_stress_without_faults_every_request_completes(tiny) -> None:
 
 def test_verify_finds_a_result_given_to_the_wrong_client(tiny) -> None:
     """The check can fail: two results swapped between prompts are both reported."""
-    from pyllm.engine import GenParams
+    from pyllm.request import GenParams
 
     p1, p2 = [5, 6, 7], [300, 2, 9, 11]
     h1, h2 = (fnv1a(" ".join(map(str, tiny.engine.run(p, GenParams(

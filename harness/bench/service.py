@@ -88,8 +88,8 @@ def run(model: str, reps: int, pairs: int, tokens: int, busy: bool, kernel: Path
     busy-guest boot to each round."""
     from harness.engines.local import LoadedModel
     from harness.run.hostapi import AiSession
-    from pyllm.engine import GenParams
     from pyllm.errors import PyllmError
+    from pyllm.request import GenParams
 
     try:
         lm = LoadedModel.load(model, kv_cache=0)  # TTFT of a prefill, not of a hit

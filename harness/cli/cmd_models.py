@@ -185,7 +185,7 @@ def generate(model: str, text: str | None, chat: str | None, ids: str | None,
     if sum(x is not None for x in (text, chat, ids)) != 1:
         raise click.UsageError("give exactly one of --text, --chat or --tokens")
     import pyllm
-    from pyllm.engine import GenParams
+    from pyllm.request import GenParams
 
     with user_errors():
         m = pyllm.load(model, backend=backend, **({"n_threads": threads} if threads else {}))

@@ -20,8 +20,9 @@ from pyllm.errors import ContextOverflowError, PyllmError, TokenError  # light: 
 
 if TYPE_CHECKING:
     from harness.engines.base import OnDone, OnToken
-    from pyllm.engine import Engine, Request, TokenEvent
+    from pyllm.engine import Engine
     from pyllm.models.base import Model
+    from pyllm.request import Request, TokenEvent
 
 A = cheader.load("virtio_ai.h")
 CACHE = cheader.load("ai.h").struct("ai_cache")

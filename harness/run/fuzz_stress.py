@@ -204,7 +204,8 @@ def verify(backend: object, done: list[tuple[int, list[int], int, int]]
     in-process engine, or the --engine server; or a bare pyllm Engine), greedy, exactly
     npredict tokens (what the guest asked for), and compare the text's hash."""
     from harness.engines.base import Collected, Sampling
-    from pyllm.engine import Engine, GenParams
+    from pyllm.engine import Engine
+    from pyllm.request import GenParams
 
     want: dict[tuple[tuple[int, ...], int], object] = {}
     for _, prompt, npredict, _ in done:

@@ -23,8 +23,8 @@ from harness.serve.errors import ApiError
 from harness.serve.generate import Output
 from harness.serve.responses import ChoiceOut, Shape
 from harness.serve.schemas import ChatRequest, CompletionRequest, Sampling
-from pyllm.engine import TokenEvent
 from pyllm.logprobs import TokenLogprob
+from pyllm.request import TokenEvent
 
 
 class Job:

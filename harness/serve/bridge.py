@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from harness.engines.local import LoadedModel
 from harness.serve import errors
 from harness.serve.prometheus import Metrics
-from pyllm.engine import GenParams, Request, TokenEvent
 from pyllm.errors import EngineClosedError, PyllmError
+from pyllm.request import GenParams, Request, TokenEvent
 from pyllm.tokenizers.base import Tokenizer
 
 

@@ -23,7 +23,7 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from pyllm.engine import Timings
+from pyllm.request import Timings
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # vLLM's buckets

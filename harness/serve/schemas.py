@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from harness.serve.errors import bad_request
-from pyllm.engine import GenParams
+from pyllm.request import GenParams
 
 MAX_N = 16  # choices per prompt (each one engine request)
 MAX_LOGPROBS = 20  # alternatives per token (vLLM's default max_logprobs; OpenAI's is 5)

@@ -12,11 +12,14 @@ A model must provide (subclass `Model`):
   `state.pos ...`, advance `state.pos`, return the float32 logits `(vocab,)` of the **last** token.
   Run it as batched matrix-matrix work, not a loop of decodes.
 * `decode(token, state) -> logits` - one token; the hot path (GEMV).
-* optionally `step(batch) -> logits` - advance several sequences in one call, where each item is
-  `(state, tokens)` (a prefill chunk or one decode token); returns `(len(batch), vocab)` logits of
-  each item's last token. The default loops over `prefill`/`decode`; an architecture that can batch
-  rows of different sequences into one GEMM overrides it (the engine always calls `step`). It may
-  return `with_greedy(logits, argmax_ids)` when its kernels computed the argmax (see GreedyLogits).
+* optionally `step(batch, n_out=None) -> logits` - advance several sequences in one call, where
+  each item is `(state, tokens)` (a prefill chunk, one decode token, or a speculative verify row:
+  the last token and its drafts); returns `(len(batch), vocab)` logits of each item's last token,
+  or, with `n_out`, the logits of the last `n_out[i]` rows of item i, all stacked in batch order:
+  `(sum(n_out), vocab)` (a verify row needs every position's: pyllm/speculate/). The default loops
+  over `prefill`/`decode`/`logits_all`; an architecture that can batch rows of different sequences
+  into one GEMM overrides it (the engine always calls `step`). It may return
+  `with_greedy(logits, argmax_ids)` when its kernels computed the argmax (see GreedyLogits).
 
 Prefix caching (pyllm/prefix_cache.py) needs a state to copy the per-position caches of a range
 out and in (`save_rows` / `load_rows`), and, for an architecture with a recurrent state
@@ -34,7 +37,7 @@ messages before any state changes, so a bad request loses nothing.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -135,6 +138,30 @@ class ModelState:
             points.update(range((lo // b + 1) * b, hi, b))
         return sorted(points)
 
+    @property
+    def snapshot_nbytes(self) -> int:
+        """Bytes of one `snapshot` (0 for a state without a recurrent part)."""
+        return 0
+
+    def rollback(self, pos: int) -> None:
+        """Go back to position `pos` (<= self.pos): the state is then as if only the first
+        `pos` tokens had been fed (speculative decoding, after a verify row whose last drafts
+        were rejected). Per-position caches need nothing: the rows at pos.. are written again
+        before anything reads them. A recurrent state takes the snapshot at `pos`, which the
+        forward pass must have been asked for (snap_at); subclasses with one override this."""
+        if not 0 <= pos <= self.pos:
+            raise ValueError(f"cannot roll back from position {self.pos} to {pos}")
+        self.pos = pos
+
+    def drop_snapshots(self, keep: Container[int] = ()) -> None:
+        """Forget the snapshots at positions not in `keep` (a state may reuse their memory)."""
+        for p in [p for p in self.snapshots if p not in keep]:
+            del self.snapshots[p]
+
+    def trim(self) -> None:
+        """Let go of memory kept only to be reused within the sequence (the sequence ended,
+        and the state may be kept for another one)."""
+
     def fits(self, capacity: int) -> bool:
         """Whether this state, reset, can hold a sequence of `capacity` tokens without
         growing (a state whose caches grow on demand fits any)."""
@@ -193,14 +220,21 @@ class Model(ABC):
         toks = self.check_prompt(tokens, state=state)
         return np.stack([self.decode(int(t), state) for t in toks])
 
-    def step(self, batch: list[tuple[ModelState, np.ndarray]]) -> np.ndarray:
-        """Advance several sequences; (len(batch), vocab) logits of each item's last token."""
-        out = np.empty((len(batch), self.info.vocab_size), dtype=np.float32)
-        for i, (state, toks) in enumerate(batch):
-            if len(toks) == 1:
-                out[i] = self.decode(int(toks[0]), state)
+    def step(self, batch: list[tuple[ModelState, np.ndarray]],
+             n_out: Sequence[int] | None = None) -> np.ndarray:
+        """Advance several sequences; (len(batch), vocab) logits of each item's last token, or
+        with `n_out` the logits of the last n_out[i] rows of item i, stacked in batch order."""
+        counts = out_counts([len(t) for _, t in batch], n_out)
+        out = np.empty((sum(counts), self.info.vocab_size), dtype=np.float32)
+        at = 0
+        for (state, toks), n in zip(batch, counts, strict=True):
+            if n > 1:
+                out[at:at + n] = self.logits_all(toks, state)[-n:]
+            elif len(toks) == 1:
+                out[at] = self.decode(int(toks[0]), state)
             else:
-                out[i] = self.prefill(toks, state)
+                out[at] = self.prefill(toks, state)
+            at += n
         return out
 
     @overload
@@ -256,6 +290,32 @@ class Model(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release memory-mapped files and native buffers (optional)."""
+
+
+def out_counts(lengths: Sequence[int], n_out: Sequence[int] | None) -> list[int]:
+    """How many rows of logits `step` returns for each item of a batch whose items have
+    `lengths` tokens: n_out (1 each by default), checked to lie in 1..length."""
+    if n_out is None:
+        return [1] * len(lengths)
+    counts = [int(n) for n in n_out]
+    if len(counts) != len(lengths) or any(
+            not 1 <= n <= k for n, k in zip(counts, lengths, strict=True)):
+        raise ValueError("n_out must give 1..len(tokens) rows for each item of the batch")
+    return counts
+
+
+def out_rows(lengths: Sequence[int], all_rows: bool = False,
+             n_out: Sequence[int] | None = None) -> np.ndarray:
+    """The rows, among a batch's tokens laid end to end, whose logits a forward pass computes
+    (int32): every one (`all_rows`), else the last n_out[i] of item i (out_counts)."""
+    ends = np.cumsum(lengths, dtype=np.int32)
+    if all_rows:
+        return np.arange(int(ends[-1]), dtype=np.int32)
+    if n_out is None:
+        return ends - 1
+    counts = out_counts(lengths, n_out)
+    return np.concatenate([np.arange(e - n, e, dtype=np.int32)
+                           for e, n in zip(ends.tolist(), counts, strict=True)])
 
 
 def _out_of_vocab(token: int, pos: int, vocab: int) -> TokenError:

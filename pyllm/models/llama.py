@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from pyllm.backend.threads import blas_threads, default_threads, set_blas_thread
 from pyllm.errors import FormatError, UnsupportedArchitectureError
 from pyllm.loaders import Checkpoint
 from pyllm.loaders.gguf import file_type_name, open_gguf, tensor_array
-from pyllm.models.base import Model, ModelInfo, ModelState
+from pyllm.models.base import Model, ModelInfo, ModelState, out_counts
 from pyllm.models.llama_c import LlamaC
 from pyllm.tokenizers.base import Tokenizer
 
@@ -306,13 +306,21 @@ class LlamaModel(Model):
         toks = self.check_prompt([token], state=state)
         return np.asarray(self.step([(state, toks)])[0])
 
-    def step(self, batch: list[tuple[ModelState, np.ndarray]]) -> np.ndarray:
+    def step(self, batch: list[tuple[ModelState, np.ndarray]],
+             n_out: Sequence[int] | None = None) -> np.ndarray:
         if self.fast is not None:
-            return self.fast.forward(batch)
-        out = np.empty((len(batch), self.cfg.vocab_size), np.float32)
-        for i, (state, toks) in enumerate(batch):
+            return self.fast.forward(batch, n_out=n_out)
+        counts = out_counts([len(t) for _, t in batch], n_out)
+        out = np.empty((sum(counts), self.cfg.vocab_size), np.float32)
+        at = 0
+        for (state, toks), n in zip(batch, counts, strict=True):
             assert isinstance(state, LlamaState)
-            out[i] = forward_numpy(self.cfg, self.w, np.asarray(toks), state)
+            if n == 1:
+                out[at] = forward_numpy(self.cfg, self.w, np.asarray(toks), state)
+            else:
+                out[at:at + n] = forward_numpy(self.cfg, self.w, np.asarray(toks), state,
+                                               all_logits=True)[-n:]
+            at += n
         return out
 
     def logits_all(self, tokens: Any, state: ModelState) -> np.ndarray:

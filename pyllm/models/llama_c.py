@@ -12,6 +12,7 @@ LlamaWeights, the states LlamaState.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,7 @@ import numpy as np
 from pyllm.kernels import require_c_kernels
 from pyllm.backend.tensors import call_rows
 from pyllm.errors import ContextOverflowError, FormatError
-from pyllm.models.base import ModelState, with_greedy
+from pyllm.models.base import ModelState, out_rows, with_greedy
 
 F32 = np.float32
 EMBED_FIELDS = {"Q8_0": "embd_q8_0", "F32": "embd_f32"}  # the table types llama.c reads
@@ -62,22 +63,24 @@ class LlamaC:
         m.wdown, m.head = self.qmats["wdown"], self.qmats["head"]
         self.m = m
 
-    def forward(self, batch: list[tuple[ModelState, np.ndarray]],
-                all_rows: bool = False) -> np.ndarray:
-        """One C call for the whole batch; logits of each item's last row (or of every row)."""
+    def forward(self, batch: list[tuple[ModelState, np.ndarray]], all_rows: bool = False,
+                n_out: Sequence[int] | None = None) -> np.ndarray:
+        """One C call for the whole batch; logits of each item's last row, of every row
+        (`all_rows`), or of the last n_out[i] rows of item i (Model.step)."""
         if not self.per_call:
-            return self._forward(batch, all_rows)
+            return self._forward(batch, all_rows, n_out)
         rows, remapped = call_rows(self.w.embed, batch)
         self.m.embd_f32 = self.ffi.cast("float *", rows.ctypes.data)
         try:
-            return self._forward(remapped, all_rows)
+            return self._forward(remapped, all_rows, n_out)
         finally:
             self.m.embd_f32 = self.ffi.cast("float *", self.no_rows.ctypes.data)
 
-    def _forward(self, batch: list[tuple[Any, np.ndarray]], all_rows: bool) -> np.ndarray:
+    def _forward(self, batch: list[tuple[Any, np.ndarray]], all_rows: bool,
+                 n_out: Sequence[int] | None) -> np.ndarray:
         ffi, lib = self.ffi, self.lib
         seqs = ffi.new("struct pyllm_seq[]", len(batch))
-        toks, pos, seq, out_rows = [], [], [], []
+        toks, pos, seq = [], [], []
         for s_i, (state, t) in enumerate(batch):
             n = len(t)
             if state.pos + n > state.capacity:
@@ -89,9 +92,8 @@ class LlamaC:
             toks.append(np.asarray(t, np.int32))
             pos.append(np.arange(state.pos, state.pos + n, dtype=np.int32))
             seq.append(np.full(n, s_i, np.int32))
-            out_rows.append(sum(len(x) for x in toks) - 1)
         tk, ps, sq = np.concatenate(toks), np.concatenate(pos), np.concatenate(seq)
-        orow = np.arange(len(tk), dtype=np.int32) if all_rows else np.asarray(out_rows, np.int32)
+        orow = out_rows([len(t) for t in toks], all_rows, n_out)
         logits = np.empty((len(orow), self.cfg.vocab_size), F32)
         greedy = np.empty(len(orow), np.int32)
         rc = lib.pyllm_llama_forward(

@@ -167,13 +167,14 @@ class Qwen35(Model):
             return self.fast.forward([(state, ids)], all_rows=True)
         return self.forward(ids, state, all_logits=True)
 
-    def step(self, batch: list[tuple[ModelState, np.ndarray]]) -> np.ndarray:
-        """Every item (prompt chunk or decode token) in one C call: one pass over the
-        weights for the whole batch."""
+    def step(self, batch: list[tuple[ModelState, np.ndarray]],
+             n_out: Sequence[int] | None = None) -> np.ndarray:
+        """Every item (prompt chunk, decode token or verify row) in one C call: one pass over
+        the weights for the whole batch; logits as Model.step."""
         if self.fast is not None:
             return self.fast.forward([(st, self.check_prompt(toks, state=st))
-                                      for st, toks in batch])
-        return super().step(batch)
+                                      for st, toks in batch], n_out=n_out)
+        return super().step(batch, n_out)
 
     def forward(self, ids: np.ndarray, st: Qwen35State, all_logits: bool = False) -> np.ndarray:
         """Run tokens `ids` at positions st.pos.. ; returns logits (T, V), or (1, V) for the

@@ -13,11 +13,13 @@ states Qwen35State.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from pyllm.backend.tensors import call_rows
+from pyllm.models.base import out_rows
 
 F32 = np.float32
 EMBED_FIELDS = {"BF16": ("embd_bf16", "uint16_t *"), "F32": ("embd_f32", "float *")}
@@ -130,19 +132,22 @@ class FastDecode:
         """Decode one token for each (state, token); returns logits (n, vocab)."""
         return self.forward([(st, np.array([t], np.int32)) for st, t in items])
 
-    def forward(self, batch: list[tuple[Any, np.ndarray]], all_rows: bool = False) -> np.ndarray:
-        """One C call for the whole batch (prompt chunks and decode tokens alike);
-        logits (len(batch), vocab) of each item's last row (or of every row)."""
+    def forward(self, batch: list[tuple[Any, np.ndarray]], all_rows: bool = False,
+                n_out: Sequence[int] | None = None) -> np.ndarray:
+        """One C call for the whole batch (prompt chunks, decode tokens and verify rows
+        alike); logits (len(batch), vocab) of each item's last row, of every row
+        (`all_rows`), or of the last n_out[i] rows of item i (Model.step)."""
         if not self.per_call:
-            return self._forward(batch, all_rows)
+            return self._forward(batch, all_rows, n_out)
         rows, remapped = call_rows(self.embed, batch)
         self.s.embd_f32 = self.ffi.cast("float *", rows.ctypes.data)
         try:
-            return self._forward(remapped, all_rows)
+            return self._forward(remapped, all_rows, n_out)
         finally:
             self.s.embd_f32 = self.ffi.cast("float *", self.no_rows.ctypes.data)
 
-    def _forward(self, batch: list[tuple[Any, np.ndarray]], all_rows: bool) -> np.ndarray:
+    def _forward(self, batch: list[tuple[Any, np.ndarray]], all_rows: bool,
+                 n_out: Sequence[int] | None) -> np.ndarray:
         ffi, n = self.ffi, len(batch)
         seqs = ffi.new("struct pyllm_qwen35_seq[]", n)
         toks, pos, seq = [], [], []
@@ -171,10 +176,7 @@ class FastDecode:
             pos.append(np.arange(st.pos, st.pos + k, dtype=np.int32))
             seq.append(np.full(k, i, np.int32))
         tk, ps, sq = np.concatenate(toks), np.concatenate(pos), np.concatenate(seq)
-        if all_rows:
-            orow = np.arange(len(tk), dtype=np.int32)
-        else:
-            orow = np.cumsum([len(t) for t in toks], dtype=np.int32) - 1
+        orow = out_rows([len(t) for t in toks], all_rows, n_out)
         out = np.empty((len(orow), self.head_rows), F32)
         rc = self.lib.pyllm_qwen35_forward(
             self.s, len(tk), ffi.cast("int32_t *", tk.ctypes.data),
@@ -193,7 +195,6 @@ class FastDecode:
 
 
 def _snap_buffers(st: Any, n: int) -> list[tuple[int, dict[str, np.ndarray]]]:
-    """Empty snapshots, by position, for st.snap_points(n): the C call fills them (struct
+    """Snapshot buffers, by position, for st.snap_points(n): the C call fills them (struct
     pyllm_qwen35_seq)."""
-    return [(p, {"conv": np.empty_like(st.conv), "ssm": np.empty_like(st.ssm)})
-            for p in st.snap_points(n)]
+    return [(p, st.snapshot_buffer()) for p in st.snap_points(n)]

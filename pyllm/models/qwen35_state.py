@@ -4,6 +4,8 @@ attention layers' KV cache (pyllm/models/qwen35.py runs it; qwen35_c.py hands it
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 import numpy as np
 
 from pyllm.backend import hugepages
@@ -11,6 +13,8 @@ from pyllm.models.base import ModelState
 from pyllm.models.qwen35_config import LINEAR, Qwen35Config
 
 F32 = np.float32
+POOL_MAX = 16  # snapshot buffers a state keeps for reuse (a verify row of k drafts uses k)
+# within one sequence; ModelState.trim lets them go when it ends
 
 
 class Qwen35State(ModelState):
@@ -32,6 +36,7 @@ class Qwen35State(ModelState):
         self._alloc = min(capacity, 256)
         shape = (n_full, cfg.n_kv_heads, self._alloc, cfg.head_dim)
         self.k, self.v = hugepages.zeros_pair(shape, shape, F32)
+        self._pool: list[dict[str, np.ndarray]] = []  # snapshot buffers for reuse
 
     def reserve(self, n: int) -> None:
         """Make room for positions [0, n) in the KV cache."""
@@ -46,12 +51,51 @@ class Qwen35State(ModelState):
 
     @property
     def nbytes(self) -> int:
-        return self.conv.nbytes + self.ssm.nbytes + self.k.nbytes + self.v.nbytes
+        return (self.conv.nbytes + self.ssm.nbytes + self.k.nbytes + self.v.nbytes
+                + len(self._pool) * self.snapshot_nbytes)
+
+    @property
+    def snapshot_nbytes(self) -> int:
+        return self.conv.nbytes + self.ssm.nbytes
 
     def reset(self) -> None:
+        self.trim()
         super().reset()
         self.conv[:] = 0
         self.ssm[:] = 0
+
+    def snapshot_buffer(self) -> dict[str, np.ndarray]:
+        """Memory for one snapshot that a forward pass fills (its contents are undefined):
+        a buffer of the pool when there is one. A verify row of k drafts asks for k of them
+        every step, and freshly mapped memory would be faulted in and zeroed first."""
+        if self._pool:
+            return self._pool.pop()
+        return {"conv": np.empty_like(self.conv),
+                "ssm": hugepages.zeros(self.ssm.shape, F32)}
+
+    def _recycle(self, snap: dict[str, np.ndarray]) -> None:
+        if len(self._pool) < POOL_MAX:
+            self._pool.append(snap)
+
+    def rollback(self, pos: int) -> None:
+        """Back to `pos`: the KV rows need nothing; the DeltaNet state is set to the snapshot
+        the forward pass took at `pos` (ModelState.rollback)."""
+        if pos < self.pos:
+            snap = self.snapshots.pop(pos, None)
+            if snap is None:
+                raise ValueError(f"no snapshot at position {pos} to roll back to")
+            self.restore(snap)
+            self._recycle(snap)
+        super().rollback(pos)
+
+    def drop_snapshots(self, keep: Container[int] = ()) -> None:
+        for p in [p for p in self.snapshots if p not in keep]:
+            self._recycle(self.snapshots.pop(p))
+
+    def trim(self) -> None:
+        """The snapshot buffers go (a verify row's k of them are a DeltaNet state each)."""
+        self.snapshots.clear()
+        self._pool.clear()
 
     def save_rows(self, start: int, end: int) -> dict[str, np.ndarray]:
         """The attention layers' k, v of positions [start, end): (n_full, KV, n, hd)."""
