@@ -17,6 +17,7 @@
 #define AI_MAX_TOKENS   255   // prompt tokens per request (the course's limit)
 #define AI_MAX_PREDICT  4096  // generated tokens per request (also <= context)
 #define AI_MAX_WORKERS  8     // worker processes registered at once
+#define AI_MAX_SPECULATE 16   // drafted tokens a decode step may verify (speculate)
 
 // request states (ai_status.state)
 #define AI_FREE         0
@@ -53,6 +54,7 @@
 // ai_submit_args.flags
 #define AI_NONBLOCK     0x1   // fail with AI_EBUSY instead of sleeping
 #define AI_STOP_EOS     0x2   // stop early at the model's end-of-sequence token
+#define AI_NO_SPEC      0x4   // one token per decode step: no speculative decoding
 
 // arguments of ai_submitx(); the ulib's ai_submit(t, n, p) fills the rest
 // with defaults (greedy, blocking, exactly p tokens)
@@ -60,12 +62,13 @@ struct ai_submit_args {
   uint64 tokens;        // user address of uint32 tokens[ntokens]
   int ntokens;          // 1 .. AI_MAX_TOKENS
   int npredict;         // 1 .. AI_MAX_PREDICT
-  int flags;            // AI_NONBLOCK | AI_STOP_EOS
+  int flags;            // AI_NONBLOCK | AI_STOP_EOS | AI_NO_SPEC
   uint32 seed;          // sampling seed
   uint32 temp_milli;    // temperature x 1000; 0 = greedy
   uint32 top_k;         // 0 = off
   uint32 top_p_milli;   // top-p x 1000; 0 or 1000 = off
-  uint32 reserved;
+  uint32 speculate;     // drafted tokens a decode step verifies at most: 0 = the
+                        // device's default, 1..AI_MAX_SPECULATE (AI_NO_SPEC: none)
 };
 
 // a snapshot of one request (ai_query)
@@ -77,6 +80,8 @@ struct ai_status {
   int npredict;         // tokens asked for
   int ngenerated;       // tokens generated so far (live while RUNNING)
   int ncached;          // prompt tokens the device's prefix cache held (once DONE)
+  int nsteps;           // decode steps after the first token (once DONE): with
+                        // speculative decoding (ngenerated - 1) / nsteps tokens a step
   int result_len;       // bytes of the result text once DONE (excl. NUL)
   int owner;            // pid of the submitter
   // guest time in microseconds since boot, the clock of time_us(); 0 = not yet

@@ -121,6 +121,7 @@ finish(struct aislot *s)
     err = AI_EDEVICE;   // no memory for the result text
   s->ngenerated = n;
   s->ncached = r->ncached <= (uint32)s->ntokens ? r->ncached : 0;
+  s->nsteps = n > 0 && r->nsteps < (uint32)n ? r->nsteps : (n > 0 ? n - 1 : 0);
   virtio_ai_release(s->chain);
   s->chain = -1;
   wakeup(&ai.chainpool);

@@ -39,9 +39,9 @@ ais_check_args(const struct ai_submit_args *a, int sampling)
     return AI_EINVAL;
   if(a->npredict < 1 || a->npredict > AI_MAX_PREDICT)
     return AI_EINVAL;
-  if(a->flags & ~(AI_NONBLOCK | AI_STOP_EOS))
+  if(a->flags & ~(AI_NONBLOCK | AI_STOP_EOS | AI_NO_SPEC))
     return AI_EINVAL;
-  if(a->reserved != 0 || a->top_p_milli > 1000)
+  if(a->speculate > AI_MAX_SPECULATE || a->top_p_milli > 1000)
     return AI_EINVAL;
   if(!sampling && (a->temp_milli != 0 || a->top_k != 0 ||
                    (a->top_p_milli != 0 && a->top_p_milli != 1000)))
@@ -126,7 +126,8 @@ found:
   s->chain = -1;
   s->ntokens = a->ntokens;
   s->npredict = a->npredict;
-  s->flags = a->flags & AI_STOP_EOS;
+  s->flags = a->flags & (AI_STOP_EOS | AI_NO_SPEC);
+  s->speculate = a->speculate;
   s->seed = a->seed;
   s->temp_milli = a->temp_milli;
   s->top_k = a->top_k;
@@ -135,6 +136,7 @@ found:
   s->ngenerated = 0;
   s->nread = 0;
   s->ncached = 0;
+  s->nsteps = 0;
   s->result_len = 0;
   s->t_submit = now;
   s->t_dispatch = s->t_accept = s->t_first = s->t_done = 0;
@@ -467,6 +469,7 @@ ais_status(const struct aislot *s, struct ai_status *st)
   st->npredict = s->npredict;
   st->ngenerated = s->ngenerated;
   st->ncached = s->ncached;
+  st->nsteps = s->nsteps;
   st->result_len = s->state == AI_DONE ? s->result_len : 0;
   st->owner = s->owner;
   st->t_submit = s->t_submit;

@@ -21,12 +21,14 @@ struct aislot {
   int chain;            // device chain running it (virtio_ai.c), or -1
   int ntokens;
   int npredict;
-  int flags;            // AI_STOP_EOS (AI_NONBLOCK only matters at submit)
+  int flags;            // AI_STOP_EOS, AI_NO_SPEC (AI_NONBLOCK only matters at submit)
   uint32 seed, temp_milli, top_k, top_p_milli;
+  uint32 speculate;     // drafted tokens a step may verify, 0 = the device's default
   uint32 tokens[AI_MAX_TOKENS];
   int ngenerated;       // tokens the device produced (final once DONE)
   int nread;            // the furthest id ai_read handed out (for the trace)
   int ncached;          // prompt tokens from the device's prefix cache
+  int nsteps;           // decode steps after the first token (once DONE)
   int result_len;       // bytes of text, excluding the NUL
   char *text[AIS_TEXTPAGES];  // the result, "id id id\0", page by page
   uint64 t_submit, t_dispatch, t_accept, t_first, t_done;

@@ -325,6 +325,7 @@ virtio_ai_start(struct aislot *s, int slot)
   c->req.temp_milli = s->temp_milli;
   c->req.top_k = s->top_k;
   c->req.top_p_milli = s->top_p_milli;
+  c->req.speculate = s->speculate;
   memmove(c->tokens, s->tokens, s->ntokens * sizeof(uint32));
   c->slot = slot;
   offer(c, i, s->ntokens, s->npredict);

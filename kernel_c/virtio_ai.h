@@ -109,12 +109,14 @@ struct ai_dev_req {
   uint32 id;                // the kernel's request id (echoed in traces)
   uint32 ntokens;
   uint32 npredict;
-  uint32 flags;             // AI_STOP_EOS (ai.h)
+  uint32 flags;             // AI_STOP_EOS, AI_NO_SPEC (ai.h)
   uint32 seed;
   uint32 temp_milli;
   uint32 top_k;
   uint32 top_p_milli;
   uint32 target;            // AI_REQ_CANCEL: the id to cancel
+  uint32 speculate;         // drafted tokens a step verifies at most, 0 = the
+                            // device's default (flags AI_NO_SPEC: none)
 };
 
 // ai_dev_resp.status
@@ -140,5 +142,6 @@ struct ai_dev_resp {
   uint64 t_first;
   uint64 t_done;
   uint32 ncached;           // prompt tokens taken from the prefix cache
-  uint32 reserved;
+  uint32 nsteps;            // decode steps after the first token (speculative
+                            // decoding takes several tokens in a step)
 };

@@ -15,6 +15,11 @@
 //   --stop-eos (with any of them): stop early at the model's end-of-sequence
 //   token (AI_STOP_EOS), as a chat answer ends its turn; without it exactly
 //   N tokens, as the course's runner
+//   --speculate K (with any of them): a decode step verifies at most K drafted
+//   tokens (speculative decoding, 1..AI_MAX_SPECULATE); 0 turns it off
+//   (AI_NO_SPEC). Without it the device's default: on, because the ids are
+//   the same as without (greedy) and the draft length adapts, so a request
+//   where nothing is accepted stops drafting (docs/BENCH.md, "speculate")
 //
 // Run once: one stdout line with the generated ids ("123 456 789 42").
 // With --stream the line is the same, but it grows id by id while the
@@ -36,10 +41,11 @@
 //                                      or "TPOT: n/a (1 token)"
 //   E2E: <us> us                       time_us() after ai_wait - t_submit
 //   Prefix cache: <n> of <m> prompt tokens   (the device's prefix cache)
+//   Tokens per step: <x.xx> (<s> decode steps after the first token)
 //   timing: model="NAME" synthetic=0|1 load_us=.. ttft_us=.. tpot_us=..|-1
 //     e2e_us=.. prompt=N generated=N submit=.. dispatch=.. accept=.. first=..
 //     done=.. waited=.. cached=N repack_us=.. shown=.. reqid=N tokenize=..
-//     tokenized=.. decoded=.. detok_us=.. (one line; the stamps are raw guest
+//     tokenized=.. decoded=.. detok_us=.. steps=N (one line; the stamps are raw guest
 //                                      times in us since boot, 0 = not taken:
 //                                      shown, the first id / character was
 //                                      written (--stream); tokenize..tokenized
@@ -75,6 +81,7 @@ static const char *want;          // required family ("SmolLM"), 0 = any
 static int timing;                // --timing
 static int stream;                // --stream
 static int stop_eos;              // --stop-eos
+static int speculate = -1;        // --speculate K: -1 = the device's default
 static struct ai_info info;
 static struct bpe *textbpe;       // --text: results are decoded with it
 static uint64 t_tokenize, t_tokenized, t_decoded, detok_us;  // --text stages
@@ -126,6 +133,8 @@ usage(void)
     "  E2E in microseconds (see the program's header for the format)\n"
     "--stream: print each id as it is generated (same line as without)\n"
     "--stop-eos: stop at the model's end-of-sequence token (up to N)\n"
+    "--speculate K: verify at most K drafted tokens a step (0: off;\n"
+    "  default: the device's, on)\n"
     "the model is the AI device's (harness run --model smol|qwen|PATH);\n"
     "  --asset-dir is accepted for the course's command lines\n",
     prog, prog, prog, prog);
@@ -204,6 +213,11 @@ print_timing(struct ai_status *st, uint64 waited, uint64 shown, int nprompt)
     printf("TPOT: n/a (1 token)\n");
   printf("E2E: %lu us\n", e2e);
   printf("Prefix cache: %d of %d prompt tokens\n", st->ncached, nprompt);
+  if(st->nsteps > 0){
+    int per100 = (n - 1) * 100 / st->nsteps;
+    printf("Tokens per step: %d.%d%d (%d decode steps after the first token)\n",
+           per100 / 100, per100 / 10 % 10, per100 % 10, st->nsteps);
+  }
   if(textbpe){
     printf("Tokenize: %lu us\n", t_tokenized - t_tokenize);
     printf("Detokenize: %lu us\n", detok_us);
@@ -217,12 +231,12 @@ print_timing(struct ai_status *st, uint64 waited, uint64 shown, int nprompt)
          "e2e_us=%lu prompt=%d generated=%d submit=%lu dispatch=%lu "
          "accept=%lu first=%lu done=%lu waited=%lu cached=%d repack_us=%lu "
          "shown=%lu reqid=%d "
-         "tokenize=%lu tokenized=%lu decoded=%lu detok_us=%lu\n",
+         "tokenize=%lu tokenized=%lu decoded=%lu detok_us=%lu steps=%d\n",
          info.name, (info.flags & AI_CFG_SYNTHETIC) != 0, info.load_us, ttft,
          tpot, e2e, nprompt, n, st->t_submit, st->t_dispatch, st->t_accept,
          st->t_first, st->t_done, waited, st->ncached, info.repack_us, shown,
          st->reqid,
-         t_tokenize, t_tokenized, t_decoded, detok_us);
+         t_tokenize, t_tokenized, t_decoded, detok_us, st->nsteps);
   if(info.flags & AI_CFG_SYNTHETIC)
     printf("note: synthetic weights (%s): the ids are not meaningful, the "
            "timings are real\n", info.name);
@@ -366,7 +380,8 @@ run_request(const uint32 *ids, int n, int predict)
   a.tokens = (uint64)ids;
   a.ntokens = n;
   a.npredict = predict;
-  a.flags = stop_eos ? AI_STOP_EOS : 0;
+  a.flags = (stop_eos ? AI_STOP_EOS : 0) | (speculate == 0 ? AI_NO_SPEC : 0);
+  a.speculate = speculate > 0 ? speculate : 0;
   reqid = ai_submitx(&a);
   if(reqid < 0){
     errmsg("ai_submit failed: %s", ai_strerror(ai_lasterr()));
@@ -537,7 +552,8 @@ main(int argc, char *argv[])
   for(i = 1; i < argc; i++){
     char *a = argv[i];
     if(strcmp(a, "--asset-dir") == 0 || strcmp(a, "--predict") == 0 ||
-       strcmp(a, "--prompt-file") == 0 || strcmp(a, "--text") == 0){
+       strcmp(a, "--prompt-file") == 0 || strcmp(a, "--text") == 0 ||
+       strcmp(a, "--speculate") == 0){
       if(i + 1 >= argc){
         usage();
         exit(1);
@@ -552,6 +568,13 @@ main(int argc, char *argv[])
           exit(1);
         }
         predict = p;
+      } else if(strcmp(a, "--speculate") == 0){
+        uint32 k;
+        if(ai_parse_u32(v, &k) < 0 || k > AI_MAX_SPECULATE){
+          errmsg("bad --speculate value %s (0..%d)", v, AI_MAX_SPECULATE);
+          exit(1);
+        }
+        speculate = k;
       } else if(strcmp(a, "--text") == 0){
         text = v;
       } else {

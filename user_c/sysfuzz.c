@@ -276,7 +276,7 @@ submitargs(int mayblock)
     case 1: sargs.ntokens = len(); break;
     case 2: sargs.npredict = len(); break;
     case 3: sargs.flags = rnd() | AI_NONBLOCK; break;
-    case 4: sargs.reserved = 1 + pick(100); break;
+    case 4: sargs.speculate = AI_MAX_SPECULATE + 1 + pick(100); break;
     case 5: stoks[pick(8)] = vocab + pick(3); break;
     case 6: stoks[pick(8)] = ~0U; break;
     case 7: sargs.temp_milli = rnd(); sargs.top_k = rnd(); sargs.top_p_milli = rnd(); break;

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from harness.cli.common import parse_ids, progress_bar, user_errors
+from pyllm.request import DEFAULT_SPECULATE
 
 MODEL_HELP = ("model: smol, qwen, or a path to a .gguf file / HF checkpoint folder / course assets "
               "(smol.zip, SMOL/) [default: smol]")
@@ -168,6 +169,11 @@ _register_export()
               show_default=True, help="nucleus sampling mass (0 < p <= 1)")
 @click.option("--seed", type=int, help="random seed for sampling [default: fresh]")
 @click.option("--stop", help="token ids that end generation [default: the model's EOS]")
+@click.option("--speculate", type=click.IntRange(0, 16), default=DEFAULT_SPECULATE,
+              show_default=True,
+              help="drafted tokens a decode step verifies at most (speculative decoding from "
+                   "prompt lookup and earlier outputs; the same ids as without it when greedy); "
+                   "0 = off")
 @click.option("--threads", type=click.IntRange(1, 16), help="compute threads [default: cores]")
 @click.option("--backend", default="auto", show_default=True,
               type=click.Choice(["auto", "c", "numpy-q8", "numpy-f32"]),
@@ -175,8 +181,8 @@ _register_export()
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object (ids, text, timings)")
 def generate(model: str, text: str | None, chat: str | None, ids: str | None,
              max_new_tokens: int, temperature: float, top_k: int, top_p: float,
-             seed: int | None, stop: str | None, threads: int | None, backend: str,
-             as_json: bool) -> None:
+             seed: int | None, stop: str | None, speculate: int, threads: int | None,
+             backend: str, as_json: bool) -> None:
     """Generate tokens from a prompt with the pyllm engine (no emulator involved).
 
     Prints the generated ids, the text when the prompt was text, and the timings:
@@ -193,7 +199,7 @@ def generate(model: str, text: str | None, chat: str | None, ids: str | None,
                   m.tokenizer.encode_chat([{"role": "user", "content": chat}]) if chat else
                   m.tokenizer.encode(text or ""))
         params = GenParams(max_new_tokens, temperature, top_k, top_p, seed,
-                           tuple(parse_ids(stop)) if stop else None)
+                           tuple(parse_ids(stop)) if stop else None, speculate=speculate)
         with pyllm.Engine(m) as engine:
             _run_generate(m, engine, prompt, params, show_text=ids is None, as_json=as_json)
 
@@ -219,9 +225,10 @@ def _run_generate(m: Any, engine: Any, prompt: list[int], params: Any, show_text
         return
     click.echo(" ".join(map(str, req.tokens)))
     tpot = f"{t.tpot_s * 1e3:.2f} ms" if t.n_generated > 1 else "-"
+    per_step = f" ({t.tokens_per_step:.2f} tok/step)" if t.n_steps else ""
     click.echo(f"[{m.info.label}, {m.info.backend}, {m.info.n_threads} threads] load "
                f"{t.load_s:.3f} s | prompt {t.n_prompt} tok | TTFT {t.ttft_s * 1e3:.1f} ms | "
-               f"TPOT {tpot} | {t.n_generated} tok, stop: {t.stop_reason}", err=True)
+               f"TPOT {tpot}{per_step} | {t.n_generated} tok, stop: {t.stop_reason}", err=True)
 
 
 # ---------------------------------------------------------------- harness tokens

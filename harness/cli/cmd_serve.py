@@ -29,11 +29,16 @@ import click
 @click.option("--api-key", envvar="HARNESS_SERVE_API_KEY", metavar="KEY",
               help="Clients must send `Authorization: Bearer KEY` (the openai client's "
                    "api_key) to the /v1 routes. Also from HARNESS_SERVE_API_KEY.")
+@click.option("--speculate", type=click.IntRange(0, 16), metavar="K",
+              help="Drafted tokens a decode step verifies at most (speculative decoding; the "
+                   "same tokens as without it when greedy, and seeded samples alike); 0 = off. "
+                   "Default: the engine's.")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info"]),
               default="warning", show_default=True, help="uvicorn's log level (info: one line "
                                                          "per request).")
 def serve(model: str, host: str, port: int, max_waiting: int, kv_cache: str | None,
-          backend: str, api_key: str | None, log_level: str) -> None:
+          backend: str, api_key: str | None, log_level: str,
+          speculate: int | None = None) -> None:
     """Serve a model over HTTP with vLLM's OpenAI-compatible API.
 
     \b
@@ -71,7 +76,7 @@ def serve(model: str, host: str, port: int, max_waiting: int, kv_cache: str | No
     except PyllmError as exc:
         sock.close()
         raise click.ClickException(str(exc)) from None
-    bridge = Bridge.create(lm, max_waiting)
+    bridge = Bridge.create(lm, max_waiting, speculate)
     # the socket listens already: a client that reads the URL line may connect at once
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host

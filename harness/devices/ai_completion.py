@@ -171,8 +171,11 @@ class AiCompletion:
         if status != ST["RUNNING"] and not job.t_done:
             job.t_done = self.now_us()
         ncached = job.handle.n_cached if job.handle is not None else 0
+        steps = job.handle.n_steps if job.handle is not None else -1
+        if not 0 <= steps < max(job.written, 1):  # not said: a token a step
+            steps = max(job.written - 1, 0)
         data = RESP_FMT.pack(status, job.written, job.t_accept, job.t_first, job.t_done,
-                             ncached, 0)
+                             ncached, steps)
         if status == ST["RUNNING"]:
             ram = self.ctx.ram
             ram.view[job.resp - ram.base: job.resp - ram.base + RESP.size] = data

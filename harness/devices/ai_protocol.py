@@ -26,10 +26,10 @@ CFG = A.struct("virtio_ai_config")
 REQ = A.struct("ai_dev_req")
 RESP = A.struct("ai_dev_resp")
 REQ_FIELDS = ("type", "id", "ntokens", "npredict", "flags", "seed", "temp_milli", "top_k",
-              "top_p_milli", "target")
+              "top_p_milli", "target", "speculate")
 REQ_FMT = REQ.scalar_struct(*REQ_FIELDS)
 RESP_FMT = RESP.scalar_struct("status", "ngenerated", "t_accept", "t_first", "t_done",
-                              "ncached", "reserved")
+                              "ncached", "nsteps")
 NGEN_OFF, TFIRST_OFF = RESP.offset("ngenerated"), RESP.offset("t_first")
 TRACE = A["VIRTIO_AI_TRACE"]
 PROGRESS_WANT = A["VIRTIO_AI_PROGRESS_WANT"]  # write-only: progress interrupts wanted
@@ -44,6 +44,8 @@ F_PROGRESS_IRQ = 1 << A["VIRTIO_AI_F_PROGRESS_IRQ"]
 INT_PROGRESS = A["VIRTIO_AI_INT_PROGRESS"]
 PROGRESS_US = A["VIRTIO_AI_PROGRESS_US"]  # progress interrupts at most this often
 STOP_EOS = AI_H["AI_STOP_EOS"]
+NO_SPEC = AI_H["AI_NO_SPEC"]
+MAX_SPECULATE = AI_H["AI_MAX_SPECULATE"]
 
 ST = A.prefixed("AI_ST_")            # "OK" -> 0, "EINVAL" -> 1, ...
 DEV_STATE = A.prefixed("AI_DEV_")    # "NOMODEL" .. "FAILED"

@@ -91,6 +91,8 @@ from harness.devices.ai_protocol import (
     F_PROGRESS,
     F_PROGRESS_IRQ,
     F_SAMPLING,
+    MAX_SPECULATE,
+    NO_SPEC,
     PROGRESS_US,
     PROGRESS_WANT,
     REQ,
@@ -376,8 +378,12 @@ class VirtioAi(AiCompletion, AiModelSlot, VirtioMmio):
             top_p = hdr["top_p_milli"] / 1000 if 0 < hdr["top_p_milli"] < 1000 else 1.0
             sampling.update(temperature=hdr["temp_milli"] / 1000, top_k=hdr["top_k"],
                             top_p=top_p)
+        if hdr["speculate"] > MAX_SPECULATE:
+            return ST["EINVAL"]
+        speculate = 0 if hdr["flags"] & NO_SPEC else hdr["speculate"] or None
         params = Sampling(max_new_tokens=npredict, stop_eos=bool(hdr["flags"] & STOP_EOS),
-                          seed=hdr["seed"], **sampling)  # type: ignore[arg-type]
+                          seed=hdr["seed"], speculate=speculate,
+                          **sampling)  # type: ignore[arg-type]
         job.out, job.npredict, job.lm = out_addr, npredict, lm
         try:
             job.handle = lm.submit(prompt, params, self._tokens_cb(job), self._done_cb(job))

@@ -33,6 +33,8 @@ class Sampling:
     temperature: float = 0.0  # 0: greedy
     top_k: int = 0            # 0: off
     top_p: float = 1.0
+    speculate: int | None = None  # drafted tokens a step verifies at most: None = the
+    #                               backend's default, 0 = none (AI_NO_SPEC)
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,12 @@ class Handle(Protocol):
     @property
     def t_submitted(self) -> float:
         """perf_counter time the request entered the backend's queue."""
+        ...
+
+    @property
+    def n_steps(self) -> int:
+        """Decode steps after the first token (fewer than the tokens when a step verifies
+        drafted ones); -1 if the backend does not say."""
         ...
 
 

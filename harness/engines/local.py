@@ -45,6 +45,10 @@ class LocalHandle:
     def t_submitted(self) -> float:
         return self.request.timings.submitted
 
+    @property
+    def n_steps(self) -> int:
+        return self.request.timings.n_steps
+
 
 @dataclass
 class LoadedModel:
@@ -147,6 +151,8 @@ class LoadedModel:
         if params.temperature:
             sampling.update(temperature=params.temperature, top_k=params.top_k,
                             top_p=params.top_p)
+        if params.speculate is not None:
+            sampling["speculate"] = params.speculate
         gp = GenParams(max_new_tokens=params.max_new_tokens,
                        stop_ids=None if params.stop_eos else (), **sampling)
         stops = frozenset(self.model.info.eos_ids if gp.stop_ids is None else gp.stop_ids)

@@ -127,6 +127,7 @@ class RemoteHandle:
         self.response: httpx.Response | None = None
         self.t_submitted = time.perf_counter()
         self.n_cached = 0
+        self.n_steps = -1  # the server does not say
 
     def finish(self, outcome: Outcome) -> bool:
         """Report `outcome` unless one was reported already; True if this one was."""

@@ -17,14 +17,15 @@ A snapshot is a plain dict (JSON for the socket and the record file):
     sleepers     [{pid, name, where, why, waker, request}]  (every process asleep in
                    the AI service; other sleepers are only counted in `others_asleep`)
     stats        the kernel's counters as ai_stats reports them
-    device       {chains, running, queued, model, tokens} or null without a device
+    device       {chains, running, queued, model, tokens, tokens_per_step} or null without
+                 a device
 """
 
 from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from harness.abi import cheader
@@ -197,7 +198,19 @@ class ServiceReader:
         return {"chains": len(dev.jobs), "running": running, "queued": queued,
                 "model": dev.loaded.label if dev.loaded is not None else None,
                 "requests": dev.requests,
-                "tokens": sum(j.written for j in dev.jobs.values())}
+                "tokens": sum(j.written for j in dev.jobs.values()),
+                "tokens_per_step": _tokens_per_step(dev.jobs.values())}
+
+
+def _tokens_per_step(jobs: Iterable[Any]) -> float | None:
+    """Tokens a decode step gave the requests in flight (above 1: speculative decoding's
+    drafts accepted), or None before any step."""
+    tokens = steps = 0
+    for j in jobs:
+        n = j.handle.n_steps if j.handle is not None else -1
+        if n > 0:
+            tokens, steps = tokens + max(j.delivered - 1, 0), steps + n
+    return round(tokens / steps, 2) if steps else None
 
 
 def channel_words(g: Guest) -> Callable[[int], str]:

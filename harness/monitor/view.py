@@ -51,9 +51,11 @@ def render(s: dict, title: str = "") -> list[str]:
         out.append("DEVICE: none")
     else:
         model = f" {d['model']}:" if d.get("model") else ""
+        per_step = d.get("tokens_per_step")
         out.append(f"DEVICE:{model} {d['chains']} chains in flight, engine batch "
                    f"{d['running']} (+{d['queued']} waiting), "
-                   f"{c.get('tokens_per_s', 0):.1f} tokens/s")
+                   f"{c.get('tokens_per_s', 0):.1f} tokens/s"
+                   + (f", {per_step:.2f} tokens/step" if per_step else ""))
     out.append("")
     out.append(f"ASLEEP IN THE AI SERVICE ({len(s['sleepers'])}; "
                f"{s['others_asleep']} asleep elsewhere)")

@@ -97,7 +97,8 @@ async def answer(bridge: Bridge, request: Request, body: Sampling, shape: Shape,
                  max_new: int, prompt_texts: Sequence[str | None] = ()) -> Response:
     """Submit every choice, then stream them or collect the whole answer. `prompt_texts`:
     each prompt as the client wrote it (None: given as ids), what `echo` returns."""
-    params = [body.gen_params(max_new, bridge.eos_ids, sample=i % shape.n)
+    params = [body.gen_params(max_new, bridge.eos_ids, sample=i % shape.n,
+                              speculate=bridge.speculate)
               for i in range(shape.n_choices)]
     gens = bridge.start_many([(shape.prompt_of(i), p) for i, p in enumerate(params)])
     pieces = LP.Pieces(bridge.tokenizer)

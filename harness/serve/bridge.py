@@ -80,14 +80,16 @@ class Bridge:
     lm: LoadedModel
     max_waiting: int
     metrics: Metrics
+    speculate: int | None = None  # every request's draft cap (None: the engine's default)
 
     @classmethod
-    def create(cls, lm: LoadedModel, max_waiting: int) -> Bridge:
+    def create(cls, lm: LoadedModel, max_waiting: int,
+               speculate: int | None = None) -> Bridge:
         # the tokenizer is built on first use (0.3 s, seconds on a loaded machine): now, not
         # on the event loop inside the first request, where its tokens would wait for it
         lm.model.tokenizer.decode([0])
         return cls(lm, max_waiting,
-                   Metrics(lm.model.info.name, lambda: lm.engine.queue_depth))
+                   Metrics(lm.model.info.name, lambda: lm.engine.queue_depth), speculate)
 
     @property
     def name(self) -> str:

@@ -75,7 +75,7 @@ class Sampling(BaseModel):
         return None
 
     def gen_params(self, max_new_tokens: int, eos_ids: tuple[int, ...],
-                   sample: int = 0) -> GenParams:
+                   sample: int = 0, speculate: int | None = None) -> GenParams:
         """The engine's parameters for choice `sample` of a prompt (a seeded request's samples
         use seed, seed + 1, ...: reproducible, and not all alike). The stop ids are always
         explicit: the model's EOS ids (unless ignore_eos) and stop_token_ids; a stop id is
@@ -87,7 +87,8 @@ class Sampling(BaseModel):
                          top_k=max(self.top_k, 0), top_p=self.top_p,
                          seed=None if self.seed is None else self.seed + sample,
                          stop_ids=stops, logprobs=self.token_logprobs,
-                         prompt_logprobs=self.echo_logprobs)
+                         prompt_logprobs=self.echo_logprobs,
+                         **({} if speculate is None else {"speculate": speculate}))
 
 
 class CompletionRequest(Sampling):

@@ -155,9 +155,12 @@ contract(void)
   a = args(1, AI_MAX_PREDICT + 1); CHECK(ais_check_args(&a, 0) == AI_EINVAL, "max+1 predict");
   a = args(1, 0);    CHECK(ais_check_args(&a, 0) == AI_EINVAL, "0 predict");
   a = args(1, -5);   CHECK(ais_check_args(&a, 0) == AI_EINVAL, "negative predict");
-  a = args(1, 1); a.flags = 4;  CHECK(ais_check_args(&a, 0) == AI_EINVAL, "unknown flag");
+  a = args(1, 1); a.flags = 8;  CHECK(ais_check_args(&a, 0) == AI_EINVAL, "unknown flag");
+  a = args(1, 1); a.flags = AI_NO_SPEC; CHECK(ais_check_args(&a, 0) == AI_OK, "no speculation");
   a = args(1, 1); a.flags = -1; CHECK(ais_check_args(&a, 0) == AI_EINVAL, "all flags");
-  a = args(1, 1); a.reserved = 1; CHECK(ais_check_args(&a, 1) == AI_EINVAL, "reserved");
+  a = args(1, 1); a.speculate = AI_MAX_SPECULATE + 1;
+  CHECK(ais_check_args(&a, 1) == AI_EINVAL, "speculate past the limit");
+  a = args(1, 1); a.speculate = AI_MAX_SPECULATE; CHECK(ais_check_args(&a, 1) == AI_OK, "speculate");
   a = args(1, 1); a.top_p_milli = 1001; CHECK(ais_check_args(&a, 1) == AI_EINVAL, "top_p");
   a = args(1, 1); a.temp_milli = 700;
   CHECK(ais_check_args(&a, 0) == AI_EINVAL, "sampling without a sampling device");

@@ -440,9 +440,9 @@ args(void)
   a.flags = 0x100;
   BAD("submit unknown flag", ai_submitx(&a), AI_EINVAL);
   a.flags = 0;
-  a.reserved = 1;
-  BAD("submit reserved != 0", ai_submitx(&a), AI_EINVAL);
-  a.reserved = 0;
+  a.speculate = AI_MAX_SPECULATE + 1;
+  BAD("submit speculate past the limit", ai_submitx(&a), AI_EINVAL);
+  a.speculate = 0;
   a.top_p_milli = 1001;
   BAD("submit top_p > 1", ai_submitx(&a), AI_EINVAL);
   a.top_p_milli = 0;
