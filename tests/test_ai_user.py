@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 from guest import ROOT, GuestResult, run_guest, run_raw
 
+from harness.run.hostapi import parse_llmrun
+
 SMOL = "smol"
 QWEN_TINY = str(ROOT / "tests" / "data" / "qwen35" / "tiny_text")
 NO_STOP = "4294967295"  # a stop id no model produces: generate exactly -n tokens
@@ -202,10 +204,11 @@ TIMING = re.compile(
     r"Model Loading Time: (\d+) us\n(?:  of which the one-time int8 repack: \d+ us [^\n]*\n)?"
     r"TTFT: (\d+) us\nTPOT: (\d+ us|n/a \(1 token\))\n"
     r"E2E: (\d+) us\nPrefix cache: \d+ of \d+ prompt tokens\n"
+    r"(?:Tokens per step: \d+\.\d\d \(\d+ decode steps after the first token\)\n)?"
     r'timing: model="([^"]*)" synthetic=([01]) load_us=(\d+) ttft_us=(\d+) tpot_us=(-?\d+) '
     r"e2e_us=(\d+) prompt=(\d+) generated=(\d+) submit=(\d+) dispatch=(\d+) accept=(\d+) "
     r"first=(\d+) done=(\d+) waited=(\d+) cached=0 repack_us=(\d+) shown=(\d+) reqid=(\d+) "
-    r"tokenize=0 tokenized=0 decoded=0 detok_us=0\n")  # prompts within one block: nothing cached
+    r"tokenize=0 tokenized=0 decoded=0 detok_us=0 steps=(\d+)\n")  # nothing cached (one block)
 
 
 def test_llmrun_timing_format() -> None:
@@ -231,7 +234,37 @@ def test_llmrun_timing_format() -> None:
         else:
             assert g[2] == "n/a (1 token)" and g[8] == "-1"
         assert load > 0
+        assert 0 <= int(g[21]) <= ngen - 1  # decode steps: a token each at most
     assert "synthetic" not in r.output.replace("synthetic=0", "")
+
+
+QUOTE_TEXT = ("Repeat exactly: the quick brown fox jumps over the lazy dog. "
+              "the quick brown fox jumps over the lazy dog.")
+
+
+def test_llmrun_speculate_same_ids_fewer_steps() -> None:
+    """--speculate: the device verifies drafted tokens, the ids stay those of plain decoding
+    (greedy); --speculate 0 takes a step per token; a quoting prompt takes fewer steps than
+    tokens, and the timing says so (`Tokens per step`, steps=); a bad value is refused."""
+    from pyllm.registry import load_tokenizer
+
+    n = 40
+    QUOTE = " ".join(map(str, load_tokenizer(SMOL).encode(QUOTE_TEXT)))  # noqa: N806
+    r = ai_guest(f"llmrun --timing --speculate 0 --predict {n} {QUOTE}; "
+                 f"llmrun --timing --predict {n} {QUOTE}; "
+                 f"llmrun --timing --speculate 3 --predict {n} {QUOTE}; "
+                 "llmrun --speculate 17 1 2", timeout=300.0)
+    runs = parse_llmrun(r.output)
+    assert len(runs) == 3, r.output
+    ref = generate(SMOL, tuple(int(x) for x in QUOTE.split()), n)
+    assert all(x.ids == list(ref) for x in runs), r.output
+    off, default, three = (x.timing["steps"] for x in runs)
+    assert off == n - 1
+    assert 0 < default < n - 1 and 0 < three < n - 1, (off, default, three)
+    per_step = re.findall(r"Tokens per step: (\d+\.\d\d) \((\d+) decode steps", r.output)
+    assert [int(s) for _, s in per_step] == [off, default, three]
+    assert float(per_step[1][0]) > 1.0
+    assert "llmrun: bad --speculate value 17 (0..16)" in r.output
 
 
 # ------------------------------------------------------------------ aitest

@@ -66,12 +66,10 @@ class AiRecord:
     message: str = ""
     n_cached: int = 0
     cache: dict[str, int] = field(default_factory=dict)
-    n_steps: int = -1  # decode steps after the first token (-1: not said)
 
     def to_json(self) -> dict[str, Any]:
         return {"k": "ai", "n": self.n, "h": self.prompt, "ids": self.ids, "st": self.status,
-                "msg": self.message, "cached": self.n_cached, "cache": self.cache,
-                "steps": self.n_steps}
+                "msg": self.message, "cached": self.n_cached, "cache": self.cache}
 
 
 @dataclass
@@ -153,8 +151,7 @@ class Journal:
             elif kind == "ai":
                 self.ai[int(x["n"])] = AiRecord(int(x["n"]), x["h"], list(x["ids"]), x["st"],
                                                 x.get("msg", ""), int(x.get("cached", 0)),
-                                                dict(x.get("cache", {})),
-                                                int(x.get("steps", -1)))
+                                                dict(x.get("cache", {})))
             elif kind == "end":
                 self.end = {k: v for k, v in x.items() if k != "k"}
             else:

@@ -79,8 +79,10 @@ class _Request:
 
     @property
     def n_steps(self) -> int:
-        """Decode steps after the first token: known with the outcome, as n_cached."""
-        return self.work.rec.n_steps if self.finished else -1
+        """Not said: how many steps the engine took depends on the host (its draft length
+        adapts to measured step times), and the guest's times are modelled here anyway, a
+        token a step."""
+        return -1
 
     def cancel(self) -> None:  # Handle.cancel: the device calls it on the emulation thread
         self.cancelled = True
@@ -240,7 +242,6 @@ class TimedBackend:
                 work.rec.status = outcome.status
                 work.rec.message = work.rec.message or outcome.message
                 work.rec.n_cached = work.handle.n_cached if work.handle is not None else 0
-                work.rec.n_steps = work.handle.n_steps if work.handle is not None else -1
                 if self.inner is not None:
                     work.rec.cache = self.inner.cache_counters()
                 work.done = True
