@@ -88,6 +88,23 @@ def test_markdown_says_met_and_not_met_with_the_numbers() -> None:
     assert "not measured (--no-throughput)" in "\n".join(markdown(_bench(clients=None)))
 
 
+def test_the_clients_line_shows_the_rounds_spread() -> None:
+    """The clients' ratio comes with the rounds' own spread; when no draft was accepted and
+    the spread holds 1, the paragraph says so."""
+    rep = _bench(clients=1.02)
+    text = "\n".join(markdown(rep))
+    assert "(1.02x, the rounds' ratios 1.02..1.02;" in text and "own spread" not in text
+    t = rep.models["m"].report.throughput
+    assert t is not None
+    t.tokens_per_step, t.off_runs, t.on_runs, t.ratio = 1.0, [100.0, 100.0], [80.0, 105.0], 0.92
+    text = "\n".join(markdown(rep))
+    assert "NOT MET (0.92x" in text
+    assert "No draft was accepted there, and the ratio's distance from 1 is within the " \
+        "rounds' own spread (0.80..1.05)." in text
+    t.on_runs = [80.0, 95.0]
+    assert "own spread" not in "\n".join(markdown(rep))
+
+
 def test_markdown_table_and_paragraph() -> None:
     """A row per workload with its figures; the paragraph computes the step's cost from them
     and names the workload with nothing to look up; a synthetic model is labelled so and its
@@ -105,7 +122,8 @@ def test_markdown_table_and_paragraph() -> None:
     assert "Where it cannot help: `demo`" in text and "random" not in text
     syn = "\n".join(markdown(_bench(synthetic=True, quote=1.0, quote_drafted=0.0)))
     assert "**Qwen3.5-0.8B (synthetic weights)**: timings real, tokens meaningless" in syn
-    assert "`quote` (0.00 drafted per step" in syn and "the weights are random" in syn
+    assert "`quote` (0.00 drafted per step, acceptance 0%, 1.00x: the weights are random" in syn
+    assert "`demo` (0.10 drafted per step, acceptance 0%, 1.00x: nothing in the prompt" in syn
 
 
 def test_write_gives_json_markdown_and_the_plot(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pyllm.request import DEFAULT_SPECULATE
-from pyllm.specbench import SpeculateReport, Workload
+from pyllm.specbench import SpeculateReport, Throughput, Workload
 
 HALF = 0.5  # the TPOT ratio `quote` and `repeat` must reach (at most)
 SLOWEST = 1.03  # the TPOT ratio no workload may exceed (the adaptive draft length's promise)
@@ -242,9 +242,17 @@ def _throughput_line(report: SpeculateReport) -> str:
     t = report.throughput
     if t is None:
         return "Concurrent clients: not measured (--no-throughput)."
+    lo, hi = _spread(t)
     return (f"{t.clients} clients at once ({t.tokens} tokens a round): {t.off_tok_s:.1f} tok/s "
-            f"without speculation, {t.on_tok_s:.1f} with ({_x(t.ratio)}; per CPU second of "
-            f"this process {_x(t.cpu_ratio)}), {t.tokens_per_step:.2f} tokens per step with it.")
+            f"without speculation, {t.on_tok_s:.1f} with ({_x(t.ratio)}, the rounds' ratios "
+            f"{lo:.2f}..{hi:.2f}; per CPU second of this process {_x(t.cpu_ratio)}), "
+            f"{t.tokens_per_step:.2f} tokens per step with it.")
+
+
+def _spread(t: Throughput) -> tuple[float, float]:
+    """The smallest and largest of the rounds' with / without throughput ratios."""
+    ratios = [a / b for a, b in zip(t.on_runs, t.off_runs, strict=True) if b > 0]
+    return (min(ratios), max(ratios)) if ratios else (math.nan, math.nan)
 
 
 def markdown(rep: SpeculateBench, heading: str = "##") -> list[str]:
@@ -296,29 +304,39 @@ def _step_cost(m: ModelSpeculate) -> str:
 
 
 def _no_help(m: ModelSpeculate) -> str:
-    """Where speculation could not help, from the workloads that drafted little."""
+    """Where speculation could not help, from the workloads that drafted little, each with
+    its reason: nothing to look up, or (synthetic weights) an answer that does not quote."""
     idle = [w for w in m.report.workloads if not w.drafted_per_step > 0.5]
     if not idle:
         return ""
-    names = ", ".join(f"`{w.name}` ({w.drafted_per_step:.2f} drafted per step, acceptance "
-                      f"{w.acceptance:.0%}, {_x(w.ratio)})" for w in idle)
-    why = ("nothing in the prompt or in earlier answers to look up, so the adaptive length "
-           "drafts nothing but an occasional probe and the ratio stays near 1")
-    if m.synthetic and any(w.name == "quote" for w in idle):
-        why += ("; the weights are random, so the answer does not quote the paragraph it was "
-                "given, and only a repeated request, drafted from the cache of earlier "
-                "outputs, gains")
-    return f"Where it cannot help: {names}: {why}."
+
+    def why(w: Workload) -> str:
+        if m.synthetic and w.name == "quote":
+            return ("the weights are random, so the answer does not quote the paragraph it "
+                    "was given")
+        return "nothing in the prompt or in earlier answers to look up"
+
+    parts = [f"`{w.name}` ({w.drafted_per_step:.2f} drafted per step, acceptance "
+             f"{w.acceptance:.0%}, {_x(w.ratio)}: {why(w)})" for w in idle]
+    return ("Where it cannot help: " + "; ".join(parts) + ". There the adaptive length drafts "
+            "nothing but an occasional probe, and the ratio stays near 1"
+            + ("; only a repeated request, drafted from the cache of earlier outputs, "
+               "gains." if m.synthetic else "."))
 
 
 def _clients_note(m: ModelSpeculate) -> str:
     t = m.report.throughput
     if t is None:
         return ""
-    return (f"With {t.clients} clients a step already carries {t.clients} rows and the "
+    note = (f"With {t.clients} clients a step already carries {t.clients} rows and the "
             f"weights' stream is shared {t.clients} ways, so a drafted row costs more against "
             "each request's share of the step, and the length adapts to that: "
             f"{t.tokens_per_step:.2f} tokens per step, throughput {_x(t.ratio)}.")
+    lo, hi = _spread(t)
+    if t.tokens_per_step < 1.005 and lo <= 1.0 <= hi:  # no draft accepted: same tokens a step
+        note += (" No draft was accepted there, and the ratio's distance from 1 is within "
+                 f"the rounds' own spread ({lo:.2f}..{hi:.2f}).")
+    return note
 
 
 def findings(m: ModelSpeculate) -> list[str]:
