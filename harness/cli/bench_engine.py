@@ -138,9 +138,10 @@ def remote(machines: int, clients: int, per_client: int, n_in: int, n_out: int,
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--models", "-m", default="smol,qwen", show_default=True,
-              help="Comma-separated models (registry names or paths); qwen is the synthetic "
-                   "Qwen3.5-0.8B (random weights, real shapes), skipped with the command that "
-                   "writes it when missing.")
+              help="Comma-separated models (registry names or paths); qwen is Qwen3.5-0.8B, "
+                   "its synthetic full-size weights unless a real checkpoint is installed "
+                   "(labelled as such); a missing one is skipped with the command that "
+                   "writes it.")
 @click.option("--rounds", type=click.IntRange(1, 50), default=5, show_default=True,
               help="Rounds; each runs every workload without and with speculation, back to "
                    "back (medians and median ratios are reported).")
