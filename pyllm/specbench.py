@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -155,11 +155,14 @@ def _run(engine: Engine, prompt: Sequence[int], params: GenParams) -> Request:
 def measure(engine: Engine, *, rounds: int = 5, max_new_tokens: int = 128,
             speculate: int = DEFAULT_SPECULATE, clients: int = 8,
             client_rounds: int | None = None,
-            prompts: dict[str, list[int]] | None = None) -> SpeculateReport:
+            prompts: dict[str, list[int]] | None = None,
+            progress: Callable[[str], None] | None = None) -> SpeculateReport:
     """Run the workloads (module docstring) on an idle engine; `clients` 0 skips the
     concurrent part, which runs `client_rounds` rounds (default: `rounds`). `prompts`
     replaces the default workloads (name -> ids; a name 'repeat' is run once unmeasured
-    before each measured run)."""
+    before each measured run). `progress` is told each round as it starts (the runs are
+    long: a caller says what is going on)."""
+    say = progress or (lambda _: None)
     tok = engine.model.tokenizer
     prompts = prompts if prompts is not None else workload_prompts(tok)
     off = GenParams(max_new_tokens=max_new_tokens, speculate=0)
@@ -169,6 +172,7 @@ def measure(engine: Engine, *, rounds: int = 5, max_new_tokens: int = 128,
     for name, ids in prompts.items():
         runs: dict[bool, list[Request]] = {False: [], True: []}
         for rnd in range(rounds):
+            say(f"{name}: round {rnd + 1}/{rounds}, without and with speculation")
             for spec in ((False, True) if rnd % 2 == 0 else (True, False)):
                 engine.suffix_cache.clear()
                 if name == "repeat":
@@ -203,21 +207,26 @@ def measure(engine: Engine, *, rounds: int = 5, max_new_tokens: int = 128,
         batch = [list(tok.encode_chat([{"role": "user", "content": texts[i % len(texts)]}]))
                  for i in range(clients)]
         throughput = measure_clients(engine, batch, rounds=client_rounds or rounds, off=off,
-                                     on=on)
+                                     on=on, progress=say)
     return SpeculateReport(model=engine.info.label, speculate=speculate, row_cost=row_cost,
                            max_new_tokens=max_new_tokens, rounds=rounds, workloads=results,
                            throughput=throughput)
 
 
 def measure_clients(engine: Engine, prompts: list[list[int]], *, rounds: int,
-                    off: GenParams, on: GenParams) -> Throughput:
+                    off: GenParams, on: GenParams,
+                    progress: Callable[[str], None] | None = None) -> Throughput:
     """The prompts submitted at once, without and with speculation (alternating order):
     tokens per second of wall time, medians over rounds. Each round starts with the cache of
-    earlier outputs empty; a client whose prompt equals an earlier client's is a repeat."""
+    earlier outputs empty; a client whose prompt equals an earlier client's is a repeat.
+    `progress` is told each round as it starts."""
     tok_s: dict[bool, list[float]] = {False: [], True: []}
     cpu_tok_s: dict[bool, list[float]] = {False: [], True: []}
     tokens, steps, decoded = 0, 0, 0
     for rnd in range(rounds):
+        if progress is not None:
+            progress(f"{len(prompts)} clients at once: round {rnd + 1}/{rounds}, without and "
+                     "with speculation")
         for spec in ((False, True) if rnd % 2 == 0 else (True, False)):
             engine.suffix_cache.clear()
             c0, t0 = time.process_time(), time.perf_counter()

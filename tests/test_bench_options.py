@@ -36,6 +36,8 @@ SMALL: dict[str, tuple[list[str], str | None]] = {
     "engine": (["-m", TINY, "--rounds", "1", "--ttft", "8", "--gen", "2"], "TTFT 8 tok"),
     "prefix": (["-m", TINY, "--reps", "1", "--prompt-len", "8", "--lengths", "8",
                 "--turns", "2"], "The prefix cache: TTFT with and without it"),
+    "speculate": (["-m", "smol", "--rounds", "1", "--tokens", "8", "--clients", "2"],
+                  "Speculative decoding: TPOT with and without it"),
     "service": (["-m", TINY, "--reps", "1", "--pairs", "1", "-n", "2"], "targets:"),
     "tokenizer": (["-m", "smol", "--size", "1000", "--reps", "1", "--first-reps", "1"],
                   "tokenizer"),
@@ -108,7 +110,7 @@ def test_the_walk_covers_every_flag_and_pair() -> None:
 def _run(name: str, flags: list[str], out: Path) -> None:
     args, marker = SMALL[name]
     argv = ["bench", *([name] if name else []), *args, *flags]
-    if name in ("", "prefix"):
+    if name in ("", "prefix", "speculate"):
         argv += ["--out", str(out)]
     res = CliRunner().invoke(main, argv, catch_exceptions=True)
     text = res.output
@@ -129,7 +131,8 @@ def _run(name: str, flags: list[str], out: Path) -> None:
 def test_subcommand_combinations(name: str, tmp_path: Path) -> None:
     if name in GUEST and not BUILT:
         pytest.skip("needs `make build`")
-    if name == "tokenizer" and not (ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf").exists():
+    if name in ("tokenizer", "speculate") and not (
+            ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf").exists():
         pytest.skip("needs the SmolLM2 weights")
     for k, flags in enumerate(combinations(name)):
         _run(name, flags, tmp_path / str(k))

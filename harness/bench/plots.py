@@ -9,6 +9,8 @@
     concurrency.png      throughput, TPOT (with the weight-streaming floor and the roofline
                          bounds) and TTFT (median, P99) against concurrent clients
     prefix_cache.png     TTFT with the prefix cache and without (harness/bench/prefix.py)
+    speculate.png        TPOT with speculation and without, per model and workload
+                         (harness/bench/speculate.py)
 
 Every point is a median over the run's repetitions; whiskers show min..max. Labels carry
 "(synthetic weights)" where it applies.
@@ -420,6 +422,68 @@ def prefix_cache(rep: Any, out: Path) -> Path | None:
                  f"tokens the cache gave; {BARS.replace('requests', 'rounds')}", fontsize=10)
     fig.tight_layout()
     path = out / "prefix_cache.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _workload_bars(ax: Any, m: Any, color: str, half: float, targeted: tuple[str, ...]) -> None:
+    """One model's TPOT bars (off grey, on in colour; whiskers min..max of the rounds), the
+    ratio and the tokens per step written above each pair; over the `targeted` workloads'
+    speculating bar a dashed line at `half` times the bar without."""
+    import numpy as np
+
+    ws = m.report.workloads
+    pos = np.arange(len(ws))
+    w = 0.38
+    for k, (key, col, name) in enumerate((("off", "0.6", "without speculation"),
+                                          ("on", color, "with speculation"))):
+        runs = [[x * 1e3 for x in getattr(wl, f"tpot_{key}_runs_s")] for wl in ws]
+        meds = [getattr(wl, f"tpot_{key}_s") * 1e3 for wl in ws]
+        err = [[max(0.0, md - min(r)) for md, r in zip(meds, runs, strict=True)],
+               [max(0.0, max(r) - md) for md, r in zip(meds, runs, strict=True)]]
+        ax.bar(pos + (k - 0.5) * w, meds, w, color=col, yerr=err, capsize=3, ecolor="black",
+               error_kw={"lw": 0.8}, label=name)
+    marked = False
+    for x, wl in zip(pos, ws, strict=True):
+        if wl.name in targeted:
+            ax.hlines(half * wl.tpot_off_s * 1e3, x, x + w, colors="black", linestyles="--",
+                      lw=1, label=None if marked else f"target: {half}x without")
+            marked = True
+        top = max(wl.tpot_off_s, wl.tpot_on_s, max(wl.tpot_off_runs_s + wl.tpot_on_runs_s,
+                                                   default=0.0)) * 1e3
+        ax.annotate(f"{wl.ratio:.2f}x\n{wl.tokens_per_step:.1f} tok/step", (x, top),
+                    textcoords="offset points", xytext=(0, 4), ha="center", va="bottom",
+                    fontsize=8)
+    ax.set_xticks(pos, [wl.name for wl in ws])
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.3)  # room for the labels above the bars
+    ax.set_ylabel("TPOT (ms per output token)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper right", framealpha=0.9)
+
+
+def speculation(rep: Any, out: Path, half: float) -> Path | None:
+    """speculate.png of a harness.bench.speculate.SpeculateBench: a panel per model, TPOT
+    without and with speculation per workload, the ratio and tokens per step above; the
+    clients' throughput in the panel's title; dashed: `half` of TPOT without speculation,
+    the target of `quote` and `repeat`. None when no model was measured."""
+    models = list(rep.models.values())
+    if not models:
+        return None
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(models), figsize=(max(7.0, 5.2 * len(models)), 4.8),
+                             squeeze=False)
+    for i, (ax, m) in enumerate(zip(axes[0], models, strict=True)):
+        _workload_bars(ax, m, COLORS[i % len(COLORS)], half, ("quote", "repeat"))
+        t = m.report.throughput
+        sub = ("" if t is None else f"\n{t.clients} clients: {t.off_tok_s:.0f} -> "
+               f"{t.on_tok_s:.0f} tok/s ({t.ratio:.2f}x)")
+        ax.set_title(m.label + sub, fontsize=9)
+    fig.suptitle(f"Speculative decoding on the engine: TPOT, medians of {rep.opts.rounds} "
+                 f"round(s), up to {rep.opts.tokens} tokens\nabove each pair: on / off and "
+                 "tokens per step; whiskers: min..max of the rounds", fontsize=9)
+    fig.tight_layout()
+    path = out / "speculate.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

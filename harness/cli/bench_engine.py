@@ -1,6 +1,6 @@
-"""`harness bench engine | matmul | eval | remote`: the benchmarks of the engine alone and
-through the network (pyllm/enginebench.py, pyllm/matbench.py, harness/bench/evalmc.py,
-harness/bench/network.py)."""
+"""`harness bench engine | matmul | eval | remote | speculate`: the benchmarks of the engine
+alone and through the network (pyllm/enginebench.py, pyllm/matbench.py, harness/bench/evalmc.py,
+harness/bench/network.py, harness/bench/speculate.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import click
 
 from harness.cli.common import user_errors
 from harness.cli.options import engine_options, remote_engine
+from pyllm.request import DEFAULT_SPECULATE
 
 
 @click.command()
@@ -133,3 +134,51 @@ def remote(machines: int, clients: int, per_client: int, n_in: int, n_out: int,
     click.echo(format_load(rep))
     if not rep.passed:
         raise click.ClickException("the load run failed (see above)")
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--models", "-m", default="smol,qwen", show_default=True,
+              help="Comma-separated models (registry names or paths); qwen is Qwen3.5-0.8B, "
+                   "its synthetic full-size weights unless a real checkpoint is installed "
+                   "(labelled as such); a missing one is skipped with the command that "
+                   "writes it.")
+@click.option("--rounds", type=click.IntRange(1, 50), default=5, show_default=True,
+              help="Rounds; each runs every workload without and with speculation, back to "
+                   "back (medians and median ratios are reported).")
+@click.option("--tokens", "-n", type=click.IntRange(2, 2048), default=128, show_default=True,
+              help="Most new tokens per request (greedy; a request may stop earlier).")
+@click.option("--speculate", "-k", type=click.IntRange(1, 16), default=DEFAULT_SPECULATE,
+              show_default=True, help="The longest draft (GenParams.speculate).")
+@click.option("--clients", "-c", type=click.IntRange(1, 32), default=8, show_default=True,
+              help="Concurrent requests of the throughput part.")
+@click.option("--quick", is_flag=True,
+              help="A fast check: one round, shorter answers (options given explicitly "
+                   "still win).")
+@click.option("--no-throughput", is_flag=True, help="Skip the concurrent clients.")
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("bench-results"), show_default=True,
+              help="Folder for speculate.md, speculate.json and speculate.png.")
+@click.option("--no-plots", is_flag=True, help="Do not draw speculate.png.")
+@click.pass_context
+def speculate(ctx: click.Context, models: str, rounds: int, tokens: int, speculate: int,
+              clients: int, quick: bool, no_throughput: bool, out: Path,
+              no_plots: bool) -> None:
+    """TPOT with speculative decoding against without: the course's demo question, a prompt
+    whose answer quotes a paragraph given in it, a repeated request; and concurrent clients'
+    throughput. Checks the targets (quote and repeat at most 0.5x, no workload over 1.03x,
+    the clients' throughput not lower) and writes the report, its JSON and a plot."""
+    from harness.bench import speculate as bench_speculate
+
+    names = [m.strip() for m in models.split(",") if m.strip()]
+    if not names:
+        raise click.BadParameter("name at least one model", param_hint="--models")
+    sizes = {"rounds": rounds, "tokens": tokens}
+    if quick:  # its sizes, where the option was not given
+        sizes.update({k: v for k, v in bench_speculate.QUICK.items()
+                      if ctx.get_parameter_source(k) is click.core.ParameterSource.DEFAULT})
+    opts = bench_speculate.Options(names, **sizes, speculate=speculate, clients=clients,
+                                   throughput=not no_throughput, out=out, plots=not no_plots)
+    rep = bench_speculate.main(opts, say=lambda m: click.echo(m, err=True))
+    click.echo(bench_speculate.format_report(rep))
+    if not rep.models:
+        raise click.ClickException("no model measured: " + "; ".join(rep.skipped.values()))

@@ -24,6 +24,7 @@ BENCH_COMMANDS: dict[str, str] = {
     "monitor": "harness.cli.bench_guest:monitor",
     "race": "harness.cli.bench_guest:race",
     "remote": "harness.cli.bench_engine:remote",
+    "speculate": "harness.cli.bench_engine:speculate",
     "timetravel": "harness.cli.bench_guest:timetravel",
 }
 
@@ -163,13 +164,13 @@ def bench(ctx: click.Context, models: str, input_lens: list[int], output_lens: l
     harness bench system           boot time, syscall round trip, guest MIPS, idle host CPU
     harness bench service          TTFT/TPOT through the guest's AI service vs the engine alone
     harness bench fs               file-system throughput with the log against without it
-    harness bench tokenizer        the guest tokenizer's µs/token vs HF tokenizers / tiktoken;
-                                   time to the first character on the console vs TTFT
+    harness bench tokenizer        the guest tokenizer vs HF / tiktoken; first character vs TTFT
     harness bench prefix           TTFT with the prefix cache vs without: shared prefix
                                    0..100 %, cold vs warm, a conversation per turn; memory
     harness bench --engine URL     the lifecycle through an OpenAI-compatible server: TTFT
                                    from the server, an HTTP client and the guest (HTTP's share)
     harness bench remote           a load run: --machines M x --clients C against one server
+    harness bench speculate        TPOT with speculative decoding vs without; 8 clients
     harness bench qemu --xv6 PATH  ours vs xv6-riscv on QEMU, same run: getpid, fork, pipe,
                                    exec from one source; xv6's usertests on both
 
