@@ -286,11 +286,29 @@ class Spinner:
         self.proc.wait()
 
 
+def file_step_bytes(path: str) -> int | None:
+    """Bytes of a GGUF file's tensors that one decode step reads, as stored: every tensor
+    once, but the token embedding only when the output head is tied to it (else a step reads
+    one row of it). None for a file that is not GGUF."""
+    if not str(path).endswith(".gguf"):
+        return None
+    from pyllm.loaders.gguf import open_gguf
+
+    ck = open_gguf(path)
+    tied = "output.weight" not in ck.tensors
+    return sum(t.nbytes for name, t in ck.tensors.items() if tied or name != "token_embd.weight")
+
+
+PROBE_BYTES = 256 << 20  # the bandwidth probe's buffer: far beyond the last-level cache
+
+
 def run_bench(model: str, threads: int, rounds: int, lens: list[int], gen: int,
               engines: list[Adapter], busy: bool, progress: Callable[[str], None],
               vocab: int = 49152) -> dict[str, dict[str, Samples]]:
-    """{condition: {engine: Samples}} for condition in idle (and busy)."""
+    """{condition: {engine: Samples}} for condition in idle (and busy); each round also
+    probes the memory bandwidth (pyllm-c's "bw_gbs"), which sets the TPOT floor."""
     results: dict[str, dict[str, Samples]] = {}
+    probe = np.ones(PROBE_BYTES, np.uint8)
     conditions = ["idle", "busy"] if busy else ["idle"]
     for cond in conditions:
         res = {a.name: Samples() for a in engines}
@@ -301,6 +319,8 @@ def run_bench(model: str, threads: int, rounds: int, lens: list[int], gen: int,
         watch = CpuWatch().__enter__()
         try:
             for r in range(rounds):
+                res["pyllm-c"].add("bw_gbs", statistics.median(
+                    stream_bandwidth(probe) for _ in range(3)) / 1e9)
                 order = engines[r % len(engines):] + engines[: r % len(engines)]
                 for a in order:
                     progress(f"{cond} round {r + 1}/{rounds}: {a.name}")
@@ -321,7 +341,29 @@ def run_bench(model: str, threads: int, rounds: int, lens: list[int], gen: int,
 
 # ---------------------------------------------------------------- report
 
-def report(results: dict[str, dict[str, Samples]], lens: list[int], header: list[str]) -> str:
+def bound_lines(results: dict[str, dict[str, Samples]], step_bytes: int | None,
+                engine_bytes: int) -> list[str]:
+    """The memory-bandwidth bound of a decode step (idle): the bytes a step must stream over
+    the bandwidth probe's median, and each engine's TPOT against it."""
+    res = results.get("idle")
+    if res is None or not res["pyllm-c"].values.get("bw_gbs"):
+        return []
+    bws = res["pyllm-c"].values["bw_gbs"]
+    bw = statistics.median(bws)
+    nbytes = step_bytes or engine_bytes
+    floor = nbytes / (bw * 1e9) * 1e3
+    out = [f"bandwidth probe: {bw:.1f} GB/s median ({min(bws):.1f}-{max(bws):.1f} over "
+           f"{len(bws)} rounds); a decode step streams {nbytes / 1e6:.1f} MB of the file"
+           + (f" (pyllm's records: {engine_bytes / 1e6:.1f} MB)" if step_bytes else ""),
+           f"TPOT floor at the median probe: {floor:.2f} ms"]
+    for c in ("pyllm-c", "llama.cpp"):
+        if c in res and res[c].values.get("tpot_ms"):
+            out.append(f"  {c:10} TPOT / floor {res[c].median('tpot_ms') / floor:5.2f}x")
+    return out
+
+
+def report(results: dict[str, dict[str, Samples]], lens: list[int], header: list[str],
+           bound: list[str] | None = None) -> str:
     cols = ["pyllm-c", "llama.cpp", "numpy-f32", "pyllm-engine"]
     metrics = [("load_s", "load (s)", 3)] + [(f"ttft{n}_ms", f"TTFT {n} tok (ms)", 1)
                                              for n in lens] + [("tpot_ms", "TPOT (ms)", 2)]
@@ -343,6 +385,8 @@ def report(results: dict[str, dict[str, Samples]], lens: list[int], header: list
                 row += f"{r:>{w - 1}.2f}x" if r == r else f"{'-':>{w}}"
             lines.append(row)
     lines.append("")
+    if bound:
+        lines += bound + [""]
     for cond, res in results.items():
         f = res["pyllm-c"].median("foreign_cores")
         tag = "  <-- NOISY: other jobs shared the CPUs" if f > 0.2 else ""
@@ -403,4 +447,5 @@ def engine_report(model: str, threads: int, rounds: int, lens: list[int], gen: i
                "results": {c: {e: s.values for e, s in r.items()} for c, r in results.items()}}
         with open(json_path, "w") as f:
             json.dump(doc, f, indent=1)
-    return report(results, lens, header)
+    bound = bound_lines(results, file_step_bytes(str(path)), info.weight_bytes)
+    return report(results, lens, header, bound)
