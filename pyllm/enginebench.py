@@ -225,11 +225,12 @@ def measure_engine(model: Any, s: Samples, lens: list[int], gen: int) -> None:
 
     vocab = model.info.vocab_size
     with Engine(model, kv_cache=0) as eng:  # TTFT of a prefill, not of a prefix-cache hit
-        eng.run(prompt_ids(TPOT_PROMPT, vocab), max_new_tokens=4, stop_ids=())
+        eng.run(prompt_ids(TPOT_PROMPT, vocab), max_new_tokens=4, stop_ids=(), speculate=0)
         for n in lens:
             req = eng.run(prompt_ids(n, vocab), max_new_tokens=1, stop_ids=())
             s.add(f"ttft{n}_ms", req.timings.ttft_s * 1e3)
-        req = eng.run(prompt_ids(TPOT_PROMPT, vocab), max_new_tokens=gen + 1, stop_ids=())
+        req = eng.run(prompt_ids(TPOT_PROMPT, vocab), max_new_tokens=gen + 1, stop_ids=(),
+                      speculate=0)  # one token a step, as the other columns
     s.add("tpot_ms", req.timings.tpot_s * 1e3)
 
 
