@@ -15,8 +15,8 @@ from pyllm.backend.records import record_kind
 from pyllm.loaders.gguf import SUPPORTED, file_type_name, open_gguf
 
 # what each record kind means for the stored type it comes from (records.RECORD_OF)
-STREAMED = {"PYLLM_Q4K16": "streamed as stored (Q4K16 records, 4.6 bits a weight)",
-            "PYLLM_Q6K16": "streamed as stored (Q6K16 records, 6.6 bits a weight)"}
+STREAMED = {"PYLLM_Q4K16": "streamed as stored (Q4K16 records, 4.5 bits a weight)",
+            "PYLLM_Q6K16": "streamed as stored (Q6K16 records, 6.56 bits a weight)"}
 EXACT_Q8 = ("Q8_0", "Q5_0", "IQ4_NL")
 
 

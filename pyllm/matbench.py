@@ -82,14 +82,13 @@ def model_shapes(name: str) -> list[Shape]:
                                     kinds.get(head.type, str(head.type)), [head], model)]
 
 
-def _acts(n: int, cols: int, seed: int) -> Any:
-    from pyllm.kernels import require_c_kernels
-    from pyllm.kernels.cstructs import QAct, ptr
+def _acts(n: int, cols: int, seed: int, w: Any) -> Any:
+    """n random rows quantized in the form the products of `w` (a struct pointer) need."""
+    from pyllm.kernels.cstructs import QAct
 
-    _, lib = require_c_kernels()
     x = np.random.default_rng(seed).standard_normal((n, cols), dtype=np.float32)
     act = QAct(n, cols)
-    lib.pyllm_quantize_act(ptr(x, "float *"), n, cols, act.c)
+    act.quantize_for(w, x)
     return act
 
 
@@ -116,7 +115,7 @@ def best_call_s(mats: list[Any], n: int, cols: int, rows: int, samples: int,
     from pyllm.kernels.cstructs import ptr
 
     _, lib = require_c_kernels()
-    act = _acts(n, cols, 1)
+    act = _acts(n, cols, 1, mats[0])
     out = np.empty((n, rows), np.float32)
     po = ptr(out, "float *")
     best = float("inf")
@@ -137,13 +136,14 @@ def check_shape(sh: Shape, n: int) -> None:
 
     _, lib = require_c_kernels()
     m = sh.mats[0]
-    act = _acts(n, sh.cols, 2)
+    act = _acts(n, sh.cols, 2, m)
     batch = np.empty((n, sh.rows), np.float32)
     lib.pyllm_qmatmul(m, act.c, ptr(batch, "float *"))
     singles = np.empty((n, sh.rows), np.float32)
-    row = _acts(1, sh.cols, 0)
+    row = _acts(1, sh.cols, 0, m)
     for t in range(n):
-        row.q[0], row.d[0], row.ds[0], row.s[0] = act.q[t], act.d[t], act.ds[t], act.s[t]
+        for f in ("q", "d", "ds", "s", "s16", "b16"):
+            getattr(row, f)[0] = getattr(act, f)[t]
         lib.pyllm_qmatmul(m, row.c, ptr(singles[t:], "float *"))
     rows_equal(sh.name, batch, singles)
 

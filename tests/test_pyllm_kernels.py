@@ -119,6 +119,87 @@ def test_qmatmul_matches_twin(lib, ck, n: int, name: str) -> None:  # noqa: ANN0
     assert np.abs(got - want).max() <= MATMUL_RTOL * np.abs(want).max()
 
 
+def _k_blocks(type_: str, rows: int, cols: int, seed: int) -> np.ndarray:
+    """Random GGUF Q4_K / Q6_K super-blocks (any bits are valid blocks) with f16 scales of a
+    plausible size, as bytes."""
+    rng = np.random.default_rng(seed)
+    size = 144 if type_ == "Q4_K" else 210
+    b = rng.integers(0, 256, (rows * cols // 256, size), dtype=np.uint8)
+    d = (rng.uniform(0.5, 2.0, (b.shape[0], 2)) * 1e-3).astype(np.float16).view(np.uint8)
+    if type_ == "Q4_K":
+        b[:, 0:4] = d  # d, dmin
+    else:
+        b[:, 208:210] = d[:, :2]
+    return b.reshape(-1)
+
+
+def _k_matrix(lib, type_: str, raw: np.ndarray, rows: int, cols: int):  # noqa: ANN001, ANN202
+    from pyllm.kernels.cstructs import QMat, aligned_empty
+
+    kind = lib.PYLLM_Q4K16 if type_ == "Q4_K" else lib.PYLLM_Q6K16
+    out = aligned_empty(lib.pyllm_qmat_bytes(kind, rows, cols))
+    fn = lib.pyllm_repack_q4_k if type_ == "Q4_K" else lib.pyllm_repack_q6_k
+    assert fn(P(raw, "uint8_t *"), rows, cols, P(out, "uint8_t *")) == 0
+    return QMat(out, rows, cols, kind)
+
+
+@pytest.mark.parametrize("cols", [256, 1024, 3584])
+def test_quantize_act_k_exact(lib, cols: int) -> None:  # noqa: ANN001
+    """Activations of K-quant matrices (one scale per 256 columns) equal the twin's bits on
+    both paths, with the sums of each 16 and 32 columns."""
+    from pyllm.kernels.cstructs import QAct
+
+    rng = np.random.default_rng(cols)
+    n = 5
+    x = (rng.standard_normal((n, cols)) * rng.uniform(0.01, 30, (n, 1))).astype(np.float32)
+    x[0, :256] = 0.0  # an all-zero super-block
+    x[1, 40] = 1e4  # an outlier
+    x[2, ::3] = -0.0
+    x[3] = rng.integers(-3, 4, cols).astype(np.float32) * np.float32(0.5)
+    m = _k_matrix(lib, "Q4_K", _k_blocks("Q4_K", 16, cols, 0), 16, cols)
+    assert lib.pyllm_act_group(m.c) == 256
+    act = QAct(n, cols)
+    act.quantize_for(m.c, x)
+    q, d, s = twins.quantize_act(x, 256)
+    assert act.c.group == 256
+    assert np.array_equal(act.q, q) and np.array_equal(act.s, s) and np.array_equal(act.d, d)
+    assert np.array_equal(act.s16, twins.sums(q, 16)) and np.array_equal(act.b16, s)
+    assert np.array_equal(act.ds, d * s.astype(np.float32))
+
+
+@pytest.mark.parametrize("n", [1, 3, 8, 13])
+@pytest.mark.parametrize("type_", ["Q4_K", "Q6_K"])
+@pytest.mark.parametrize("cols", [768, 1024])  # Q6K16 records in pairs, and an odd last one
+def test_kquant_matmul_matches_twin(lib, n: int, type_: str, cols: int) -> None:  # noqa: ANN001
+    rows = 48
+    raw = _k_blocks(type_, rows, cols, n)
+    m = _k_matrix(lib, type_, raw, rows, cols)
+    x = np.random.default_rng(n).standard_normal((n, cols)).astype(np.float32)
+    got = m.matmul(x)
+    twin = twins.qmatmul_q4_k if type_ == "Q4_K" else twins.qmatmul_q6_k
+    want = twin(raw, rows, cols, x)
+    assert np.abs(got - want).max() <= MATMUL_RTOL * np.abs(want).max()
+    # and close to the dequantized weights times the float activations
+    from pyllm.quants import dequantize
+
+    exact = x @ dequantize(type_, raw, (rows, cols)).T
+    assert np.abs(got - exact).max() <= 0.05 * np.abs(exact).max()
+
+
+def test_kquant_matmul_needs_group_256(lib) -> None:  # noqa: ANN001
+    """A K record matrix given activations with a scale per 32 columns returns NaN, not a
+    result computed with the wrong scales."""
+    from pyllm.kernels.cstructs import QAct
+
+    m = _k_matrix(lib, "Q4_K", _k_blocks("Q4_K", 16, 256, 1), 16, 256)
+    x = np.ones((2, 256), np.float32)
+    act = QAct(2, 256)
+    lib.pyllm_quantize_act(P(x), 2, 256, act.c)
+    out = np.zeros((2, 16), np.float32)
+    lib.pyllm_qmatmul(m.c, act.c, P(out))
+    assert np.isnan(out).all()
+
+
 def test_quantize_f32_q8x16(lib) -> None:  # noqa: ANN001
     from pyllm.kernels.cstructs import QMat
 

@@ -7,8 +7,9 @@ model's.
     RecordLinear      "q4x16" / "q8x16" / "q4k16" / "q6k16" / "parts" / "qmat"
                                     C: 16-row records (pyllm/kernels/quant.h, kquant.h,
                                     rowq8.h; "parts": rows of several kinds) times
-                                    int8 activations per 32 columns; its `.qm` is the
-                                    struct pyllm_qmat the C forward passes take
+                                    int8 activations per 32 columns (per 256 for the
+                                    K-quants); its `.qm` is the struct pyllm_qmat the
+                                    C forward passes take
     BlockTwinLinear   "q4_1-numpy" / "q8_0-numpy"
                                     the numpy twin of the C product, on GGUF-style blocks
     QmatTwinLinear    "qmat-numpy"  the numpy twin of the course's int8 rows ("qmat")
@@ -115,8 +116,8 @@ class RecordLinear:
             self._one = (act, out, self.ffi.cast("float *", out.ctypes.data), act.c)
         act, out, out_p, act_c = self._one
         x = np.ascontiguousarray(x, dtype=F32)
-        self.lib.pyllm_quantize_act(self.ffi.cast("float *", x.ctypes.data), 1, self.shape[1],
-                                    act_c)
+        self.lib.pyllm_quantize_act_for(self.qm.c, self.ffi.cast("float *", x.ctypes.data), 1,
+                                        act_c)
         self.lib.pyllm_qmatmul(self.qm.c, act_c, out_p)
         return out[:, :self.rows].copy()
 

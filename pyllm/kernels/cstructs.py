@@ -35,10 +35,20 @@ class QAct:
         self.d = np.empty((n, nb), np.float32)
         self.ds = np.empty((n, nb), np.float32)
         self.s = np.empty((n, nb), np.int32)
+        self.s16 = np.empty((n, 2 * nb), np.int16)  # group 256 only (quant.h)
+        self.b16 = np.empty((n, nb), np.int16)
         self.c = ffi.new("struct pyllm_qact *")
         self.c.q, self.c.d = ptr(self.q, "int8_t *"), ptr(self.d, "float *")
         self.c.ds, self.c.s = ptr(self.ds, "float *"), ptr(self.s, "int32_t *")
-        self.c.n, self.c.cols = n, cols
+        self.c.s16, self.c.b16 = ptr(self.s16, "int16_t *"), ptr(self.b16, "int16_t *")
+        self.c.n, self.c.cols, self.c.group = n, cols, QK
+
+    def quantize_for(self, w: Any, x: np.ndarray) -> None:
+        """x (n, cols) f32 -> these activations, in the form the products of `w` (a struct
+        pyllm_qmat pointer) need (pyllm_quantize_act_for: per 256 columns for K-quants)."""
+        _, lib = _lib()
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        lib.pyllm_quantize_act_for(w, ptr(x, "float *"), x.shape[0], self.c)
 
 
 class QMat:
@@ -84,7 +94,7 @@ class QMat:
         _, lib = _lib()
         x = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, self.cols)
         act = QAct(x.shape[0], self.cols)
-        lib.pyllm_quantize_act(ptr(x, "float *"), x.shape[0], self.cols, act.c)
+        act.quantize_for(self.c, x)
         out = np.empty((x.shape[0], self.rows), np.float32)
         lib.pyllm_qmatmul(self.c, act.c, ptr(out, "float *"))
         return out

@@ -8,15 +8,19 @@
 // the 6-bit scales (unpacked to bytes) and the f16 d/dmin, regrouped so one
 // 64-byte load serves 16 rows.
 //
-// Per 32-column block b of token t the integer dot products are exact
-// (vpdpbusd), then the block's scales apply:
-//   Q4K16: out += isum * (d*sc) * dx - (dmin*m) * (dx * sum(xq))
-//   Q6K16: out += (isum_lo - 32*half) * (d*sc_lo) * dx
-//               + (isum_hi - 32*(sum(xq) - half)) * (d*sc_hi) * dx
-// where half = sum of the block's first 16 xq (kq_half_sums).
+// The activations come quantized per 256 columns (quant.h), one scale dx per
+// super-block as llama.cpp's Q8_K, so a row's super-block is summed before dx
+// applies. Per 32-column sub-block u the integer dot products are exact
+// (vpdpbusd), then, per super-block of token t:
+//   Q4K16: out += dx * (sum_u isum_u * (d*sc_u) - dmin * sum_u m_u * sum(xq_u))
+//   Q6K16: out += dx * sum_k (isum_k - 32 * sum(xq_k)) * (d*sc_k)   (k: 16 columns)
+// The mins' sum is integer (vpdpwssd on int16 pairs), so per sub-block and
+// token a tile does 8 vpdpbusd and one fused multiply-add (two for Q6_K's two
+// 16-column scales); with a scale per 32 columns it also had to multiply the
+// block's scales by that block's dx and apply the min term every block, float
+// work that shares the port with vpdpbusd (docs/ARCHITECTURE.md).
 
 #include <immintrin.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -38,8 +42,8 @@ kq_group_bytes(int type, int cols)
     return -1;
   if (type == PYLLM_Q4K16)
     return (long long)(cols / QK_K) * PYLLM_Q4K16_RECORD;
-  if (type == PYLLM_Q6K16)
-    return (long long)(cols / QK_K) * PYLLM_Q6K16_RECORD;
+  if (type == PYLLM_Q6K16)  // pairs, and an odd last record padded to whole lines
+    return (long long)(cols / QK_K) * PYLLM_Q6K16_RECORD + (cols / QK_K % 2) * 32;
   return -1;
 }
 
@@ -94,10 +98,11 @@ repack_q4k_group(const struct kq_repack *j, int g)
             rec[256 * u + 64 * c + 4 * r + t] =
               (uint8_t)(q4k_nib(blk, col) | (q4k_nib(blk, col + 16) << 4));
           }
-        scale_min_k4(blk + 4, u, rec + 2048 + 16 * u + r, rec + 2176 + 16 * u + r);
       }
-      memcpy(rec + 2304 + 2 * r, blk, 2);      // d
-      memcpy(rec + 2336 + 2 * r, blk + 2, 2);  // dmin
+      for (int k = 0; k < 12; k++)
+        rec[2048 + 16 * k + r] = blk[4 + k];  // the packed scales and mins
+      memcpy(rec + 2240 + 2 * r, blk, 2);      // d
+      memcpy(rec + 2272 + 2 * r, blk + 2, 2);  // dmin
     }
   }
 }
@@ -106,8 +111,10 @@ static void
 repack_q6k_group(const struct kq_repack *j, int g)
 {
   for (int s = 0; s < j->nsb; s++) {
-    uint8_t *rec = j->dst + ((long long)g * j->nsb + s) * PYLLM_Q6K16_RECORD;
-    memset(rec + 3360, 0, 32);
+    uint8_t *grp = j->dst + g * kq_group_bytes(PYLLM_Q6K16, j->nsb * QK_K);
+    uint8_t *rec = grp + q6k16_qs_at(s), *sc = grp + q6k16_scales_at(j->nsb, s);
+    if ((j->nsb & 1) && s == j->nsb - 1)
+      memset(sc + 288, 0, 32);
     for (int r = 0; r < 16; r++) {
       const uint8_t *blk = j->src + ((long long)(g * 16 + r) * j->nsb + s) * 210;
       for (int u = 0; u < 8; u++) {
@@ -127,8 +134,8 @@ repack_q6k_group(const struct kq_repack *j, int g)
           }
       }
       for (int k = 0; k < 16; k++)
-        rec[3072 + 16 * k + r] = blk[192 + k];
-      memcpy(rec + 3328 + 2 * r, blk + 208, 2);  // d
+        sc[16 * k + r] = blk[192 + k];
+      memcpy(sc + 256 + 2 * r, blk + 208, 2);  // d
     }
   }
 }
@@ -167,25 +174,6 @@ pyllm_repack_q6_k(const uint8_t *src, int rows, int cols, uint8_t *dst)
   return repack(src, rows, cols, dst, PYLLM_Q6K16);
 }
 
-int32_t *
-kq_half_sums(const struct pyllm_qact *x, int32_t *buf, long long cap)
-{
-  int nb = x->cols / QK;
-  long long need = (long long)x->n * nb;
-  int32_t *half = need <= cap ? buf : malloc(sizeof(int32_t) * (size_t)(need > 0 ? need : 1));
-  if (!half)
-    return NULL;
-  for (int t = 0; t < x->n; t++)
-    for (int b = 0; b < nb; b++) {
-      const int8_t *q = x->q + (long long)t * x->cols + b * QK;
-      int s = 0;
-      for (int k = 0; k < 16; k++)
-        s += q[k];
-      half[t * nb + b] = s;
-    }
-  return half;
-}
-
 static inline float
 h2f(const uint8_t *p)
 {
@@ -196,6 +184,8 @@ h2f(const uint8_t *p)
 
 // ------------------------------------------------------------ generic C
 
+// The sub-blocks of a row's super-block are summed first (each integer product
+// times its float scale d*sc; the mins as one integer sum), then dx applies.
 static void
 q4k16_generic(const uint8_t *rec0, int nsb, const struct pyllm_qact *x, int t, float *out)
 {
@@ -203,42 +193,49 @@ q4k16_generic(const uint8_t *rec0, int nsb, const struct pyllm_qact *x, int t, f
   int nb = x->cols / QK;
   for (int s = 0; s < nsb; s++) {
     const uint8_t *rec = rec0 + (long long)s * PYLLM_Q4K16_RECORD;
-    for (int u = 0; u < 8; u++) {
-      int b = 8 * s + u;
-      const int8_t *xq = x->q + (long long)t * x->cols + b * QK;
-      float dx = x->d[t * nb + b], dsx = x->ds[t * nb + b];
-      for (int r = 0; r < 16; r++) {
+    const int8_t *xs = x->q + (long long)t * x->cols + s * QK_K;
+    const int16_t *bs = x->b16 + (long long)t * nb + 8 * s;
+    float dx = x->d[t * nb + 8 * s];
+    for (int r = 0; r < 16; r++) {
+      float d = h2f(rec + 2240 + 2 * r), sacc = 0;
+      int32_t imin = 0;
+      uint8_t packed[12];
+      for (int k = 0; k < 12; k++)
+        packed[k] = rec[2048 + 16 * k + r];
+      for (int u = 0; u < 8; u++) {
+        uint8_t sc, m;
+        scale_min_k4(packed, u, &sc, &m);
         int32_t isum = 0;
         for (int c = 0; c < 4; c++)
           for (int k = 0; k < 4; k++) {
             int byte = rec[256 * u + 64 * c + 4 * r + k];
-            isum += (byte & 15) * xq[4 * c + k] + (byte >> 4) * xq[16 + 4 * c + k];
+            isum += (byte & 15) * xs[32 * u + 4 * c + k] + (byte >> 4) * xs[32 * u + 16 + 4 * c + k];
           }
-        float sc = h2f(rec + 2304 + 2 * r) * (float)rec[2048 + 16 * u + r];
-        float mn = h2f(rec + 2336 + 2 * r) * (float)rec[2176 + 16 * u + r];
-        acc[r] += (float)isum * (sc * dx);
-        acc[r] -= mn * dsx;
+        sacc += (float)isum * (d * (float)sc);
+        imin += m * bs[u];
       }
+      sacc -= (float)imin * h2f(rec + 2272 + 2 * r);
+      acc[r] += sacc * dx;
     }
   }
   memcpy(out, acc, sizeof(acc));
 }
 
 static void
-q6k16_generic(const uint8_t *rec0, int nsb, const struct pyllm_qact *x, const int32_t *half,
-              int t, float *out)
+q6k16_generic(const uint8_t *rec0, int nsb, const struct pyllm_qact *x, int t, float *out)
 {
   float acc[16] = { 0 };
   int nb = x->cols / QK;
   for (int s = 0; s < nsb; s++) {
-    const uint8_t *rec = rec0 + (long long)s * PYLLM_Q6K16_RECORD;
-    for (int u = 0; u < 8; u++) {
-      int b = 8 * s + u;
-      const uint8_t *q = rec + 384 * u;
-      const int8_t *xq = x->q + (long long)t * x->cols + b * QK;
-      float dx = x->d[t * nb + b];
-      int32_t hl = half[t * nb + b], hh = x->s[t * nb + b] - hl;
-      for (int r = 0; r < 16; r++) {
+    const uint8_t *rec = rec0 + q6k16_qs_at(s), *sc = rec0 + q6k16_scales_at(nsb, s);
+    const int8_t *xs = x->q + (long long)t * x->cols + s * QK_K;
+    const int16_t *h16 = x->s16 + 2 * ((long long)t * nb + 8 * s);
+    float dx = x->d[t * nb + 8 * s];
+    for (int r = 0; r < 16; r++) {
+      float d = h2f(sc + 256 + 2 * r), sacc = 0;
+      for (int u = 0; u < 8; u++) {
+        const uint8_t *q = rec + 384 * u;
+        const int8_t *xq = xs + 32 * u;
         int32_t lo = 0, hi = 0;
         for (int c = 0; c < 4; c++)
           for (int k = 0; k < 4; k++) {
@@ -248,12 +245,12 @@ q6k16_generic(const uint8_t *rec0, int nsb, const struct pyllm_qact *x, const in
             lo += ((nib & 15) | (c0 << 4)) * xq[4 * c + k];
             hi += ((nib >> 4) | (c1 << 4)) * xq[16 + 4 * c + k];
           }
-        float d = h2f(rec + 3328 + 2 * r);
-        float slo = d * (float)(int8_t)rec[3072 + 16 * (2 * u) + r];
-        float shi = d * (float)(int8_t)rec[3072 + 16 * (2 * u + 1) + r];
-        acc[r] += (float)(lo - 32 * hl) * (slo * dx);
-        acc[r] += (float)(hi - 32 * hh) * (shi * dx);
+        float slo = d * (float)(int8_t)sc[16 * (2 * u) + r];
+        float shi = d * (float)(int8_t)sc[16 * (2 * u + 1) + r];
+        sacc += (float)(lo - 32 * h16[2 * u]) * slo;
+        sacc += (float)(hi - 32 * h16[2 * u + 1]) * shi;
       }
+      acc[r] += sacc * dx;
     }
   }
   memcpy(out, acc, sizeof(acc));
@@ -273,56 +270,6 @@ i8_ps(const uint8_t *p)
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)p)));
 }
 
-static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 void
-q4k16_tile(const uint8_t *rec0, int nsb, const struct pyllm_qact *x, const int32_t *half,
-           int t0, int T, float *out, int ostride)
-{
-  (void)half;
-  __m512 facc[TILE];
-  const __m512i low = _mm512_set1_epi8(0x0F);
-  int nb = x->cols / QK;
-  for (int t = 0; t < T; t++)
-    facc[t] = _mm512_setzero_ps();
-  for (int s = 0; s < nsb; s++) {
-    const uint8_t *rec = rec0 + (long long)s * PYLLM_Q4K16_RECORD;
-    __m512 dv = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(rec + 2304)));
-    __m512 mv = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(rec + 2336)));
-    for (int u = 0; u < 8; u++) {
-      const char *ahead = (const char *)rec + 296 * u + PF_BYTES;
-      for (int p = 0; p < 320; p += 64)
-        _mm_prefetch(ahead + p, _MM_HINT_T1);
-      const uint8_t *q = rec + 256 * u;
-      __m512i c0 = _mm512_load_si512(q), c1 = _mm512_load_si512(q + 64);
-      __m512i c2 = _mm512_load_si512(q + 128), c3 = _mm512_load_si512(q + 192);
-      __m512i l0 = _mm512_and_si512(c0, low), h0 = _mm512_and_si512(_mm512_srli_epi16(c0, 4), low);
-      __m512i l1 = _mm512_and_si512(c1, low), h1 = _mm512_and_si512(_mm512_srli_epi16(c1, 4), low);
-      __m512i l2 = _mm512_and_si512(c2, low), h2 = _mm512_and_si512(_mm512_srli_epi16(c2, 4), low);
-      __m512i l3 = _mm512_and_si512(c3, low), h3 = _mm512_and_si512(_mm512_srli_epi16(c3, 4), low);
-      __m512 scv = _mm512_mul_ps(dv, u8_ps(rec + 2048 + 16 * u));
-      __m512 mnv = _mm512_mul_ps(mv, u8_ps(rec + 2176 + 16 * u));
-      int b = 8 * s + u;
-      for (int t = 0; t < T; t++) {
-        int tt = t0 + t;
-        const int8_t *xq = x->q + (long long)tt * x->cols + b * QK;
-        __m512i a0 = dp_bcast(_mm512_setzero_si512(), l0, xq);
-        __m512i a1 = dp_bcast(_mm512_setzero_si512(), h0, xq + 16);
-        a0 = dp_bcast(a0, l1, xq + 4);
-        a1 = dp_bcast(a1, h1, xq + 20);
-        a0 = dp_bcast(a0, l2, xq + 8);
-        a1 = dp_bcast(a1, h2, xq + 24);
-        a0 = dp_bcast(a0, l3, xq + 12);
-        a1 = dp_bcast(a1, h3, xq + 28);
-        __m512 sm = _mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1));
-        __m512 dd = _mm512_mul_ps(scv, _mm512_set1_ps(x->d[tt * nb + b]));
-        facc[t] = _mm512_fmadd_ps(sm, dd, facc[t]);
-        facc[t] = _mm512_fnmadd_ps(mnv, _mm512_set1_ps(x->ds[tt * nb + b]), facc[t]);
-      }
-    }
-  }
-  for (int t = 0; t < T; t++)
-    _mm512_storeu_ps(out + (long long)t * ostride, facc[t]);
-}
-
 // The 6-bit values of 4 columns x 16 rows: the 4 low bits (nib) with the 2
 // high bits from bits 2k..2k+1 of each byte of a crumb chunk, moved to bits
 // 4-5 (16-bit shifts; the bits they carry across bytes are masked off).
@@ -339,9 +286,106 @@ q6_group(__m512i nib, __m512i crumb, int k)
   return _mm512_or_si512(nib, _mm512_and_si512(h, _mm512_set1_epi8(0x30)));
 }
 
+// A Q4K16 record's packed 6-bit scales and mins (scale_min_k4's bits, 16 rows
+// at once) -> sc[8][16] then m[8][16] bytes at scm (64-byte aligned). 16-bit
+// shifts: the bits they carry across bytes are masked off.
 static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 void
-q6k16_tile(const uint8_t *rec0, int nsb, const struct pyllm_qact *x, const int32_t *half,
-           int t0, int T, float *out, int ostride)
+q4k16_scales(const uint8_t *rec, uint8_t *scm)
+{
+  __m512i a = _mm512_load_si512(rec + 2048);  // bytes 0-3 of the rows: sc 0-3, top bits of sc 4-7
+  __m512i b = _mm512_load_si512(rec + 2112);  // bytes 4-7: m 0-3, top bits of m 4-7
+  __m512i c = _mm512_load_si512(rec + 2176);  // bytes 8-11: low bits of sc 4-7 | m 4-7 << 4
+  const __m512i m63 = _mm512_set1_epi8(63), m15 = _mm512_set1_epi8(15);
+  const __m512i top = _mm512_set1_epi8(0x30);
+  _mm512_store_si512(scm, _mm512_and_si512(a, m63));
+  _mm512_store_si512(scm + 64, _mm512_or_si512(_mm512_and_si512(c, m15),
+                                               _mm512_and_si512(_mm512_srli_epi16(a, 2), top)));
+  _mm512_store_si512(scm + 128, _mm512_and_si512(b, m63));
+  _mm512_store_si512(scm + 192,
+                     _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(c, 4), m15),
+                                     _mm512_and_si512(_mm512_srli_epi16(b, 2), top)));
+}
+
+// vpermw index: word 2r <- word r (m[2p][r]), word 2r+1 <- word 16+r
+// (m[2p+1][r]) of a pair of min rows widened to int16, so lane r holds the
+// int16 pair (m[2p][r], m[2p+1][r]) for vpdpwssd.
+static const uint16_t MPAIR_IDX[32] __attribute__((aligned(64))) = {
+  0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+  8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31,
+};
+
+// q4k16_generic's arithmetic: per sub-block and token 8 vpdpbusd and one fused
+// multiply-add into the super-block's sum; the mins as 4 vpdpwssd (int16 pairs
+// of mins times pairs of block sums) and dx once per super-block.
+static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 void
+q4k16_tile(const uint8_t *rec0, int nsb, const struct pyllm_qact *x, int t0, int T, float *out,
+           int ostride)
+{
+  __m512 facc[TILE];
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  const __m512i pidx = _mm512_load_si512(MPAIR_IDX);
+  int nb = x->cols / QK;
+  for (int t = 0; t < T; t++)
+    facc[t] = _mm512_setzero_ps();
+  for (int s = 0; s < nsb; s++) {
+    const uint8_t *rec = rec0 + (long long)s * PYLLM_Q4K16_RECORD;
+    __m512 dv = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(rec + 2240)));
+    __m512 mv = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(rec + 2272)));
+    _Alignas(64) uint8_t scm[256];
+    q4k16_scales(rec, scm);
+    __m512 sacc[TILE];
+    for (int t = 0; t < T; t++)
+      sacc[t] = _mm512_setzero_ps();
+    for (int u = 0; u < 8; u++) {
+      const char *ahead = (const char *)rec + 288 * u + PF_BYTES;
+      for (int p = 0; p < 320; p += 64)
+        _mm_prefetch(ahead + p, _MM_HINT_T1);
+      const uint8_t *q = rec + 256 * u;
+      __m512i c0 = _mm512_load_si512(q), c1 = _mm512_load_si512(q + 64);
+      __m512i c2 = _mm512_load_si512(q + 128), c3 = _mm512_load_si512(q + 192);
+      __m512i l0 = _mm512_and_si512(c0, low), h0 = _mm512_and_si512(_mm512_srli_epi16(c0, 4), low);
+      __m512i l1 = _mm512_and_si512(c1, low), h1 = _mm512_and_si512(_mm512_srli_epi16(c1, 4), low);
+      __m512i l2 = _mm512_and_si512(c2, low), h2 = _mm512_and_si512(_mm512_srli_epi16(c2, 4), low);
+      __m512i l3 = _mm512_and_si512(c3, low), h3 = _mm512_and_si512(_mm512_srli_epi16(c3, 4), low);
+      __m512 scv = _mm512_mul_ps(dv, u8_ps(scm + 16 * u));
+      for (int t = 0; t < T; t++) {
+        const int8_t *xq = x->q + (long long)(t0 + t) * x->cols + s * QK_K + 32 * u;
+        __m512i a0 = dp_bcast(_mm512_setzero_si512(), l0, xq);
+        __m512i a1 = dp_bcast(_mm512_setzero_si512(), h0, xq + 16);
+        a0 = dp_bcast(a0, l1, xq + 4);
+        a1 = dp_bcast(a1, h1, xq + 20);
+        a0 = dp_bcast(a0, l2, xq + 8);
+        a1 = dp_bcast(a1, h2, xq + 24);
+        a0 = dp_bcast(a0, l3, xq + 12);
+        a1 = dp_bcast(a1, h3, xq + 28);
+        sacc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), scv, sacc[t]);
+      }
+    }
+    __m512i mp[4];
+    for (int p = 0; p < 4; p++)
+      mp[p] = _mm512_permutexvar_epi16(
+        pidx, _mm512_cvtepu8_epi16(_mm256_load_si256((const __m256i *)(scm + 128 + 32 * p))));
+    for (int t = 0; t < T; t++) {
+      long long at = (long long)(t0 + t) * nb + 8 * s;
+      const int16_t *bs = x->b16 + at;
+      __m512i im = dpw_bcast(_mm512_setzero_si512(), mp[0], bs);
+      im = dpw_bcast(im, mp[1], bs + 2);
+      im = dpw_bcast(im, mp[2], bs + 4);
+      im = dpw_bcast(im, mp[3], bs + 6);
+      __m512 sa = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(im), mv, sacc[t]);
+      facc[t] = _mm512_fmadd_ps(sa, _mm512_set1_ps(x->d[at]), facc[t]);
+    }
+  }
+  for (int t = 0; t < T; t++)
+    _mm512_storeu_ps(out + (long long)t * ostride, facc[t]);
+}
+
+// q6k16_generic's arithmetic: per 16-column half the offset -32 * sum(xq) in
+// integers, one fused multiply-add into the super-block's sum, dx once per
+// super-block.
+static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 void
+q6k16_tile(const uint8_t *rec0, int nsb, const struct pyllm_qact *x, int t0, int T, float *out,
+           int ostride)
 {
   __m512 facc[TILE];
   const __m512i low = _mm512_set1_epi8(0x0F);
@@ -349,10 +393,16 @@ q6k16_tile(const uint8_t *rec0, int nsb, const struct pyllm_qact *x, const int32
   for (int t = 0; t < T; t++)
     facc[t] = _mm512_setzero_ps();
   for (int s = 0; s < nsb; s++) {
-    const uint8_t *rec = rec0 + (long long)s * PYLLM_Q6K16_RECORD;
-    __m512 dv = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(rec + 3328)));
+    const uint8_t *rec = rec0 + q6k16_qs_at(s), *sc = rec0 + q6k16_scales_at(nsb, s);
+    __m512 dv = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(sc + 256)));
+    __m512 sacc[TILE];
+    for (int t = 0; t < T; t++)
+      sacc[t] = _mm512_setzero_ps();
     for (int u = 0; u < 8; u++) {
-      const char *ahead = (const char *)rec + 424 * u + PF_BYTES;
+      // a unit's share of the stream (420 bytes: 7 prefetches cover it
+      // wherever it starts), PF_BYTES ahead
+      const char *ahead = (const char *)rec0 + (long long)s * PYLLM_Q6K16_RECORD + 420 * u
+                          + PF_BYTES;
       for (int p = 0; p < 448; p += 64)
         _mm_prefetch(ahead + p, _MM_HINT_T1);
       const uint8_t *q = rec + 384 * u;
@@ -363,8 +413,8 @@ q6k16_tile(const uint8_t *rec0, int nsb, const struct pyllm_qact *x, const int32
         w[c] = q6_group(_mm512_and_si512(n, low), k0, c);
         w[4 + c] = q6_group(_mm512_and_si512(_mm512_srli_epi16(n, 4), low), k1, c);
       }
-      __m512 slo = _mm512_mul_ps(dv, i8_ps(rec + 3072 + 32 * u));
-      __m512 shi = _mm512_mul_ps(dv, i8_ps(rec + 3072 + 32 * u + 16));
+      __m512 slo = _mm512_mul_ps(dv, i8_ps(sc + 32 * u));
+      __m512 shi = _mm512_mul_ps(dv, i8_ps(sc + 32 * u + 16));
       int b = 8 * s + u;
       for (int t = 0; t < T; t++) {
         int tt = t0 + t;
@@ -377,14 +427,16 @@ q6k16_tile(const uint8_t *rec0, int nsb, const struct pyllm_qact *x, const int32
         a1 = dp_bcast(a1, w[6], xq + 24);
         a0 = dp_bcast(a0, w[3], xq + 12);
         a1 = dp_bcast(a1, w[7], xq + 28);
-        int32_t hl = half[tt * nb + b], hh = x->s[tt * nb + b] - hl;
-        a0 = _mm512_sub_epi32(a0, _mm512_set1_epi32(32 * hl));
-        a1 = _mm512_sub_epi32(a1, _mm512_set1_epi32(32 * hh));
-        __m512 dx = _mm512_set1_ps(x->d[tt * nb + b]);
-        facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_mul_ps(slo, dx), facc[t]);
-        facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1), _mm512_mul_ps(shi, dx), facc[t]);
+        const int16_t *h = x->s16 + 2 * ((long long)tt * nb + b);
+        a0 = _mm512_sub_epi32(a0, _mm512_set1_epi32(32 * h[0]));
+        a1 = _mm512_sub_epi32(a1, _mm512_set1_epi32(32 * h[1]));
+        sacc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), slo, sacc[t]);
+        sacc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1), shi, sacc[t]);
       }
     }
+    for (int t = 0; t < T; t++)
+      facc[t] = _mm512_fmadd_ps(sacc[t], _mm512_set1_ps(x->d[(long long)(t0 + t) * nb + 8 * s]),
+                                facc[t]);
   }
   for (int t = 0; t < T; t++)
     _mm512_storeu_ps(out + (long long)t * ostride, facc[t]);
@@ -392,19 +444,19 @@ q6k16_tile(const uint8_t *rec0, int nsb, const struct pyllm_qact *x, const int32
 
 #define KQ_TILE_CASES(fn)                                                 \
   switch (T) {                                                            \
-  case 1: fn(rec, nsb, x, half, t0, 1, o, ostride); break;                \
-  case 2: fn(rec, nsb, x, half, t0, 2, o, ostride); break;                \
-  case 3: fn(rec, nsb, x, half, t0, 3, o, ostride); break;                \
-  case 4: fn(rec, nsb, x, half, t0, 4, o, ostride); break;                \
-  case 5: fn(rec, nsb, x, half, t0, 5, o, ostride); break;                \
-  case 6: fn(rec, nsb, x, half, t0, 6, o, ostride); break;                \
-  case 7: fn(rec, nsb, x, half, t0, 7, o, ostride); break;                \
-  default: fn(rec, nsb, x, half, t0, 8, o, ostride); break;               \
+  case 1: fn(rec, nsb, x, t0, 1, o, ostride); break;                \
+  case 2: fn(rec, nsb, x, t0, 2, o, ostride); break;                \
+  case 3: fn(rec, nsb, x, t0, 3, o, ostride); break;                \
+  case 4: fn(rec, nsb, x, t0, 4, o, ostride); break;                \
+  case 5: fn(rec, nsb, x, t0, 5, o, ostride); break;                \
+  case 6: fn(rec, nsb, x, t0, 6, o, ostride); break;                \
+  case 7: fn(rec, nsb, x, t0, 7, o, ostride); break;                \
+  default: fn(rec, nsb, x, t0, 8, o, ostride); break;               \
   }
 
 static PYLLM_TARGET_AVX512 void
-group_avx512(const struct pyllm_qmat *w, const struct pyllm_qact *x, const int32_t *half,
-             int g, float *out, int ostride)
+group_avx512(const struct pyllm_qmat *w, const struct pyllm_qact *x, int g, float *out,
+             int ostride)
 {
   int nsb = w->cols / QK_K;
   const uint8_t *rec = w->data + g * kq_group_bytes(w->type, w->cols);
@@ -420,11 +472,11 @@ group_avx512(const struct pyllm_qmat *w, const struct pyllm_qact *x, const int32
 }
 
 void
-kq_group(const struct pyllm_qmat *w, const struct pyllm_qact *x, const int32_t *half,
-         int g, float *out, int ostride, int avx)
+kq_group(const struct pyllm_qmat *w, const struct pyllm_qact *x, int g, float *out, int ostride,
+         int avx)
 {
   if (avx) {
-    group_avx512(w, x, half, g, out, ostride);
+    group_avx512(w, x, g, out, ostride);
     return;
   }
   int nsb = w->cols / QK_K;
@@ -434,6 +486,6 @@ kq_group(const struct pyllm_qmat *w, const struct pyllm_qact *x, const int32_t *
     if (w->type == PYLLM_Q4K16)
       q4k16_generic(rec, nsb, x, t, o);
     else
-      q6k16_generic(rec, nsb, x, half, t, o);
+      q6k16_generic(rec, nsb, x, t, o);
   }
 }

@@ -7,20 +7,26 @@
 // unit has byte 4r+t = (nibble of column 32u+4c+t) | (nibble of column
 // 32u+16+4c+t) << 4 for row r, so one 64-byte load feeds 16 rows.
 //
-//   Q4K16 record (2368 bytes = 37 lines), w = d*sc[j]*q - dmin*m[j]:
+//   Q4K16 record (2304 bytes = 36 lines, the 16 rows' bytes as stored),
+//   w = d*sc[j]*q - dmin*m[j]:
 //     8 units x 256 bytes of nibbles (unit u = sub-block u)
-//     u8 sc[8][16], u8 m[8][16]      the 6-bit scales and mins, unpacked
+//     u8 s[12][16]                   byte k of row r's 12 packed bytes of 6-bit
+//                                    scales and mins at 16k+r (unpacked for 16
+//                                    rows at once, kquant.c)
 //     f16 d[16], f16 dmin[16]
-//   Q6K16 record (3392 bytes = 53 lines), w = d*sc[k]*(q - 32):
+//   Q6K16 record (3360 bytes, the 16 rows' bytes as stored), w = d*sc[k]*(q - 32):
 //     8 units x 384 bytes: 4 nibble chunks (the low 4 bits, as above), then
 //       2 chunks of the high 2 bits: chunk h byte 4r+t, bits 2k..2k+1 =
 //       high bits of column 32u + 16h + 4k + t
 //     i8 sc[16][16]                  sub-block k = columns 16k..16k+15
-//     f16 d[16], 32 zero bytes (so the next record starts on a line)
+//     f16 d[16]
+//   3360 bytes are 52.5 lines, so the records go in pairs as Q8X16's do
+//   (quant.h): the 3072 bytes of units of super-blocks 2p and 2p+1, then
+//   their scales (6720 bytes = 105 lines); an odd last super-block is
+//   followed by its scales and 32 zero bytes.
 //
-// The products take int8 activations per 32 columns (quant.h); Q6_K's
-// 16-column sub-blocks need the sums of each block's first 16 activations
-// too, which pyllm_qmatmul computes for the call (struct kq_sums).
+// The products take int8 activations quantized per 256 columns (quant.h,
+// pyllm_quantize_act_for), with the sums of each 16 and 32 columns.
 
 #ifndef PYLLM_KQUANT_H
 #define PYLLM_KQUANT_H
@@ -32,8 +38,9 @@
 // cffi:begin
 #define PYLLM_Q4K16 6
 #define PYLLM_Q6K16 7
-#define PYLLM_Q4K16_RECORD 2368
-#define PYLLM_Q6K16_RECORD 3392
+#define PYLLM_Q4K16_RECORD 2304
+#define PYLLM_Q6K16_RECORD 3360
+#define PYLLM_Q6K16_QS 3072      // its units' bytes
 
 int pyllm_repack_q4_k(const uint8_t *src, int rows, int cols, uint8_t *dst);
 int pyllm_repack_q6_k(const uint8_t *src, int rows, int cols, uint8_t *dst);
@@ -42,14 +49,26 @@ int pyllm_repack_q6_k(const uint8_t *src, int rows, int cols, uint8_t *dst);
 // Bytes of a 16-row group of `cols` columns (a multiple of 256), or -1.
 long long kq_group_bytes(int type, int cols);
 
-// The activation sums of the first 16 columns of every 32-column block
-// ([n][cols/32]), in buf if it holds cap of them, else in a malloc'd array
-// (NULL if that fails). Only Q6K16 needs them.
-int32_t *kq_half_sums(const struct pyllm_qact *x, int32_t *buf, long long cap);
+// Where super-block s of a Q6K16 group of nsb has its units, and its scales.
+#define PYLLM_Q6K16_PAIR (2 * PYLLM_Q6K16_RECORD)
+static inline long long
+q6k16_qs_at(int s)
+{
+  return (long long)PYLLM_Q6K16_PAIR * (s >> 1) + PYLLM_Q6K16_QS * (s & 1);
+}
 
-// One row group g of a K record matrix times all tokens of x: out[t][16g+r],
-// row stride ostride.
-void kq_group(const struct pyllm_qmat *w, const struct pyllm_qact *x, const int32_t *half,
-              int g, float *out, int ostride, int avx);
+static inline long long
+q6k16_scales_at(int nsb, int s)
+{
+  long long pair = (long long)PYLLM_Q6K16_PAIR * (s >> 1);
+  if ((nsb & 1) && s == nsb - 1)  // the odd last one: scales right after it
+    return pair + PYLLM_Q6K16_QS;
+  return pair + 2 * PYLLM_Q6K16_QS + (PYLLM_Q6K16_RECORD - PYLLM_Q6K16_QS) * (s & 1);
+}
+
+// One row group g of a K record matrix times all tokens of x (activations of
+// group 256): out[t][16g+r], row stride ostride.
+void kq_group(const struct pyllm_qmat *w, const struct pyllm_qact *x, int g, float *out,
+              int ostride, int avx);
 
 #endif

@@ -84,6 +84,7 @@ static void
 linear(const struct pyllm_qmat *w, const float *in, int n, struct pyllm_qact *qa, float *out)
 {
   struct rows_job j = { 0, in, n, w->cols, qa, 0 };
+  qa->group = pyllm_act_group(w);
   rows_run(&j);
   qa->n = n;
   qa->cols = w->cols;

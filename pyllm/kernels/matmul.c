@@ -12,7 +12,6 @@
 // walks its groups for every token tile of up to 8 tokens.
 
 #include <immintrin.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -220,7 +219,6 @@ struct mm_job {
   const struct pyllm_qact *x;
   float *out;
   int ostride;           // floats between two tokens' rows of out
-  const int32_t *half;   // Q6K16: the activations' half-block sums (kquant.h)
   int groups;  // row groups in the matrix
   int per;     // row groups per chunk
   int avx;
@@ -234,7 +232,7 @@ mm_chunk(void *arg, int c)
   int k = j->w->type == PYLLM_Q4K16 || j->w->type == PYLLM_Q6K16;
   for (int g = c * j->per; g < end; g++) {
     if (k)
-      kq_group(j->w, j->x, j->half, g, j->out, j->ostride, j->avx);
+      kq_group(j->w, j->x, g, j->out, j->ostride, j->avx);
     else if (j->avx)
       group_avx512(j->w, j->x, g, j->out, j->ostride);
     else
@@ -243,10 +241,9 @@ mm_chunk(void *arg, int c)
 }
 
 static void
-matmul_into(const struct pyllm_qmat *w, const struct pyllm_qact *x, float *out, int ostride,
-            const int32_t *half)
+matmul_into(const struct pyllm_qmat *w, const struct pyllm_qact *x, float *out, int ostride)
 {
-  struct mm_job j = { w, x, out, ostride, half, w->rows / 16, 1, pyllm_use_avx512() };
+  struct mm_job j = { w, x, out, ostride, w->rows / 16, 1, pyllm_use_avx512() };
   // chunks of ~64 KB of weight-token work, but at least 4 per thread so a
   // late or descheduled thread leaves little for the others to wait on
   long long gbytes = pyllm_qmat_bytes(w->type, 16, w->cols) * (x->n < TILE ? x->n : TILE);
@@ -258,18 +255,6 @@ matmul_into(const struct pyllm_qmat *w, const struct pyllm_qact *x, float *out, 
   pool_run_par(mm_chunk, &j, (j.groups + j.per - 1) / j.per);
 }
 
-static int
-needs_half(const struct pyllm_qmat *w)
-{
-  if (w->type == PYLLM_PARTS) {
-    for (int i = 0; i < w->nparts; i++)
-      if (w->parts[i].type == PYLLM_Q6K16)
-        return 1;
-    return 0;
-  }
-  return w->type == PYLLM_Q6K16;
-}
-
 // out[t][r] for t < x->n, r < w->rows; x->cols must equal w->cols.
 void
 pyllm_qmatmul(const struct pyllm_qmat *w, const struct pyllm_qact *x, float *out)
@@ -278,25 +263,18 @@ pyllm_qmatmul(const struct pyllm_qmat *w, const struct pyllm_qact *x, float *out
     pyllm_q8r16_matmul(w, x, out);
     return;
   }
-  // a decode step's sums fit on the stack; a long prompt's come from the heap
-  int32_t small[2048], *half = NULL;
-  if (needs_half(w)) {
-    half = kq_half_sums(x, small, sizeof(small) / sizeof(small[0]));
-    if (!half) {  // out of memory: a result nobody can mistake for logits
-      for (long long i = 0; i < (long long)x->n * w->rows; i++)
-        out[i] = __builtin_nanf("");
-      return;
-    }
+  if (pyllm_act_group(w) == 256 && x->group != 256) {  // K records need group-256 activations
+    for (long long i = 0; i < (long long)x->n * w->rows; i++)
+      out[i] = __builtin_nanf("");
+    return;
   }
   if (w->type == PYLLM_PARTS) {  // each part's rows into its slice of every token's row
     int r0 = 0;
     for (int i = 0; i < w->nparts; i++) {
-      matmul_into(&w->parts[i], x, out + r0, w->rows, half);
+      matmul_into(&w->parts[i], x, out + r0, w->rows);
       r0 += w->parts[i].rows;
     }
   } else {
-    matmul_into(w, x, out, w->rows, half);
+    matmul_into(w, x, out, w->rows);
   }
-  if (half != small)
-    free(half);
 }

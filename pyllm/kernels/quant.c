@@ -248,11 +248,95 @@ quantize_rows_avx512(const float *x, int i0, int i1, int cols, struct pyllm_qact
   }
 }
 
+// 256 columns of a row -> int8 with one scale dx for all: the same rounding as
+// the per-32 quantizer, then the sums of each 16 and 32 columns. The 16 sums are
+// reduced together as in quantize16; max, integer sums and the division are
+// exact or correctly rounded in any order, so both paths give the same bits.
+static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 void
+quantize256(const float *xb, int8_t *q, float *d_out, int32_t *s_out, float *ds_out,
+            int16_t *s16, int16_t *b16)
+{
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  __m512 a = _mm512_setzero_ps(), sums[16], sv;
+  for (int k = 0; k < 16; k++)
+    a = _mm512_max_ps(a, _mm512_andnot_ps(sign, _mm512_loadu_ps(xb + 16 * k)));
+  float amax = _mm512_reduce_max_ps(a);
+  float d = amax / 127.0f, id = d != 0.0f ? 127.0f / amax : 0.0f;
+  __m512 iv = _mm512_set1_ps(id);
+  for (int k = 0; k < 16; k++) {
+    __m512i qi = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 16 * k), iv));
+    _mm_storeu_si128((__m128i *)(q + 16 * k), _mm512_cvtepi32_epi8(qi));
+    sums[k] = _mm512_castsi512_ps(qi);
+  }
+  HREDUCE16(add_i32, sums, sv);
+  __m512i h = _mm512_permutexvar_epi32(TREE_ORDER, _mm512_castps_si512(sv));  // 16-col sums
+  _mm256_storeu_si256((__m256i *)s16, _mm512_cvtepi32_epi16(h));
+  // lanes 2j and 2j+1 added: the 8 block sums in the low 8 lanes
+  __m512i b = _mm512_add_epi32(
+    _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0), h),
+    _mm512_permutexvar_epi32(_mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 0, 0, 0, 0, 0, 0, 0, 0), h));
+  __m256i b8 = _mm512_castsi512_si256(b);
+  _mm256_storeu_si256((__m256i *)s_out, b8);
+  _mm_storeu_si128((__m128i *)b16, _mm256_cvtepi32_epi16(b8));
+  __m256 dv = _mm256_set1_ps(d);
+  _mm256_storeu_ps(d_out, dv);
+  _mm256_storeu_ps(ds_out, _mm256_mul_ps(dv, _mm256_cvtepi32_ps(b8)));
+}
+
+static PYLLM_TARGET_AVX512 void
+quantize_rows_k_avx512(const float *x, int i0, int i1, int cols, struct pyllm_qact *out)
+{
+  int nb = cols / QK;
+  for (int i = i0; i < i1; i++)
+    for (int b = 0; b < nb; b += 8)
+      quantize256(x + (long long)i * cols + b * QK, out->q + (long long)i * cols + b * QK,
+                  out->d + i * nb + b, out->s + i * nb + b, out->ds + i * nb + b,
+                  out->s16 + 2 * (i * nb + b), out->b16 + i * nb + b);
+}
+
+static void
+quantize_rows_k(const float *x, int i0, int i1, int cols, struct pyllm_qact *out)
+{
+  if (pyllm_use_avx512()) {
+    quantize_rows_k_avx512(x, i0, i1, cols, out);
+    return;
+  }
+  int nb = cols / QK;
+  for (int i = i0; i < i1; i++)
+    for (int b0 = 0; b0 < nb; b0 += 8) {
+      const float *xs = x + (long long)i * cols + b0 * QK;
+      int8_t *q = out->q + (long long)i * cols + b0 * QK;
+      float amax = 0;
+      for (int k = 0; k < 8 * QK; k++)
+        amax = fmaxf(amax, fabsf(xs[k]));
+      float d = amax / 127.0f, id = d != 0.0f ? 127.0f / amax : 0.0f;
+      for (int b = 0; b < 8; b++) {
+        int half[2] = { 0, 0 };
+        for (int k = 0; k < QK; k++) {
+          int v = (int)nearbyintf(xs[b * QK + k] * id);
+          q[b * QK + k] = (int8_t)v;
+          half[k / 16] += v;
+        }
+        int at = i * nb + b0 + b, sum = half[0] + half[1];
+        out->d[at] = d;
+        out->s[at] = sum;
+        out->ds[at] = d * (float)sum;
+        out->s16[2 * at] = (int16_t)half[0];
+        out->s16[2 * at + 1] = (int16_t)half[1];
+        out->b16[at] = (int16_t)sum;
+      }
+    }
+}
+
 // Rows [i0, i1) of x[n][cols] -> int8 blocks. Same rounding (half to even)
 // on both paths and in the numpy twin.
 void
 quantize_rows(const float *x, int i0, int i1, int cols, struct pyllm_qact *out)
 {
+  if (out->group == 256) {
+    quantize_rows_k(x, i0, i1, cols, out);
+    return;
+  }
   if (pyllm_use_avx512()) {
     quantize_rows_avx512(x, i0, i1, cols, out);
     return;
@@ -281,7 +365,33 @@ quantize_rows(const float *x, int i0, int i1, int cols, struct pyllm_qact *out)
 void
 pyllm_quantize_act(const float *x, int n, int cols, struct pyllm_qact *out)
 {
+  out->group = QK;
   quantize_rows(x, 0, n, cols, out);
   out->n = n;
   out->cols = cols;
+}
+
+static int
+is_k(int type)
+{
+  return type == PYLLM_Q4K16 || type == PYLLM_Q6K16;
+}
+
+int
+pyllm_act_group(const struct pyllm_qmat *w)
+{
+  int k = is_k(w->type);
+  if (w->type == PYLLM_PARTS)
+    for (int i = 0; i < w->nparts; i++)
+      k |= is_k(w->parts[i].type);
+  return k && w->cols % 256 == 0 ? 256 : QK;
+}
+
+void
+pyllm_quantize_act_for(const struct pyllm_qmat *w, const float *x, int n, struct pyllm_qact *out)
+{
+  out->group = pyllm_act_group(w);
+  quantize_rows(x, 0, n, w->cols, out);
+  out->n = n;
+  out->cols = w->cols;
 }

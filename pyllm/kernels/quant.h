@@ -21,6 +21,12 @@
 //
 // Activations are quantized per 32-column block like GGUF Q8_0: xq = rint(x/dx),
 // dx = max|x|/127, with the block sums sx = sum(xq) kept for the offset terms.
+// The inputs of K-quant matrices (kquant.h) are quantized per 256 columns
+// instead, like llama.cpp's Q8_K: one dx per super-block lets the K products
+// sum a super-block's sub-blocks before any per-token float work. Such
+// activations still carry d/ds/s per 32 columns (dx repeated), so every other
+// record kind reads them unchanged: a fused matrix of mixed kinds, or
+// matrices sharing one input, take the coarser form if any of them needs it.
 
 #ifndef PYLLM_QUANT_H
 #define PYLLM_QUANT_H
@@ -54,8 +60,11 @@ struct pyllm_qact {
   float *d;             // [n][cols/32]  block scale dx
   float *ds;            // [n][cols/32]  dx * sum(q) of the block
   int32_t *s;           // [n][cols/32]  sum(q) of the block
+  int16_t *s16;         // [n][cols/16]  sum(q) of each 16 columns (group 256 only)
+  int16_t *b16;         // [n][cols/32]  sum(q) of the block as int16 (group 256 only)
   int n;
   int cols;
+  int group;            // columns per scale dx: 32, or 256 (the K-quant products' form)
 };
 
 long long pyllm_qmat_bytes(int type, int rows, int cols);
@@ -63,6 +72,13 @@ int pyllm_repack_q4_1(const uint8_t *src, int rows, int cols, uint8_t *dst);
 int pyllm_repack_q8_0(const uint8_t *src, int rows, int cols, uint8_t *dst);
 int pyllm_quantize_f32_q8x16(const float *src, int rows, int cols, uint8_t *dst);
 void pyllm_quantize_act(const float *x, int n, int cols, struct pyllm_qact *out);
+// The columns per scale the products of w need: 256 if w (or a part of it) is a
+// K-quant matrix, else 32.
+int pyllm_act_group(const struct pyllm_qmat *w);
+// x[n][w->cols] -> activations of the form w's products need (out's s16/b16
+// arrays are needed for group 256).
+void pyllm_quantize_act_for(const struct pyllm_qmat *w, const float *x, int n,
+                            struct pyllm_qact *out);
 void pyllm_qmatmul(const struct pyllm_qmat *w, const struct pyllm_qact *x, float *out);
 // cffi:end
 
@@ -86,7 +102,8 @@ q8x16_scales_at(int nb, int b)
   return pair + 2 * PYLLM_Q8X16_QS + PYLLM_Q8X16_SCALES * (b & 1);
 }
 
-// Rows [i0, i1) of pyllm_quantize_act (out->n and out->cols are not touched).
+// Rows [i0, i1) of x in out->group columns per scale (out->n and out->cols
+// are not touched).
 void quantize_rows(const float *x, int i0, int i1, int cols, struct pyllm_qact *out);
 
 #endif

@@ -105,7 +105,7 @@ static void
 linear(const struct pyllm_qmat *w, const float *in, int n, struct pyllm_qact *qa, float *out)
 {
   double t = now_s();
-  pyllm_quantize_act(in, n, w->cols, qa);
+  pyllm_quantize_act_for(w, in, n, qa);
   pyllm_qmatmul(w, qa, out);
   prof[T_MATMUL] += now_s() - t;
 }

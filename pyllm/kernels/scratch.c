@@ -81,18 +81,23 @@ round64(size_t b)
 float *
 pyllm_scratch_acts(long long floats, int n, int wide, struct pyllm_qact *qa)
 {
-  int nb = wide / 32;
-  size_t part[4] = { sizeof(float) * floats, (size_t)n * wide, sizeof(float) * n * nb,
-                     sizeof(float) * n * nb };
-  size_t total = sizeof(int32_t) * n * nb;
-  for (int i = 0; i < 4; i++)
+  size_t nb = (size_t)n * (wide / 32);
+  size_t part[7] = { sizeof(float) * floats, (size_t)n * wide, sizeof(float) * nb,
+                     sizeof(float) * nb, sizeof(int32_t) * nb, sizeof(int16_t) * 2 * nb,
+                     sizeof(int16_t) * nb };
+  size_t total = 0, at[7];
+  for (int i = 0; i < 7; i++) {
+    at[i] = total;
     total += round64(part[i]);
+  }
   char *p = pyllm_scratch(total);
   if (!p)
     return NULL;
-  qa->q = (int8_t *)(p + round64(part[0]));
-  qa->d = (float *)((char *)qa->q + round64(part[1]));
-  qa->ds = (float *)((char *)qa->d + round64(part[2]));
-  qa->s = (int32_t *)((char *)qa->ds + round64(part[3]));
+  qa->q = (int8_t *)(p + at[1]);
+  qa->d = (float *)(p + at[2]);
+  qa->ds = (float *)(p + at[3]);
+  qa->s = (int32_t *)(p + at[4]);
+  qa->s16 = (int16_t *)(p + at[5]);
+  qa->b16 = (int16_t *)(p + at[6]);
   return (float *)p;
 }

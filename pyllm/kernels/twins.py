@@ -9,19 +9,27 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyllm.kquants import QK_K, q6_k_values, scale_min_k4
 from pyllm.quants import Q4_1_BLOCK, Q8_0_BLOCK, QK
 
 
-def quantize_act(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """x (n, cols) f32 -> (xq int8 (n, cols), dx (n, nb) f32, sum(xq) (n, nb) int32)."""
+def quantize_act(x: np.ndarray, group: int = QK) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x (n, cols) f32 -> (xq int8 (n, cols), dx (n, nb) f32, sum(xq) (n, nb) int32) with one
+    scale per `group` columns (32, or 256 for the K-quant products), dx given per 32-column
+    block all the same (quant.h)."""
     n, cols = x.shape
-    xb = x.reshape(n, cols // QK, QK).astype(np.float32)
+    xb = x.reshape(n, cols // group, group).astype(np.float32)
     amax = np.abs(xb).max(axis=2)
     d = (amax / np.float32(127)).astype(np.float32)
     with np.errstate(divide="ignore"):
         inv = np.where(amax != 0, np.float32(127) / amax, np.float32(0)).astype(np.float32)
-    q = np.rint(xb * inv[:, :, None]).astype(np.int8)
-    return q.reshape(n, cols), d, q.astype(np.int32).sum(axis=2)
+    q = np.rint(xb * inv[:, :, None]).astype(np.int8).reshape(n, cols)
+    return q, np.repeat(d, group // QK, axis=1), sums(q, QK)
+
+
+def sums(q: np.ndarray, width: int) -> np.ndarray:
+    """Sums of each `width` columns of int8 rows (n, cols) -> (n, cols // width) int32."""
+    return q.astype(np.int32).reshape(q.shape[0], -1, width).sum(axis=2)
 
 
 def qmatmul_q4_1(raw: np.ndarray, rows: int, cols: int, x: np.ndarray) -> np.ndarray:
@@ -72,3 +80,40 @@ def repack_q8_0(raw: np.ndarray, rows: int, cols: int) -> np.ndarray:
     tail = [qs[:, even:].reshape(g, -1), d[:, even:].reshape(g, -1),
             np.zeros((g, 32 * (nb % 2)), np.uint8)]
     return np.concatenate([pairs, *tail], axis=1).reshape(-1)
+
+
+def qmatmul_q4_k(raw: np.ndarray, rows: int, cols: int, x: np.ndarray) -> np.ndarray:
+    """GGUF Q4_K weights (rows, cols) times x (n, cols) quantized per 256 columns -> (n, rows):
+    per super-block, the sub-blocks' exact integer sums times d*sc, minus dmin times the
+    integer sum of mins times block sums, then dx (kquant.c's order)."""
+    nsb = cols // QK_K
+    b = raw.view(np.uint8).reshape(rows * nsb, 144)
+    sc, mn = scale_min_k4(b[:, 4:16])  # (rows * nsb, 8)
+    d = b[:, 0:2].copy().view(np.float16).astype(np.float32).reshape(rows, nsb, 1)
+    dmin = b[:, 2:4].copy().view(np.float16).astype(np.float32).reshape(rows, nsb)
+    qs = b[:, 16:].reshape(rows * nsb, 4, 1, 32) >> np.array([0, 4], np.uint8).reshape(1, 1, 2, 1)
+    q = (qs & 15).astype(np.float32).reshape(rows, nsb, 8, 32)
+    xq, dx, bs = quantize_act(x, QK_K)
+    xs = xq.reshape(-1, nsb, 8, 32).astype(np.float32)
+    isum = np.einsum("rsuk,nsuk->nrsu", q, xs)  # exact: |sum| < 2^24
+    dsc = d * sc.reshape(rows, nsb, 8).astype(np.float32)  # (rows, nsb, 8)
+    sacc = (isum * dsc[None]).sum(axis=3, dtype=np.float32)
+    imin = np.einsum("rsu,nsu->nrs", mn.reshape(rows, nsb, 8).astype(np.int64),
+                     bs.reshape(-1, nsb, 8).astype(np.int64)).astype(np.float32)
+    sacc = sacc - imin * dmin[None]
+    return (sacc * dx[:, None, ::8]).sum(axis=2, dtype=np.float32)
+
+
+def qmatmul_q6_k(raw: np.ndarray, rows: int, cols: int, x: np.ndarray) -> np.ndarray:
+    """GGUF Q6_K weights (rows, cols) times x (n, cols) quantized per 256 columns -> (n, rows):
+    per 16-column sub-block the exact integer sum of (q - 32) * xq times d*sc, summed over the
+    super-block, then dx."""
+    nsb = cols // QK_K
+    b = raw.view(np.uint8).reshape(rows * nsb, 210)
+    q = (q6_k_values(b).astype(np.int32) - 32).astype(np.float32).reshape(rows, nsb, 16, 16)
+    sc = b[:, 192:208].view(np.int8).astype(np.float32).reshape(rows, nsb, 16)
+    d = b[:, 208:210].copy().view(np.float16).astype(np.float32).reshape(rows, nsb, 1)
+    xq, dx, _ = quantize_act(x, QK_K)
+    isum = np.einsum("rskc,nskc->nrsk", q, xq.reshape(-1, nsb, 16, 16).astype(np.float32))
+    sacc = (isum * (d * sc)[None]).sum(axis=3, dtype=np.float32)
+    return (sacc * dx[:, None, ::8]).sum(axis=2, dtype=np.float32)

@@ -41,4 +41,13 @@ dp_bcast(__m512i acc, __m512i w, const int8_t *p)
   return acc;
 }
 
+// acc + w . (the 2 int16 at p, in every lane): vpdpwssd with a broadcast
+// memory operand, as dp_bcast.
+static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 __m512i
+dpw_bcast(__m512i acc, __m512i w, const int16_t *p)
+{
+  __asm__("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)p));
+  return acc;
+}
+
 #endif
