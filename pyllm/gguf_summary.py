@@ -17,7 +17,7 @@ from pyllm.loaders.gguf import SUPPORTED, file_type_name, open_gguf
 # what each record kind means for the stored type it comes from (records.RECORD_OF)
 STREAMED = {"PYLLM_Q4K16": "streamed as stored (Q4K16 records, 4.5 bits a weight)",
             "PYLLM_Q6K16": "streamed as stored (Q6K16 records, 6.56 bits a weight)"}
-EXACT_Q8 = ("Q8_0", "Q5_0", "IQ4_NL")
+EXACT_Q8 = ("Q8_0", "IQ4_NL")
 
 
 def fast_path(type_: str, kind: str) -> str:
@@ -29,6 +29,8 @@ def fast_path(type_: str, kind: str) -> str:
     if kind == "PYLLM_Q4X16":
         how = "as stored" if type_ == "Q4_1" else "exactly, as Q4_1 with m = -8 d"
         return f"{how} (Q4X16 records, 5 bits a weight)"
+    if kind == "PYLLM_Q5X16":
+        return "as stored (Q5X16 records, 5.5 bits a weight)"
     if type_ in EXACT_Q8:
         how = "as stored" if type_ == "Q8_0" else "exactly, its values are int8 times the f16 d"
         return f"{how} (Q8X16 records, 8.5 bits a weight)"

@@ -119,6 +119,29 @@ def test_qmatmul_matches_twin(lib, ck, n: int, name: str) -> None:  # noqa: ANN0
     assert np.abs(got - want).max() <= MATMUL_RTOL * np.abs(want).max()
 
 
+@pytest.mark.parametrize("nb", [1, 2, 3, 18])  # Q5X16 records in pairs, and an odd last one
+@pytest.mark.parametrize("n", [1, 5, 8, 11])
+def test_q5x16_matches_twin(lib, nb: int, n: int) -> None:  # noqa: ANN001
+    """GGUF Q5_0 blocks streamed as stored (Q5X16) against the twin's exact block sums."""
+    from pyllm.kernels.cstructs import QMat, aligned_empty
+
+    rows, cols = 32, 32 * nb
+    rng = np.random.default_rng(nb * 100 + n)
+    b = rng.integers(0, 256, (rows * nb, 22), dtype=np.uint8)
+    b[:, :2] = (rng.uniform(0.5, 2.0, (rows * nb, 1)) * 1e-2).astype(np.float16).view(np.uint8)
+    raw = b.reshape(-1)
+    data = aligned_empty(lib.pyllm_qmat_bytes(lib.PYLLM_Q5X16, rows, cols))
+    assert lib.pyllm_repack_q5_0(P(raw, "uint8_t *"), rows, cols, P(data, "uint8_t *")) == 0
+    m = QMat(data, rows, cols, lib.PYLLM_Q5X16)
+    x = rng.standard_normal((n, cols)).astype(np.float32)
+    got, want = m.matmul(x), twins.qmatmul_q5_0(raw, rows, cols, x)
+    assert np.abs(got - want).max() <= MATMUL_RTOL * np.abs(want).max()
+    from pyllm.quants import dequantize
+
+    exact = x @ dequantize("Q5_0", raw, (rows, cols)).T
+    assert np.abs(got - exact).max() <= 0.05 * np.abs(exact).max()
+
+
 def _k_blocks(type_: str, rows: int, cols: int, seed: int) -> np.ndarray:
     """Random GGUF Q4_K / Q6_K super-blocks (any bits are valid blocks) with f16 scales of a
     plausible size, as bytes."""

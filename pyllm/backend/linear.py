@@ -4,7 +4,7 @@ computing the product; which one a model gets is the Ops' choice (ops.py), never
 model's.
 
     DenseLinear       "f32"         exact float32 numpy (x @ W.T)
-    RecordLinear      "q4x16" / "q8x16" / "q4k16" / "q6k16" / "parts" / "qmat"
+    RecordLinear      "q4x16" / "q5x16" / "q8x16" / "q4k16" / "q6k16" / "parts" / "qmat"
                                     C: 16-row records (pyllm/kernels/quant.h, kquant.h,
                                     rowq8.h; "parts": rows of several kinds) times
                                     int8 activations per 32 columns (per 256 for the
@@ -53,7 +53,8 @@ class RecordLinear:
     group), which is cut off the result. The activation buffers of one token are kept
     (decode calls this ~100 times a token)."""
 
-    FORMATS = {"PYLLM_Q4X16": "q4x16", "PYLLM_Q8X16": "q8x16", "PYLLM_Q8R16": "qmat",
+    FORMATS = {"PYLLM_Q4X16": "q4x16", "PYLLM_Q5X16": "q5x16", "PYLLM_Q8X16": "q8x16",
+               "PYLLM_Q8R16": "qmat",
                "PYLLM_Q4K16": "q4k16", "PYLLM_Q6K16": "q6k16"}
 
     def __init__(self, data: np.ndarray, rows: int, cols: int, kind: str) -> None:

@@ -10,8 +10,9 @@ exactly when its values are int8 times one f16 scale per 32 columns, else requan
     Q4_0            Q4X16  exact: w = (q - 8) d = q d + m with m = -8 d (f16, exact)
     Q4_K            Q4K16  as stored (kquant.h)
     Q6_K            Q6K16  as stored
+    Q5_0            Q5X16  as stored (quant.h)
     Q8_0            Q8X16  as stored
-    Q5_0, IQ4_NL    Q8X16  exact: (q - 16) and the IQ4_NL levels are int8, the f16 d kept
+    IQ4_NL          Q8X16  exact: the IQ4_NL levels are int8, the f16 d kept
     anything else   Q8X16  requantized from its float values per 32 columns (Q5_1, Q2_K,
                            Q3_K, Q5_K, IQ4_XS, F32/F16/BF16)
 
@@ -33,7 +34,7 @@ from pyllm.quants import BLOCK_BYTES, nibbles
 
 F32 = np.float32
 RECORD_OF = {"Q4_1": "PYLLM_Q4X16", "Q4_0": "PYLLM_Q4X16", "Q4_K": "PYLLM_Q4K16",
-             "Q6_K": "PYLLM_Q6K16", "Q8_0": "PYLLM_Q8X16", "Q5_0": "PYLLM_Q8X16",
+             "Q6_K": "PYLLM_Q6K16", "Q8_0": "PYLLM_Q8X16", "Q5_0": "PYLLM_Q5X16",
              "IQ4_NL": "PYLLM_Q8X16"}
 KIND_ALIGN = {"PYLLM_Q4K16": 256, "PYLLM_Q6K16": 256}  # columns a record kind needs
 
@@ -122,9 +123,10 @@ def repack_run(lib: Any, ffi: Any, kind: str, ts: Sequence[Any], cols: int,
         if kind == "PYLLM_Q4X16":
             src = _pad_rows(_as_q4_1(t), rows, padded)
             rc = lib.pyllm_repack_q4_1(ffi.cast("uint8_t *", src.ctypes.data), padded, cols, out)
-        elif kind in ("PYLLM_Q4K16", "PYLLM_Q6K16"):
+        elif kind in ("PYLLM_Q4K16", "PYLLM_Q6K16", "PYLLM_Q5X16"):
             src = _pad_rows(np.asarray(t.raw), rows, padded)
-            fn = lib.pyllm_repack_q4_k if kind == "PYLLM_Q4K16" else lib.pyllm_repack_q6_k
+            fn = {"PYLLM_Q4K16": lib.pyllm_repack_q4_k, "PYLLM_Q6K16": lib.pyllm_repack_q6_k,
+                  "PYLLM_Q5X16": lib.pyllm_repack_q5_0}[kind]
             rc = fn(ffi.cast("uint8_t *", src.ctypes.data), padded, cols, out)
         elif q8 is not None:
             src = _pad_rows(q8, rows, padded)

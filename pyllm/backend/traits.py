@@ -27,6 +27,7 @@ class Trait:
 TRAITS: dict[str, Trait] = {
     "f32": Trait(DenseLinear, "numpy", True, "float32 weights (the reference)"),
     "q4x16": Trait(RecordLinear, "c", False, "GGUF Q4_1 blocks repacked into Q4X16 records"),
+    "q5x16": Trait(RecordLinear, "c", False, "GGUF Q5_0 blocks repacked into Q5X16 records"),
     "q8x16": Trait(RecordLinear, "c", False, "Q8_0 blocks, or float rows quantized, as Q8X16"),
     "q4k16": Trait(RecordLinear, "c", False, "GGUF Q4_K super-blocks as Q4K16 records"),
     "q6k16": Trait(RecordLinear, "c", False, "GGUF Q6_K super-blocks as Q6K16 records"),

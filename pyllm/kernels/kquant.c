@@ -209,7 +209,8 @@ q4k16_generic(const uint8_t *rec0, int nsb, const struct pyllm_qact *x, int t, f
         for (int c = 0; c < 4; c++)
           for (int k = 0; k < 4; k++) {
             int byte = rec[256 * u + 64 * c + 4 * r + k];
-            isum += (byte & 15) * xs[32 * u + 4 * c + k] + (byte >> 4) * xs[32 * u + 16 + 4 * c + k];
+            const int8_t *xu = xs + 32 * u + 4 * c + k;
+            isum += (byte & 15) * xu[0] + (byte >> 4) * xu[16];
           }
         sacc += (float)isum * (d * (float)sc);
         imin += m * bs[u];

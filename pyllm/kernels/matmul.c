@@ -7,6 +7,7 @@
 // unsigned weight byte x signed activation byte, summed in int32); the
 // block's float scales are applied after:
 //   Q4X16: out += isum * (d[r] * dx) + m[r] * (dx * sum(xq))
+//   Q5X16: out += (isum - 16 * sum(xq)) * (d[r] * dx)
 //   Q8X16: out += (isum - 128 * sum(xq)) * (d[r] * dx)
 // Work is split by row groups (16 rows) over the thread pool; each chunk
 // walks its groups for every token tile of up to 8 tokens.
@@ -61,6 +62,29 @@ q4x16_generic(const uint8_t *rec0, int nb, const struct pyllm_qact *x, int t, fl
       acc[r] += (float)isum[r] * (h2f(rec + 256 + 2 * r) * dx);
       acc[r] += h2f(rec + 288 + 2 * r) * dsx;
     }
+  }
+  memcpy(out, acc, sizeof(acc));
+}
+
+static void
+q5x16_generic(const uint8_t *rec0, int nb, const struct pyllm_qact *x, int t, float *out)
+{
+  float acc[16] = { 0 };
+  for (int b = 0; b < nb; b++) {
+    const uint8_t *rec = rec0 + q5x16_body_at(b), *sc = rec0 + q5x16_scales_at(nb, b);
+    const int8_t *xq = x->q + (long long)t * x->cols + b * QK;
+    int32_t isum[16] = { 0 };
+    for (int j = 0; j < 4; j++)
+      for (int r = 0; r < 16; r++)
+        for (int u = 0; u < 4; u++) {
+          int byte = rec[64 * j + 4 * r + u], hb = rec[256 + 4 * r + u];
+          isum[r] += ((byte & 15) | ((hb >> j) & 1) << 4) * xq[4 * j + u] +
+                     ((byte >> 4) | ((hb >> (4 + j)) & 1) << 4) * xq[16 + 4 * j + u];
+        }
+    int32_t off = 16 * x->s[t * nb + b];
+    float dx = x->d[t * nb + b];
+    for (int r = 0; r < 16; r++)
+      acc[r] += (float)(isum[r] - off) * (h2f(sc + 2 * r) * dx);
   }
   memcpy(out, acc, sizeof(acc));
 }
@@ -130,6 +154,61 @@ q4x16_tile(const uint8_t *rec0, int nb, const struct pyllm_qact *x, int t0, int 
     _mm512_storeu_ps(out + (long long)t * ostride, facc[t]);
 }
 
+// Q5X16: the nibbles of 4 columns x 16 rows with their fifth bits, from bit
+// j (low half: shift == 4 - j) or bit 4 + j (high half: shift == -j) of each
+// byte of the bit chunk moved to bit 4 (16-bit shifts; the bits they carry
+// across bytes are masked off).
+static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 __m512i
+q5_group(__m512i nib, __m512i bits, int shift)
+{
+  __m512i h = shift > 0 ? _mm512_slli_epi16(bits, shift)
+            : shift < 0 ? _mm512_srli_epi16(bits, -shift) : bits;
+  return _mm512_or_si512(nib, _mm512_and_si512(h, _mm512_set1_epi8(0x10)));
+}
+
+static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 void
+q5x16_tile(const uint8_t *rec0, int nb, const struct pyllm_qact *x, int t0, int T,
+           float *out, int ostride)
+{
+  __m512 facc[TILE];
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int t = 0; t < T; t++)
+    facc[t] = _mm512_setzero_ps();
+  for (int b = 0; b < nb; b++) {
+    const uint8_t *rec = rec0 + q5x16_body_at(b), *sc = rec0 + q5x16_scales_at(nb, b);
+    // a block's share of the stream (352 bytes: 6 prefetches of the 384 from
+    // its place cover it), PF_AHEAD_Q4 blocks ahead
+    const char *ahead = (const char *)rec0 + (long long)(b + PF_AHEAD_Q4) * PYLLM_Q5X16_RECORD;
+    for (int p = 0; p < 384; p += 64)
+      _mm_prefetch(ahead + p, _MM_HINT_T1);
+    __m512i w[8], hb = _mm512_load_si512(rec + 256);
+    for (int j = 0; j < 4; j++) {  // unrolled: j is a constant in each copy
+      __m512i n = _mm512_load_si512(rec + 64 * j);
+      w[j] = q5_group(_mm512_and_si512(n, low), hb, 4 - j);
+      w[4 + j] = q5_group(_mm512_and_si512(_mm512_srli_epi16(n, 4), low), hb, -j);
+    }
+    __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)sc));
+    for (int t = 0; t < T; t++) {
+      int tt = t0 + t;
+      const int8_t *xq = x->q + (long long)tt * x->cols + b * QK;
+      __m512i a0 = dp_bcast(_mm512_setzero_si512(), w[0], xq);
+      __m512i a1 = dp_bcast(_mm512_setzero_si512(), w[4], xq + 16);
+      a0 = dp_bcast(a0, w[1], xq + 4);
+      a1 = dp_bcast(a1, w[5], xq + 20);
+      a0 = dp_bcast(a0, w[2], xq + 8);
+      a1 = dp_bcast(a1, w[6], xq + 24);
+      a0 = dp_bcast(a0, w[3], xq + 12);
+      a1 = dp_bcast(a1, w[7], xq + 28);
+      __m512i acc = _mm512_sub_epi32(_mm512_add_epi32(a0, a1),
+                                     _mm512_set1_epi32(16 * x->s[tt * nb + b]));
+      __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(x->d[tt * nb + b]));
+      facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), dd, facc[t]);
+    }
+  }
+  for (int t = 0; t < T; t++)
+    _mm512_storeu_ps(out + (long long)t * ostride, facc[t]);
+}
+
 static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 void
 q8x16_tile(const uint8_t *rec0, int nb, const struct pyllm_qact *x, int t0, int T,
            float *out, int ostride)
@@ -191,6 +270,8 @@ group_avx512(const struct pyllm_qmat *w, const struct pyllm_qact *x, int g, floa
     float *o = out + (long long)t0 * rows + g * 16;
     if (w->type == PYLLM_Q4X16) {
       TILE_CASES(q4x16_tile)
+    } else if (w->type == PYLLM_Q5X16) {
+      TILE_CASES(q5x16_tile)
     } else {
       TILE_CASES(q8x16_tile)
     }
@@ -207,6 +288,8 @@ group_generic(const struct pyllm_qmat *w, const struct pyllm_qact *x, int g, flo
     float *o = out + (long long)t * rows + g * 16;
     if (w->type == PYLLM_Q4X16)
       q4x16_generic(rec, nb, x, t, o);
+    else if (w->type == PYLLM_Q5X16)
+      q5x16_generic(rec, nb, x, t, o);
     else
       q8x16_generic(rec, nb, x, t, o);
   }

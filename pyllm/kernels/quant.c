@@ -23,6 +23,8 @@ pyllm_qmat_bytes(int type, int rows, int cols)
     return rows / 16 * nb * PYLLM_Q4X16_RECORD;
   if (type == PYLLM_Q8X16)
     return rows / 16 * pyllm_q8x16_group_bytes(cols);
+  if (type == PYLLM_Q5X16)  // pairs, and an odd last record padded to whole lines
+    return rows / 16 * (nb * PYLLM_Q5X16_RECORD + (nb & 1) * 32);
   if (type == PYLLM_Q4K16 || type == PYLLM_Q6K16) {
     long long g = kq_group_bytes(type, cols);
     return g < 0 ? -1 : rows / 16 * g;
@@ -71,6 +73,28 @@ repack_group(void *arg, int g)
         memcpy(rec + 288 + 2 * r, blk + 2, 2);  // m
       }
     }
+  } else if (j->type == PYLLM_Q5X16) {
+    uint8_t *grp = j->dst + g * pyllm_qmat_bytes(PYLLM_Q5X16, 16, nb * QK);
+    for (int b = 0; b < nb; b++) {
+      uint8_t *body = grp + q5x16_body_at(b), *sc = grp + q5x16_scales_at(nb, b);
+      for (int r = 0; r < 16; r++) {
+        const uint8_t *blk = j->src + ((long long)(g * 16 + r) * nb + b) * 22;
+        uint32_t qh;
+        memcpy(&qh, blk + 2, 4);
+        for (int c = 0; c < 4; c++)
+          memcpy(body + 64 * c + 4 * r, blk + 6 + 4 * c, 4);
+        for (int t = 0; t < 4; t++) {
+          int bits = 0;
+          for (int c = 0; c < 4; c++)
+            bits |= (int)((qh >> (4 * c + t)) & 1) << c |
+                    (int)((qh >> (16 + 4 * c + t)) & 1) << (4 + c);
+          body[256 + 4 * r + t] = (uint8_t)bits;
+        }
+        memcpy(sc + 2 * r, blk, 2);  // d
+      }
+    }
+    if (nb & 1)
+      memset(grp + q5x16_scales_at(nb, nb - 1) + 32, 0, 32);
   } else {
     uint8_t *grp = j->dst + g * pyllm_q8x16_group_bytes(nb * QK);
     for (int b = 0; b < nb; b++) {
@@ -102,6 +126,13 @@ int
 pyllm_repack_q4_1(const uint8_t *src, int rows, int cols, uint8_t *dst)
 {
   return repack(src, rows, cols, dst, PYLLM_Q4X16);
+}
+
+// GGUF Q5_0 rows x cols -> Q5X16. Returns -1 on a bad shape.
+int
+pyllm_repack_q5_0(const uint8_t *src, int rows, int cols, uint8_t *dst)
+{
+  return repack(src, rows, cols, dst, PYLLM_Q5X16);
 }
 
 // GGUF Q8_0 rows x cols -> Q8X16. Returns -1 on a bad shape.
@@ -272,9 +303,9 @@ quantize256(const float *xb, int8_t *q, float *d_out, int32_t *s_out, float *ds_
   __m512i h = _mm512_permutexvar_epi32(TREE_ORDER, _mm512_castps_si512(sv));  // 16-col sums
   _mm256_storeu_si256((__m256i *)s16, _mm512_cvtepi32_epi16(h));
   // lanes 2j and 2j+1 added: the 8 block sums in the low 8 lanes
-  __m512i b = _mm512_add_epi32(
-    _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0), h),
-    _mm512_permutexvar_epi32(_mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 0, 0, 0, 0, 0, 0, 0, 0), h));
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 0, 0, 0, 0, 0, 0, 0, 0);
+  __m512i b = _mm512_add_epi32(_mm512_permutexvar_epi32(even, h), _mm512_permutexvar_epi32(odd, h));
   __m256i b8 = _mm512_castsi512_si256(b);
   _mm256_storeu_si256((__m256i *)s_out, b8);
   _mm_storeu_si128((__m128i *)b16, _mm256_cvtepi32_epi16(b8));

@@ -8,12 +8,19 @@
 //     4 x 64 bytes: chunk j, byte 4r+t = GGUF Q4_1 qs[4j+t] of row r
 //                   (low nibble = column 4j+t, high nibble = column 16+4j+t)
 //     f16 d[16], f16 m[16]          weight = q * d[r] + m[r]
+//   Q5X16 record (16 rows x 32 columns, 352 bytes, GGUF Q5_0's bytes):
+//     4 x 64 bytes: chunk j as Q4X16's, from Q5_0 qs[4j+t]
+//     64 bytes: byte 4r+t, bit j = fifth bit of column 4j+t, bit 4+j = fifth
+//               bit of column 16+4j+t (j = 0..3) of row r
+//     f16 d[16]                     weight = (q - 16) * d[r], q = nibble | bit << 4
 //   Q8X16 record (16 rows x 32 columns, 512 + 32 bytes):
 //     8 x 64 bytes: chunk j, byte 4r+t = Q8_0 qs[4j+t] of row r, plus 128
 //     f16 d[16]                     weight = (byte - 128) * d[r]
 //
 // Records are stored row group by row group, each group's records in column
-// order, so a row group is one contiguous stream. Q8X16 records go in pairs,
+// order, so a row group is one contiguous stream. Q5X16 records go in pairs
+// (two 320-byte bodies, then their scales: 704 bytes = 11 lines; an odd last
+// one is followed by its scales and 32 zero bytes). Q8X16 records go in pairs,
 // so that every 512-byte block stays 64-byte aligned without 32 bytes of
 // padding per record (6 % of the bytes streamed): blocks 2p and 2p+1, then
 // their scales (1088 bytes); an odd last block is followed by its scales and
@@ -36,7 +43,9 @@
 // cffi:begin
 #define PYLLM_Q4X16 1
 #define PYLLM_Q8X16 2
+#define PYLLM_Q5X16 9
 #define PYLLM_Q4X16_RECORD 320
+#define PYLLM_Q5X16_RECORD 352
 #define PYLLM_Q8X16_QS 512     // int8 bytes of a Q8X16 record
 #define PYLLM_Q8X16_SCALES 32  // its f16 scales (stored after the pair's blocks)
 #define PYLLM_PARTS 8          // rows of several matrices of their own types (below)
@@ -70,6 +79,7 @@ struct pyllm_qact {
 long long pyllm_qmat_bytes(int type, int rows, int cols);
 int pyllm_repack_q4_1(const uint8_t *src, int rows, int cols, uint8_t *dst);
 int pyllm_repack_q8_0(const uint8_t *src, int rows, int cols, uint8_t *dst);
+int pyllm_repack_q5_0(const uint8_t *src, int rows, int cols, uint8_t *dst);
 int pyllm_quantize_f32_q8x16(const float *src, int rows, int cols, uint8_t *dst);
 void pyllm_quantize_act(const float *x, int n, int cols, struct pyllm_qact *out);
 // The columns per scale the products of w need: 256 if w (or a part of it) is a
@@ -100,6 +110,24 @@ q8x16_scales_at(int nb, int b)
   if ((nb & 1) && b == nb - 1)  // the odd last block: scales right after it
     return pair + PYLLM_Q8X16_QS;
   return pair + 2 * PYLLM_Q8X16_QS + PYLLM_Q8X16_SCALES * (b & 1);
+}
+
+// Where block b of a Q5X16 group of nb blocks has its body (nibbles, fifth
+// bits), and its scales.
+#define PYLLM_Q5X16_BODY 320
+static inline long long
+q5x16_body_at(int b)
+{
+  return (long long)2 * PYLLM_Q5X16_RECORD * (b >> 1) + PYLLM_Q5X16_BODY * (b & 1);
+}
+
+static inline long long
+q5x16_scales_at(int nb, int b)
+{
+  long long pair = (long long)2 * PYLLM_Q5X16_RECORD * (b >> 1);
+  if ((nb & 1) && b == nb - 1)
+    return pair + PYLLM_Q5X16_BODY;
+  return pair + 2 * PYLLM_Q5X16_BODY + 32 * (b & 1);
 }
 
 // Rows [i0, i1) of x in out->group columns per scale (out->n and out->cols

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from pyllm.kquants import QK_K, q6_k_values, scale_min_k4
-from pyllm.quants import Q4_1_BLOCK, Q8_0_BLOCK, QK
+from pyllm.quants import Q4_1_BLOCK, Q8_0_BLOCK, QK, nibbles
 
 
 def quantize_act(x: np.ndarray, group: int = QK) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -54,6 +54,20 @@ def qmatmul_q8_0(raw: np.ndarray, rows: int, cols: int, x: np.ndarray) -> np.nda
     xqb = xq.reshape(-1, cols // QK, QK).astype(np.float32)
     isum = np.einsum("rbk,nbk->nrb", q, xqb)
     d = b["d"].astype(np.float32)
+    return (isum * (d[None] * dx[:, None, :])).sum(axis=2, dtype=np.float32)
+
+
+def qmatmul_q5_0(raw: np.ndarray, rows: int, cols: int, x: np.ndarray) -> np.ndarray:
+    """GGUF Q5_0 weights (rows, cols) times int8-quantized x (n, cols) -> (n, rows) f32: the
+    exact integer block sums of (q - 16) * xq times d * dx."""
+    b = raw.view(np.uint8).reshape(rows * (cols // QK), 22)
+    d = b[:, 0:2].copy().view(np.float16).astype(np.float32).reshape(rows, cols // QK)
+    fifth = np.unpackbits(np.ascontiguousarray(b[:, 2:6]), axis=1, bitorder="little")
+    q = (nibbles(b[:, 6:22]) | (fifth << 4)).astype(np.float32) - np.float32(16)
+    q = q.reshape(rows, cols // QK, QK)
+    xq, dx, _ = quantize_act(x)
+    xqb = xq.reshape(-1, cols // QK, QK).astype(np.float32)
+    isum = np.einsum("rbk,nbk->nrb", q, xqb)
     return (isum * (d[None] * dx[:, None, :])).sum(axis=2, dtype=np.float32)
 
 
