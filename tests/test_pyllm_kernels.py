@@ -119,8 +119,8 @@ def test_qmatmul_matches_twin(lib, ck, n: int, name: str) -> None:  # noqa: ANN0
     assert np.abs(got - want).max() <= MATMUL_RTOL * np.abs(want).max()
 
 
-@pytest.mark.parametrize("nb", [1, 2, 3, 18])  # Q5X16 records in pairs, and an odd last one
-@pytest.mark.parametrize("n", [1, 5, 8, 11])
+@pytest.mark.parametrize("nb", [1, 2, 3, 18, 41])  # pairs, an odd last one, two slabs
+@pytest.mark.parametrize("n", [1, 5, 8, 11, 20])
 def test_q5x16_matches_twin(lib, nb: int, n: int) -> None:  # noqa: ANN001
     """GGUF Q5_0 blocks streamed as stored (Q5X16) against the twin's exact block sums."""
     from pyllm.kernels.cstructs import QMat, aligned_empty

@@ -166,12 +166,58 @@ q5_group(__m512i nib, __m512i bits, int shift)
   return _mm512_or_si512(nib, _mm512_and_si512(h, _mm512_set1_epi8(0x10)));
 }
 
+// A Q5X16 record's 16 rows x 32 columns as bytes 0..31, in Q8X16's chunk order.
+static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 void
+q5x16_unpack(const uint8_t *rec, __m512i *w)
+{
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  __m512i hb = _mm512_load_si512(rec + 256);
+  for (int j = 0; j < 4; j++) {  // unrolled: j is a constant in each copy
+    __m512i n = _mm512_load_si512(rec + 64 * j);
+    w[j] = q5_group(_mm512_and_si512(n, low), hb, 4 - j);
+    w[4 + j] = q5_group(_mm512_and_si512(_mm512_srli_epi16(n, 4), low), hb, -j);
+  }
+}
+
+// T tokens times blocks [b0, b0 + nblk) of a Q5X16 row group whose weights
+// were unpacked to buf (8 vectors a block): out = (b0 ? out : 0) + their sum.
+static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 void
+q5u_tile(const __m512i *buf, const uint8_t *rec0, int nb, int b0, int nblk,
+         const struct pyllm_qact *x, int t0, int T, float *out, int ostride)
+{
+  __m512 facc[TILE];
+  for (int t = 0; t < T; t++)
+    facc[t] = b0 ? _mm512_loadu_ps(out + (long long)t * ostride) : _mm512_setzero_ps();
+  for (int i = 0; i < nblk; i++) {
+    int b = b0 + i;
+    const __m512i *w = buf + 8 * i;
+    __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(rec0 + q5x16_scales_at(nb, b))));
+    for (int t = 0; t < T; t++) {
+      int tt = t0 + t;
+      const int8_t *xq = x->q + (long long)tt * x->cols + b * QK;
+      __m512i a0 = dp_bcast(_mm512_setzero_si512(), w[0], xq);
+      __m512i a1 = dp_bcast(_mm512_setzero_si512(), w[4], xq + 16);
+      a0 = dp_bcast(a0, w[1], xq + 4);
+      a1 = dp_bcast(a1, w[5], xq + 20);
+      a0 = dp_bcast(a0, w[2], xq + 8);
+      a1 = dp_bcast(a1, w[6], xq + 24);
+      a0 = dp_bcast(a0, w[3], xq + 12);
+      a1 = dp_bcast(a1, w[7], xq + 28);
+      __m512i acc = _mm512_sub_epi32(_mm512_add_epi32(a0, a1),
+                                     _mm512_set1_epi32(16 * x->s[tt * nb + b]));
+      __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(x->d[tt * nb + b]));
+      facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), dd, facc[t]);
+    }
+  }
+  for (int t = 0; t < T; t++)
+    _mm512_storeu_ps(out + (long long)t * ostride, facc[t]);
+}
+
 static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 void
 q5x16_tile(const uint8_t *rec0, int nb, const struct pyllm_qact *x, int t0, int T,
            float *out, int ostride)
 {
   __m512 facc[TILE];
-  const __m512i low = _mm512_set1_epi8(0x0F);
   for (int t = 0; t < T; t++)
     facc[t] = _mm512_setzero_ps();
   for (int b = 0; b < nb; b++) {
@@ -181,12 +227,8 @@ q5x16_tile(const uint8_t *rec0, int nb, const struct pyllm_qact *x, int t0, int 
     const char *ahead = (const char *)rec0 + (long long)(b + PF_AHEAD_Q4) * PYLLM_Q5X16_RECORD;
     for (int p = 0; p < 384; p += 64)
       _mm_prefetch(ahead + p, _MM_HINT_T1);
-    __m512i w[8], hb = _mm512_load_si512(rec + 256);
-    for (int j = 0; j < 4; j++) {  // unrolled: j is a constant in each copy
-      __m512i n = _mm512_load_si512(rec + 64 * j);
-      w[j] = q5_group(_mm512_and_si512(n, low), hb, 4 - j);
-      w[4 + j] = q5_group(_mm512_and_si512(_mm512_srli_epi16(n, 4), low), hb, -j);
-    }
+    __m512i w[8];
+    q5x16_unpack(rec, w);
     __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)sc));
     for (int t = 0; t < T; t++) {
       int tt = t0 + t;
@@ -259,12 +301,50 @@ q8x16_tile(const uint8_t *rec0, int nb, const struct pyllm_qact *x, int t0, int 
   default: fn(rec, nb, x, t0, 8, o, rows); break;                        \
   }
 
+#define Q5U_SLAB 32  // blocks of a Q5X16 row group unpacked at a time (16 KB)
+
+#define Q5U_CASES                                                                         \
+  switch (T) {                                                                            \
+  case 1: q5u_tile(buf, rec, nb, b0, nblk, x, t0, 1, o, rows); break;                     \
+  case 2: q5u_tile(buf, rec, nb, b0, nblk, x, t0, 2, o, rows); break;                     \
+  case 3: q5u_tile(buf, rec, nb, b0, nblk, x, t0, 3, o, rows); break;                     \
+  case 4: q5u_tile(buf, rec, nb, b0, nblk, x, t0, 4, o, rows); break;                     \
+  case 5: q5u_tile(buf, rec, nb, b0, nblk, x, t0, 5, o, rows); break;                     \
+  case 6: q5u_tile(buf, rec, nb, b0, nblk, x, t0, 6, o, rows); break;                     \
+  case 7: q5u_tile(buf, rec, nb, b0, nblk, x, t0, 7, o, rows); break;                     \
+  default: q5u_tile(buf, rec, nb, b0, nblk, x, t0, 8, o, rows); break;                    \
+  }
+
+// More tokens than a tile: each slab of a Q5X16 row group is unpacked once for
+// every token tile, where q5x16_tile would rebuild the 5-bit values per tile
+// (more work than the tile's products need per token in a long prompt).
+static PYLLM_TARGET_AVX512 void
+q5x16_group_many(const uint8_t *rec, int nb, const struct pyllm_qact *x, int g, float *out,
+                 int rows)
+{
+  __m512i buf[8 * Q5U_SLAB];
+  for (int b0 = 0; b0 < nb; b0 += Q5U_SLAB) {
+    int nblk = nb - b0 < Q5U_SLAB ? nb - b0 : Q5U_SLAB;
+    for (int i = 0; i < nblk; i++)
+      q5x16_unpack(rec + q5x16_body_at(b0 + i), buf + 8 * i);
+    for (int t0 = 0; t0 < x->n; t0 += TILE) {
+      int T = x->n - t0 < TILE ? x->n - t0 : TILE;
+      float *o = out + (long long)t0 * rows + g * 16;
+      Q5U_CASES
+    }
+  }
+}
+
 static PYLLM_TARGET_AVX512 void
 group_avx512(const struct pyllm_qmat *w, const struct pyllm_qact *x, int g, float *out,
              int rows)
 {
   int nb = w->cols / QK;
   const uint8_t *rec = w->data + g * pyllm_qmat_bytes(w->type, 16, w->cols);
+  if (w->type == PYLLM_Q5X16 && x->n > TILE) {
+    q5x16_group_many(rec, nb, x, g, out, rows);
+    return;
+  }
   for (int t0 = 0; t0 < x->n; t0 += TILE) {
     int T = x->n - t0 < TILE ? x->n - t0 : TILE;
     float *o = out + (long long)t0 * rows + g * 16;
