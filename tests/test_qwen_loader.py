@@ -10,12 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pyllm.errors import (
-    FormatError,
-    ModelNotFoundError,
-    PyllmError,
-    UnsupportedArchitectureError,
-)
+from pyllm.errors import FormatError, ModelNotFoundError, PyllmError, UnsupportedArchitectureError
 from pyllm.loaders.safetensors import (
     SafetensorsFile,
     f32_to_bf16,

@@ -46,14 +46,7 @@ from harness.bench.lifecycle_results import (
     Sample,
 )
 from harness.bench.metrics import RequestTimes
-from harness.bench.roofline import (
-    Point,
-    Probes,
-    classify,
-    decode_cost,
-    prefill_cost,
-    tpot_floor_s,
-)
+from harness.bench.roofline import Point, Probes, classify, decode_cost, prefill_cost, tpot_floor_s
 from harness.bench.runners import (
     AibenchRun,
     EngineRunner,

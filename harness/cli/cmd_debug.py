@@ -22,7 +22,8 @@ from harness.guest.programs import Programs
 from harness.machine.board import Machine
 from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL, MachineConfig
 from harness.run.det_options import DetRun
-from harness.run.launch import HOST_LOG, ROOT, add_ai_device, new_machine
+from harness.run.launch import ROOT, add_ai_device
+from harness.run.terminal_boot import HOST_LOG, new_machine
 
 DEFAULT_USER = ROOT / "build" / "user"
 
@@ -172,7 +173,7 @@ def _prompt(interp, commands: list[str], batch: bool, banner: str) -> int:  # no
 
 def _serve_gdb(target, interp, port: int) -> int:  # noqa: ANN001
     from harness.debug.gdbserver import serve
-    from harness.run.launch import finish
+    from harness.run.terminal_boot import finish
 
     def announce(actual: int) -> None:
         click.echo(f"[harness] GDB stub listening on 127.0.0.1:{actual}; connect with:\n"

@@ -24,10 +24,7 @@ from harness.machine.board import Machine
 from harness.machine.config import DEFAULT_FS, DEFAULT_KERNEL, MachineConfig, RunResult
 from harness.run.console_run import ConsoleRun, boot_on_console
 from harness.run.det_options import DetRun
-from harness.run.launch import (
-    DEMO_QUESTION,
-    DEMO_TEXT,
-)
+from harness.run.launch import DEMO_QUESTION, DEMO_TEXT
 from harness.run.prompt import run_prompt
 
 if TYPE_CHECKING:

@@ -9,21 +9,13 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from harness.devices.virtio_mmio import (
-    STATUS_DRIVER_OK,
-)
+from harness.devices.virtio_mmio import STATUS_DRIVER_OK
 from harness.engines.base import AiBackend
 
 if TYPE_CHECKING:
     pass
 
-from harness.devices.ai_protocol import (
-    CFG,
-    DEV_STATE,
-    INT_CONFIG,
-    ST,
-    Job,
-)
+from harness.devices.ai_protocol import CFG, DEV_STATE, INT_CONFIG, ST, Job
 
 
 class AiModelSlot:

@@ -10,11 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from harness.abi import cheader
-from harness.devices.virtio_mmio import (
-    REG,
-    Chain,
-    V,
-)
+from harness.devices.virtio_mmio import REG, Chain, V
 from harness.engines.base import AiBackend, Handle
 
 if TYPE_CHECKING:

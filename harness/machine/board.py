@@ -8,21 +8,8 @@ interrupts go natively to the guest's stvec) and mstatus.FS = 0. There is no M-m
 The other harts are parked until the kernel starts them (HART_START, devices/hartctl.py).
 Each hart is its own Unicorn instance over the one RAM mapping (harness/machine/cpus.py).
 
-The run loop (`Machine.run`):
-
-    process posted events (console input, device completions) on this thread
-    re-evaluate the timers (STIP) and the wall-clock timeout
-    pick the next hart that can run, round-robin (not in wfi, or an interrupt pending)
-    if there is none: sleep until the next timer deadline or event (no host CPU is used)
-    else: emu_start(pc, count=0) on that hart until the waker thread stops it at the
-        next deadline, event or the end of its slice (QUANTUM_S, only while another hart
-        could run), or it executes wfi, or a device/trap ends the run
-
-`--clock icount` uses counted slices instead (deterministic time, see harness/cpu/clock.py).
-
-A debugger (harness/debug/) drives the same loop: its hooks call `pause()`, which stops
-the guest before the hooked instruction and makes `run()` return Exit.PAUSE; `run()` and
-`step()` (one instruction) then go on from wherever the PC is.
+The run loop is harness/machine/runloop.py (a deterministic machine's slices:
+detloop.py); what harts and devices signal to it, harness/machine/events.py.
 
 Synchronous traps are delivered inside Unicorn's hooks (harness/machine/traps.py), interrupts are
 native: the devices raise STIP/SEIP in mip and the guest takes them through stvec.
@@ -35,27 +22,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from unicorn import (
-    UC_ARCH_RISCV,
-    UC_HOOK_CODE,
-    UC_MODE_RISCV64,
-    UC_PROT_READ,
-    Uc,
-)
+from unicorn import UC_ARCH_RISCV, UC_HOOK_CODE, UC_MODE_RISCV64, UC_PROT_READ, Uc
 from unicorn import riscv_const as R
 
 from harness.abi import bootinfo
 from harness.cpu.clock import DetClock, HostClock, IcountClock
 from harness.cpu.physmem import PhysMem
-from harness.cpu.registers import (
-    PRIV_S,
-    REG_A0,
-    REG_A1,
-    REG_PC,
-    REG_PRIV,
-    S_INTERRUPTS,
-    Hart,
-)
+from harness.cpu.registers import PRIV_S, REG_A0, REG_A1, REG_PC, REG_PRIV, S_INTERRUPTS, Hart
 from harness.det.journal import Journal
 from harness.det.mode import Deterministic
 from harness.det.timeline import HostTimeline
@@ -80,14 +53,7 @@ from harness.machine.config import (
     RunResult,
     Stats,
 )
-from harness.machine.cpus import (
-    FENCE_I,
-    PAUSE,
-    CodeLog,
-    Cpu,
-    scan_atomic_writes,
-    scan_words,
-)
+from harness.machine.cpus import FENCE_I, PAUSE, CodeLog, Cpu, scan_atomic_writes, scan_words
 from harness.machine.detloop import DetLoop
 from harness.machine.events import HartEvents
 from harness.machine.runloop import RunLoop

@@ -12,29 +12,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from unicorn import (
-    UC_ERR_EXCEPTION,
-    UC_PROT_EXEC,
-    Uc,
-    UcError,
-)
+from unicorn import UC_ERR_EXCEPTION, UC_PROT_EXEC, Uc, UcError
 
 from harness.cpu.clock import INSNS_PER_TICK, NEVER, DetClock
-from harness.cpu.registers import (
-    REG_PC,
-)
+from harness.cpu.registers import REG_PC
 from harness.det.counter import LIMIT, POINT, SAMPLE
 from harness.devices.base import MachineFault
-from harness.machine.config import (
-    REACHED,
-    UNTIL,
-    WFI,
-    Exit,
-    RunResult,
-)
-from harness.machine.cpus import (
-    Cpu,
-)
+from harness.machine.config import REACHED, UNTIL, WFI, Exit, RunResult
+from harness.machine.cpus import Cpu
 
 
 class DetLoop:

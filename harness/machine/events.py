@@ -7,29 +7,13 @@ from __future__ import annotations
 
 import time
 
-from unicorn import (
-    Uc,
-)
+from unicorn import Uc
 
 from harness.cpu.clock import IcountClock
-from harness.cpu.registers import (
-    PRIV_U,
-    SEIP,
-    SSIP,
-    STIP,
-    emu_stop_holding_gil,
-)
+from harness.cpu.registers import PRIV_U, SEIP, SSIP, STIP, emu_stop_holding_gil
 from harness.devices.power import PowerCmd
-from harness.machine.config import (
-    ATOMIC_WINDOW_MAX_NS,
-    HURRY_MAX_NS,
-    IPI_GRACE_NS,
-    Exit,
-    RunResult,
-)
-from harness.machine.cpus import (
-    Cpu,
-)
+from harness.machine.config import ATOMIC_WINDOW_MAX_NS, HURRY_MAX_NS, IPI_GRACE_NS, Exit, RunResult
+from harness.machine.cpus import Cpu
 
 
 class HartEvents:

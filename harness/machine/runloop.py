@@ -20,11 +20,7 @@ from __future__ import annotations
 
 import time
 
-from unicorn import (
-    UC_ERR_EXCEPTION,
-    UC_PROT_EXEC,
-    UcError,
-)
+from unicorn import UC_ERR_EXCEPTION, UC_PROT_EXEC, UcError
 
 from harness.cpu.clock import INSNS_PER_TICK, NEVER, DetClock, IcountClock
 from harness.cpu.registers import REG_PC, SEIP, Hart
@@ -39,10 +35,7 @@ from harness.machine.config import (
     Exit,
     RunResult,
 )
-from harness.machine.cpus import (
-    Cpu,
-    complete_store,
-)
+from harness.machine.cpus import Cpu, complete_store
 
 
 class RunLoop:

@@ -15,7 +15,8 @@ import click
 from harness.machine.board import Machine
 from harness.machine.config import MachineConfig, RunResult
 from harness.run.det_options import DetRun
-from harness.run.launch import HOST_LOG, add_ai_device, console_boot
+from harness.run.launch import add_ai_device
+from harness.run.terminal_boot import HOST_LOG, console_boot
 
 if TYPE_CHECKING:
     from harness.devices.ai_faults import FaultPlan

@@ -263,9 +263,7 @@ def fuzz_lines(rep: FuzzReport, seed: int) -> list[str]:
            f"submitted, {rep.ai_completed} completed, {rep.ai_failed} failed; pages leaked "
            f"{rep.leaked_pages}; machine: {b.exit if b else '?'}; "
            f"{b.wall_s if b else 0:.1f} s"]
-    if b is not None and b.faults:
-        out.append("faults injected: " + ", ".join(f"{k} {v}" for k, v in b.faults.items()))
-    return out
+    return out + _faults_line(b)
 
 
 def stress_lines(rep: StressReport, seed: int) -> list[str]:
@@ -279,6 +277,11 @@ def stress_lines(rep: StressReport, seed: int) -> list[str]:
            f"stress: after: slots free {rep.slots_free}/8, queued {rep.queued}, orphans "
            f"{rep.orphans}, workers {rep.workers}, free pages {rep.free_pages}, stuck "
            f"{rep.stuck}; machine: {b.exit if b else '?'}; {b.wall_s if b else 0:.1f} s"]
-    if b is not None and b.faults:
-        out.append("faults injected: " + ", ".join(f"{k} {v}" for k, v in b.faults.items()))
-    return out
+    return out + _faults_line(b)
+
+
+def _faults_line(b: Boot | None) -> list[str]:
+    """The faults the AI device injected in a run, if any, as one line."""
+    if b is None or not b.faults:
+        return []
+    return ["faults injected: " + ", ".join(f"{k} {v}" for k, v in b.faults.items())]

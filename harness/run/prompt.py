@@ -32,7 +32,8 @@ from harness.devices.virtio_ai import VirtioAi
 from harness.machine.config import Exit, MachineConfig
 from harness.run import trace as ai_trace
 from harness.run.hostapi import AI_MAX_TOKENS, AiSession, LlmResult, parse_llmrun
-from harness.run.launch import ExitCode, GuestRun, add_ai_device, console_boot, exit_code
+from harness.run.launch import ExitCode, GuestRun, add_ai_device, exit_code
+from harness.run.terminal_boot import console_boot
 from harness.run.text_stream import IdStream
 
 AI_MAX_PREDICT = cheader.load("ai.h")["AI_MAX_PREDICT"]

@@ -52,13 +52,7 @@ from pyllm.loaders.course_config import (
 )
 from pyllm.loaders.course_sources import find_source
 from pyllm.models.base import Model, ModelInfo
-from pyllm.models.llama import (
-    LayerWeights,
-    LlamaConfig,
-    LlamaModel,
-    LlamaWeights,
-    open_backend,
-)
+from pyllm.models.llama import LayerWeights, LlamaConfig, LlamaModel, LlamaWeights, open_backend
 from pyllm.models.llama_c import LlamaC
 from pyllm.tokenizers.base import Tokenizer
 

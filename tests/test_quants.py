@@ -1,0 +1,77 @@
+"""Every GGUF type we read dequantizes to the same float32 bits as gguf-py's
+`gguf.quants.dequantize` (llama.cpp's own Python reference), on random blocks and odd shapes;
+a type we cannot read is a one-line error that names it.
+
+Random bytes are random blocks, but for the f16 scales: those are drawn as finite values
+(a random NaN would only test NaN propagation, where the two may differ in payload bits).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pyllm.errors import UnsupportedTensorTypeError
+from pyllm.quants import BLOCK_BYTES, BLOCK_SIZE, dequantize
+
+gguf = pytest.importorskip("gguf")
+from gguf.quants import dequantize as gguf_dequantize  # noqa: E402
+
+# byte offsets of the f16 fields in one block of each type (llama.cpp's ggml-common.h)
+F16_FIELDS = {
+    "Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2), "Q8_0": (0,), "IQ4_NL": (0,),
+    "Q2_K": (80, 82), "Q3_K": (108,), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,),
+    "IQ4_XS": (0,),
+}
+BLOCK_TYPES = sorted(F16_FIELDS)
+SHAPES = [(1, 1), (3, 2), (7, 3)]  # (rows, blocks per row): odd counts of both
+
+
+def random_blocks(type_: str, rows: int, blocks: int, seed: int) -> np.ndarray:
+    """rows x blocks random blocks of type_ as bytes (rows, blocks * block bytes)."""
+    rng = np.random.default_rng(seed)
+    nb = BLOCK_BYTES[type_]
+    raw = rng.integers(0, 256, (rows * blocks, nb), dtype=np.uint8)
+    for at in F16_FIELDS[type_]:
+        scale = rng.uniform(-2.0, 2.0, rows * blocks).astype(np.float16)
+        raw[:, at:at + 2] = scale.view(np.uint8).reshape(-1, 2)
+    return raw.reshape(rows, blocks * nb)
+
+
+@pytest.mark.parametrize("type_", BLOCK_TYPES)
+@pytest.mark.parametrize("rows,blocks", SHAPES)
+def test_block_types_match_gguf_py_bit_for_bit(type_: str, rows: int, blocks: int) -> None:
+    raw = random_blocks(type_, rows, blocks, seed=rows * 100 + blocks)
+    cols = blocks * BLOCK_SIZE[type_]
+    ours = dequantize(type_, raw.reshape(-1), (rows, cols))
+    ref = gguf_dequantize(raw, gguf.GGMLQuantizationType[type_])
+    assert ref.shape == (rows, cols)
+    assert ours.dtype == np.float32
+    np.testing.assert_array_equal(ours.view(np.uint32), ref.astype(np.float32).view(np.uint32))
+
+
+@pytest.mark.parametrize("type_", ["F32", "F16", "BF16"])
+def test_float_types_match_gguf_py(type_: str) -> None:
+    rng = np.random.default_rng(7)
+    values = rng.standard_normal((5, 33)).astype(np.float32)
+    raw = {"F32": values.view(np.uint8),
+           "F16": values.astype(np.float16).view(np.uint8),
+           "BF16": (values.view(np.uint32) >> 16).astype(np.uint16).view(np.uint8)}[type_]
+    ours = dequantize(type_, raw.reshape(-1), (5, 33))
+    ref = gguf_dequantize(raw.reshape(5, -1), gguf.GGMLQuantizationType[type_])
+    np.testing.assert_array_equal(ours.view(np.uint32), ref.astype(np.float32).view(np.uint32))
+
+
+def test_a_wrong_rule_is_caught() -> None:
+    """The comparison is sharp: one flipped bit of one block changes the result."""
+    raw = random_blocks("Q4_K", 1, 1, seed=3)
+    ref = gguf_dequantize(raw, gguf.GGMLQuantizationType.Q4_K)
+    raw[0, 20] ^= 0x01  # one nibble of the first weights
+    ours = dequantize("Q4_K", raw.reshape(-1), (1, 256))
+    assert not np.array_equal(ours.view(np.uint32), ref.view(np.uint32))
+
+
+def test_an_unknown_type_is_one_line_naming_it() -> None:
+    with pytest.raises(UnsupportedTensorTypeError) as err:
+        dequantize("IQ2_XXS", np.zeros(66, np.uint8), (1, 256))
+    assert "IQ2_XXS" in str(err.value) and "\n" not in str(err.value)
