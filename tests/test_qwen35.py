@@ -313,3 +313,34 @@ def test_engine_runs_concurrent_requests(golden, backend):
         together = [r.wait(timeout=60) for r in reqs]
     assert together == alone
     assert all(len(t) == 6 for t in alone)
+
+
+def test_c_prefill_with_the_real_head_size(tmp_path):
+    """Qwen3.5's delta-rule heads are 128 x 128, the size with its own AVX-512 path
+    (gdn.c, 128 columns in registers). The same random model with those head sizes:
+    prefill against token-by-token decode on the same int8 matrices, logits and the
+    recurrent state."""
+    native_or_skip()
+    import json
+
+    from pyllm.loaders.safetensors import SafetensorsWriter
+    from pyllm.models.qwen35_config import Qwen35Config
+    from pyllm.synth import random_tensor
+
+    conf = json.loads((DATA / "tiny_text" / "config.json").read_text())
+    conf.update(linear_key_head_dim=128, linear_value_head_dim=128, linear_num_key_heads=1,
+                linear_num_value_heads=2, hidden_size=128, layer_types=["linear_attention"] * 2,
+                num_hidden_layers=2)
+    (tmp_path / "config.json").write_text(json.dumps(conf))
+    specs = tensor_table(Qwen35Config.from_hf(conf))
+    with SafetensorsWriter(tmp_path / "model.safetensors",
+                           [("model." + n, "BF16", s) for n, s in specs.items()], {}) as w:
+        for n, s in specs.items():
+            w.write("model." + n, random_tensor(n, s, 3))
+    m = Q.from_hf(tmp_path, backend="c", cache=False)
+    ids = np.random.default_rng(5).integers(0, 512, 48).astype(np.int32)
+    st_p, st_d = m.new_state(64), m.new_state(64)
+    fast = m.prefill(ids, st_p)
+    one = [m.decode(int(t), st_d) for t in ids][-1]
+    assert np.abs(fast - one).max() <= TOL_Q8_SELF * np.abs(one).max()
+    assert np.abs(st_p.ssm - st_d.ssm).max() <= TOL_Q8_SELF * np.abs(st_d.ssm).max()
