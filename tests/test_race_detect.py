@@ -181,8 +181,10 @@ def test_an_ai_service_counter_outside_its_lock_is_a_data_race(smol) -> None:
 def test_our_kernel_is_clean_over_50_seeds(cmd: str, model: bool, request) -> None:  # noqa: ANN001
     """The issue's run: our usertests and `aitest --all` on 4 harts under both detectors,
     50 schedules each: no report (every one found so far is fixed or marked with its
-    reason: docs/DEBUGGING.md, "What it found in our kernel"). A soak run: an hour and more
-    on two cores (`pytest -m soak -k 50_seeds`)."""
+    reason: docs/DEBUGGING.md, "What it found in our kernel"). A soak run (`pytest -m soak
+    -k 50_seeds`): usertests is 425 M instructions a schedule, 2-3 minutes each on this
+    2-core machine; `aitest --all` is 3 M, 80 s for the 50, too long for every `make test`
+    as well (the suite's other AI-service race cases run there)."""
     smol = request.getfixturevalue("smol") if model else None
     bad = [(r.spec, r.exit, texts) for r, texts in
            _runs(KERNEL, cmd, range(1, 51), model=smol)

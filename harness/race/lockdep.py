@@ -16,6 +16,17 @@ call chain of each acquisition. From those events:
   hart holds;
 - a spinlock held on the way back to user space (`usertrapret`).
 
+An acquisition is recorded at `acquire`'s entry, but interrupts stay on until its
+`push_off`: a timer interrupt in those few instructions can preempt the process, which
+then finishes the acquire later, perhaps on another hart. (A held spinlock keeps
+interrupts off, so that is the only way a trap finds a lock in a hart's list.) So each
+entry names its owner, the process's kernel stack (or the hart, for its scheduler), and
+at `kerneltrap` the hart's entries are parked under their owner until the owner's next
+event, on whichever hart it resumes, past the trap (the handler runs on the same stack,
+at least kernelvec's frame deeper: `RESUMED`). Without this, usertests' seed random:30 reported
+`ftable` "released by a hart that does not hold it" and "held on the return to user
+space": one acquisition on hart 1, its release on hart 0.
+
 Orders the kernel declares harmless, with the reason, are in its `lockorder_ok` table
 (kernel_c/lockorder.c); they are not edges. Each distinct finding is reported once
 (`Finding.key`). The call chains are walked
@@ -33,8 +44,15 @@ from typing import Any
 from unicorn import UC_HOOK_CODE
 from unicorn import riscv_const as R
 
+from harness.abi import cheader
+from harness.abi.vmlayout import TRAMPOLINE, VM
+
 SSTATUS_SIE = 1 << 1
 MAX_CHAIN = 12
+KSTACK_SPAN = VM["KSTACKSIZE"] + 4096     # a process's kernel stack and its guard page
+NPROC = cheader.load("param.h").defines["NPROC"]
+RESUMED = 64   # an event this close below a parked acquire's sp is its owner's, resumed (a
+#                trap handler is kernelvec's 160-byte frame deeper)
 
 
 @dataclass
@@ -43,6 +61,8 @@ class Held:
     cls: str
     chain: tuple[int, ...]    # return addresses, innermost first
     irq: bool                 # taken inside an interrupt handler
+    owner: tuple = ()         # ("proc", kernel stack slot) or ("hart", id): see the top
+    sp: int = 0               # the stack pointer at acquire's entry
 
 
 @dataclass
@@ -81,6 +101,8 @@ class LockDep:
         self.findings: list[Finding] = []
         self.on_report: Callable[[Finding], None] | None = None  # each new finding
         self._seen: set[tuple] = set()
+        self.parked: dict[tuple, list[Held]] = {}  # owner -> acquires a trap interrupted
+        self.parks = 0
         self._names: dict[int, str] = {}
         self.events = 0
         self._ok: set[tuple[str, str]] | None = None   # kernel_c/lockorder.c, read lazily
@@ -91,7 +113,8 @@ class LockDep:
             machine.det_observers.append(self)  # time travel puts the held locks back
         for c in machine.cpus:
             for name, fn in (("acquire", self._on_acquire), ("release", self._on_release),
-                             ("sleep", self._on_sleep), ("usertrapret", self._on_user)):
+                             ("sleep", self._on_sleep), ("usertrapret", self._on_user),
+                             ("kerneltrap", self._on_trap)):
                 a = elf.symbol(name)
                 self._hooks.append((c.uc, c.uc.hook_add(UC_HOOK_CODE, fn, c.id, a, a)))
             c.uc.ctl_flush_tb()
@@ -177,11 +200,41 @@ class LockDep:
         p = self.proc(h)
         return f"hart {h}" + (f", {p}" if p else "")
 
+    # ---------------------------------------------------------------- owners
+    def _owner(self, h: int) -> tuple:
+        """Whose code hart h runs: a process (its kernel stack) or the hart's scheduler."""
+        slot = (TRAMPOLINE - 1 - self.m.cpus[h].hart.x(2)) // KSTACK_SPAN
+        return ("proc", slot) if 0 <= slot < NPROC else ("hart", h)
+
+    def _adopt(self, h: int) -> tuple:
+        """Before an event of hart h: its owner's parked acquires are held here again."""
+        owner = self._owner(h)
+        parked = self.parked.get(owner) if self.parked else None
+        if parked:
+            sp = self.m.cpus[h].hart.x(2)
+            back = [x for x in parked if sp >= x.sp - RESUMED]
+            if back:
+                self.held[h][:0] = back
+                parked[:] = [x for x in parked if x not in back]
+                if not parked:
+                    del self.parked[owner]
+        return owner
+
+    def _on_trap(self, uc: Any, addr: int, size: int, h: int) -> None:
+        for x in self.held[h]:
+            self.parked.setdefault(x.owner, []).append(x)
+            self.parks += 1
+        self.held[h].clear()
+
     # ---------------------------------------------------------------- events
     def _on_acquire(self, uc: Any, addr: int, size: int, h: int) -> None:
         self.events += 1
+        owner = self._adopt(h)
         hart = self.m.cpus[h].hart
         lk = hart.x(10)
+        # an acquire begun again after a trap at its first instruction: the same attempt
+        if any(x.lock == lk for x in self.held[h]):
+            self.held[h] = [x for x in self.held[h] if x.lock != lk]
         cls = self._class(h, lk)
         chain = self._chain(h)
         irq = self._in_irq(chain)
@@ -193,7 +246,7 @@ class LockDep:
         for held in self.held[h]:
             if held.cls != cls:
                 self._edge(h, held, cls, chain)
-        self.held[h].append(Held(lk, cls, chain, irq))
+        self.held[h].append(Held(lk, cls, chain, irq, owner, hart.x(2)))
 
     def _irq_check(self, h: int, cls: str, chain: tuple[int, ...], irq: bool,
                    sie: bool) -> None:
@@ -243,6 +296,7 @@ class LockDep:
 
     def _on_release(self, uc: Any, addr: int, size: int, h: int) -> None:
         self.events += 1
+        self._adopt(h)
         lk = self.m.cpus[h].hart.x(10)
         held = self.held[h]
         for i in range(len(held) - 1, -1, -1):
@@ -259,6 +313,7 @@ class LockDep:
             [("released", self._chain(h), h)], key=("release", cls, self._chain(h)[0])))
 
     def _on_sleep(self, uc: Any, addr: int, size: int, h: int) -> None:
+        self._adopt(h)
         hart = self.m.cpus[h].hart
         lk = hart.x(11)
         extra = [x for x in self.held[h] if x.lock != lk]
@@ -272,6 +327,7 @@ class LockDep:
                 key=("sleep", x.cls, chain[0])))
 
     def _on_user(self, uc: Any, addr: int, size: int, h: int) -> None:
+        self._adopt(h)
         if self.held[h]:
             x = self.held[h][-1]
             self._report(Finding(
@@ -281,12 +337,13 @@ class LockDep:
 
     # ---------------------------------------------------------------- snapshots
     def state(self) -> tuple:
-        return ([[Held(x.lock, x.cls, x.chain, x.irq) for x in hs] for hs in self.held],
+        return ([list(hs) for hs in self.held],
                 {a: dict(b) for a, b in self.edges.items()}, dict(self.irq_classes),
-                dict(self.on_classes))
+                dict(self.on_classes), {o: list(hs) for o, hs in self.parked.items()})
 
     def restore(self, st: tuple) -> None:
-        held, edges, irq, on = st
+        held, edges, irq, on, parked = st
         self.held = [list(hs) for hs in held]
+        self.parked = {o: list(hs) for o, hs in parked.items()}
         self.edges = {a: dict(b) for a, b in edges.items()}
         self.irq_classes, self.on_classes = dict(irq), dict(on)
