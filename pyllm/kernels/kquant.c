@@ -323,7 +323,6 @@ q4k16_tile(const uint8_t *rec0, int nsb, const struct pyllm_qact *x, int t0, int
            int ostride)
 {
   __m512 facc[TILE];
-  const __m512i low = _mm512_set1_epi8(0x0F);
   const __m512i pidx = _mm512_load_si512(MPAIR_IDX);
   int nb = x->cols / QK;
   for (int t = 0; t < T; t++)
@@ -342,23 +341,13 @@ q4k16_tile(const uint8_t *rec0, int nsb, const struct pyllm_qact *x, int t0, int
       for (int p = 0; p < 320; p += 64)
         _mm_prefetch(ahead + p, _MM_HINT_T1);
       const uint8_t *q = rec + 256 * u;
-      __m512i c0 = _mm512_load_si512(q), c1 = _mm512_load_si512(q + 64);
-      __m512i c2 = _mm512_load_si512(q + 128), c3 = _mm512_load_si512(q + 192);
-      __m512i l0 = _mm512_and_si512(c0, low), h0 = _mm512_and_si512(_mm512_srli_epi16(c0, 4), low);
-      __m512i l1 = _mm512_and_si512(c1, low), h1 = _mm512_and_si512(_mm512_srli_epi16(c1, 4), low);
-      __m512i l2 = _mm512_and_si512(c2, low), h2 = _mm512_and_si512(_mm512_srli_epi16(c2, 4), low);
-      __m512i l3 = _mm512_and_si512(c3, low), h3 = _mm512_and_si512(_mm512_srli_epi16(c3, 4), low);
+      __m512i w[8];
+      nib_unpack(q, w);
       __m512 scv = _mm512_mul_ps(dv, u8_ps(scm + 16 * u));
       for (int t = 0; t < T; t++) {
         const int8_t *xq = x->q + (long long)(t0 + t) * x->cols + s * QK_K + 32 * u;
-        __m512i a0 = dp_bcast(_mm512_setzero_si512(), l0, xq);
-        __m512i a1 = dp_bcast(_mm512_setzero_si512(), h0, xq + 16);
-        a0 = dp_bcast(a0, l1, xq + 4);
-        a1 = dp_bcast(a1, h1, xq + 20);
-        a0 = dp_bcast(a0, l2, xq + 8);
-        a1 = dp_bcast(a1, h2, xq + 24);
-        a0 = dp_bcast(a0, l3, xq + 12);
-        a1 = dp_bcast(a1, h3, xq + 28);
+        __m512i a0, a1;
+        dp_block(w, xq, &a0, &a1);
         sacc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), scv, sacc[t]);
       }
     }
@@ -420,14 +409,8 @@ q6k16_tile(const uint8_t *rec0, int nsb, const struct pyllm_qact *x, int t0, int
       for (int t = 0; t < T; t++) {
         int tt = t0 + t;
         const int8_t *xq = x->q + (long long)tt * x->cols + b * QK;
-        __m512i a0 = dp_bcast(_mm512_setzero_si512(), w[0], xq);
-        __m512i a1 = dp_bcast(_mm512_setzero_si512(), w[4], xq + 16);
-        a0 = dp_bcast(a0, w[1], xq + 4);
-        a1 = dp_bcast(a1, w[5], xq + 20);
-        a0 = dp_bcast(a0, w[2], xq + 8);
-        a1 = dp_bcast(a1, w[6], xq + 24);
-        a0 = dp_bcast(a0, w[3], xq + 12);
-        a1 = dp_bcast(a1, w[7], xq + 28);
+        __m512i a0, a1;
+        dp_block(w, xq, &a0, &a1);
         const int16_t *h = x->s16 + 2 * ((long long)tt * nb + b);
         a0 = _mm512_sub_epi32(a0, _mm512_set1_epi32(32 * h[0]));
         a1 = _mm512_sub_epi32(a1, _mm512_set1_epi32(32 * h[1]));

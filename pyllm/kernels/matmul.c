@@ -118,32 +118,21 @@ q4x16_tile(const uint8_t *rec0, int nb, const struct pyllm_qact *x, int t0, int 
            float *out, int ostride)
 {
   __m512 facc[TILE];
-  const __m512i low = _mm512_set1_epi8(0x0F);
   for (int t = 0; t < T; t++)
     facc[t] = _mm512_setzero_ps();
   for (int b = 0; b < nb; b++) {
     const uint8_t *rec = rec0 + (long long)b * PYLLM_Q4X16_RECORD;
     for (int p = 0; p < PYLLM_Q4X16_RECORD; p += 64)
       _mm_prefetch((const char *)rec + PF_AHEAD_Q4 * PYLLM_Q4X16_RECORD + p, _MM_HINT_T1);
-    __m512i c0 = _mm512_load_si512(rec), c1 = _mm512_load_si512(rec + 64);
-    __m512i c2 = _mm512_load_si512(rec + 128), c3 = _mm512_load_si512(rec + 192);
-    __m512i l0 = _mm512_and_si512(c0, low), h0 = _mm512_and_si512(_mm512_srli_epi16(c0, 4), low);
-    __m512i l1 = _mm512_and_si512(c1, low), h1 = _mm512_and_si512(_mm512_srli_epi16(c1, 4), low);
-    __m512i l2 = _mm512_and_si512(c2, low), h2 = _mm512_and_si512(_mm512_srli_epi16(c2, 4), low);
-    __m512i l3 = _mm512_and_si512(c3, low), h3 = _mm512_and_si512(_mm512_srli_epi16(c3, 4), low);
+    __m512i w[8];
+    nib_unpack(rec, w);
     __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(rec + 256)));
     __m512 m = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(rec + 288)));
     for (int t = 0; t < T; t++) {
       int tt = t0 + t;
       const int8_t *xq = x->q + (long long)tt * x->cols + b * QK;
-      __m512i a0 = dp_bcast(_mm512_setzero_si512(), l0, xq);
-      __m512i a1 = dp_bcast(_mm512_setzero_si512(), h0, xq + 16);
-      a0 = dp_bcast(a0, l1, xq + 4);
-      a1 = dp_bcast(a1, h1, xq + 20);
-      a0 = dp_bcast(a0, l2, xq + 8);
-      a1 = dp_bcast(a1, h2, xq + 24);
-      a0 = dp_bcast(a0, l3, xq + 12);
-      a1 = dp_bcast(a1, h3, xq + 28);
+      __m512i a0, a1;
+      dp_block(w, xq, &a0, &a1);
       __m512 s = _mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1));
       __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(x->d[tt * nb + b]));
       facc[t] = _mm512_fmadd_ps(s, dd, facc[t]);
@@ -195,14 +184,8 @@ q5u_tile(const __m512i *buf, const uint8_t *rec0, int nb, int b0, int nblk,
     for (int t = 0; t < T; t++) {
       int tt = t0 + t;
       const int8_t *xq = x->q + (long long)tt * x->cols + b * QK;
-      __m512i a0 = dp_bcast(_mm512_setzero_si512(), w[0], xq);
-      __m512i a1 = dp_bcast(_mm512_setzero_si512(), w[4], xq + 16);
-      a0 = dp_bcast(a0, w[1], xq + 4);
-      a1 = dp_bcast(a1, w[5], xq + 20);
-      a0 = dp_bcast(a0, w[2], xq + 8);
-      a1 = dp_bcast(a1, w[6], xq + 24);
-      a0 = dp_bcast(a0, w[3], xq + 12);
-      a1 = dp_bcast(a1, w[7], xq + 28);
+      __m512i a0, a1;
+      dp_block(w, xq, &a0, &a1);
       __m512i acc = _mm512_sub_epi32(_mm512_add_epi32(a0, a1),
                                      _mm512_set1_epi32(16 * x->s[tt * nb + b]));
       __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(x->d[tt * nb + b]));
@@ -233,14 +216,8 @@ q5x16_tile(const uint8_t *rec0, int nb, const struct pyllm_qact *x, int t0, int 
     for (int t = 0; t < T; t++) {
       int tt = t0 + t;
       const int8_t *xq = x->q + (long long)tt * x->cols + b * QK;
-      __m512i a0 = dp_bcast(_mm512_setzero_si512(), w[0], xq);
-      __m512i a1 = dp_bcast(_mm512_setzero_si512(), w[4], xq + 16);
-      a0 = dp_bcast(a0, w[1], xq + 4);
-      a1 = dp_bcast(a1, w[5], xq + 20);
-      a0 = dp_bcast(a0, w[2], xq + 8);
-      a1 = dp_bcast(a1, w[6], xq + 24);
-      a0 = dp_bcast(a0, w[3], xq + 12);
-      a1 = dp_bcast(a1, w[7], xq + 28);
+      __m512i a0, a1;
+      dp_block(w, xq, &a0, &a1);
       __m512i acc = _mm512_sub_epi32(_mm512_add_epi32(a0, a1),
                                      _mm512_set1_epi32(16 * x->s[tt * nb + b]));
       __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(x->d[tt * nb + b]));

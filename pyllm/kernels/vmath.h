@@ -50,4 +50,37 @@ dpw_bcast(__m512i acc, __m512i w, const int16_t *p)
   return acc;
 }
 
+// A 32-column block of 16 rows against one token's int8 activations xq: the
+// rows' weights for columns 0-15 in w[0..3] and 16-31 in w[4..7] (4 columns a
+// vector, 4 bytes a row), summed into *lo and *hi. Two chains of dependent
+// vpdpbusd, interleaved, so the next starts before the last one's latency.
+static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 void
+dp_block(const __m512i *w, const int8_t *xq, __m512i *lo, __m512i *hi)
+{
+  __m512i a0 = dp_bcast(_mm512_setzero_si512(), w[0], xq);
+  __m512i a1 = dp_bcast(_mm512_setzero_si512(), w[4], xq + 16);
+  a0 = dp_bcast(a0, w[1], xq + 4);
+  a1 = dp_bcast(a1, w[5], xq + 20);
+  a0 = dp_bcast(a0, w[2], xq + 8);
+  a1 = dp_bcast(a1, w[6], xq + 24);
+  a0 = dp_bcast(a0, w[3], xq + 12);
+  a1 = dp_bcast(a1, w[7], xq + 28);
+  *lo = a0;
+  *hi = a1;
+}
+
+// The 16 rows x 32 columns of 4-bit weights at q (256 bytes: 4 columns a
+// 64-byte vector, low nibbles columns 0-15, high nibbles 16-31) as bytes in
+// w[0..7], the layout dp_block takes.
+static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 void
+nib_unpack(const uint8_t *q, __m512i *w)
+{
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int c = 0; c < 4; c++) {
+    __m512i v = _mm512_load_si512(q + 64 * c);
+    w[c] = _mm512_and_si512(v, low);
+    w[4 + c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+  }
+}
+
 #endif
