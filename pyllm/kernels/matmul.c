@@ -168,6 +168,25 @@ q5x16_unpack(const uint8_t *rec, __m512i *w)
   }
 }
 
+// Every token t0.. of a tile against block b of a Q5X16 row group (w: its
+// values as unsigned bytes, 0..31 for q + 16; d: the 16 rows' scales):
+// facc[t] += d * dx * (w . xq - 16 * sum(xq)).
+static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 void
+q5_block_tokens(const __m512i *w, __m512 d, const struct pyllm_qact *x, int nb, int b, int t0,
+                int T, __m512 *facc)
+{
+  for (int t = 0; t < T; t++) {
+    int tt = t0 + t;
+    const int8_t *xq = x->q + (long long)tt * x->cols + b * QK;
+    __m512i a0, a1;
+    dp_block(w, xq, &a0, &a1);
+    __m512i acc = _mm512_sub_epi32(_mm512_add_epi32(a0, a1),
+                                   _mm512_set1_epi32(16 * x->s[tt * nb + b]));
+    __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(x->d[tt * nb + b]));
+    facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), dd, facc[t]);
+  }
+}
+
 // T tokens times blocks [b0, b0 + nblk) of a Q5X16 row group whose weights
 // were unpacked to buf (8 vectors a block): out = (b0 ? out : 0) + their sum.
 static inline __attribute__((always_inline)) PYLLM_TARGET_AVX512 void
@@ -181,16 +200,7 @@ q5u_tile(const __m512i *buf, const uint8_t *rec0, int nb, int b0, int nblk,
     int b = b0 + i;
     const __m512i *w = buf + 8 * i;
     __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(rec0 + q5x16_scales_at(nb, b))));
-    for (int t = 0; t < T; t++) {
-      int tt = t0 + t;
-      const int8_t *xq = x->q + (long long)tt * x->cols + b * QK;
-      __m512i a0, a1;
-      dp_block(w, xq, &a0, &a1);
-      __m512i acc = _mm512_sub_epi32(_mm512_add_epi32(a0, a1),
-                                     _mm512_set1_epi32(16 * x->s[tt * nb + b]));
-      __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(x->d[tt * nb + b]));
-      facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), dd, facc[t]);
-    }
+    q5_block_tokens(w, d, x, nb, b, t0, T, facc);
   }
   for (int t = 0; t < T; t++)
     _mm512_storeu_ps(out + (long long)t * ostride, facc[t]);
@@ -213,16 +223,7 @@ q5x16_tile(const uint8_t *rec0, int nb, const struct pyllm_qact *x, int t0, int 
     __m512i w[8];
     q5x16_unpack(rec, w);
     __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)sc));
-    for (int t = 0; t < T; t++) {
-      int tt = t0 + t;
-      const int8_t *xq = x->q + (long long)tt * x->cols + b * QK;
-      __m512i a0, a1;
-      dp_block(w, xq, &a0, &a1);
-      __m512i acc = _mm512_sub_epi32(_mm512_add_epi32(a0, a1),
-                                     _mm512_set1_epi32(16 * x->s[tt * nb + b]));
-      __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(x->d[tt * nb + b]));
-      facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), dd, facc[t]);
-    }
+    q5_block_tokens(w, d, x, nb, b, t0, T, facc);
   }
   for (int t = 0; t < T; t++)
     _mm512_storeu_ps(out + (long long)t * ostride, facc[t]);
