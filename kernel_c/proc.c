@@ -668,6 +668,7 @@ setkilled(struct proc *p)
 int
 killed(struct proc *p)
 {
+  DATA_RACE_NEXT_LINE("a flag that only goes 0 -> 1 while p lives: a kill racing with the read is seen at the next check");
   return __atomic_load_n(&p->killed, __ATOMIC_ACQUIRE);
 }
 
