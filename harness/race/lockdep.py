@@ -1,7 +1,7 @@
 """Lock checks in the manner of Linux's lockdep, on the running kernel.
 
-Code hooks on the kernel's `acquire`, `release`, `sleep` and `usertrapret` entries
-keep, per hart, the spinlocks it holds (xv6's holder is the hart: `lk->cpu`) with the
+Code hooks on the kernel's `acquire`, `release`, `sleep`, `usertrapret` and `kerneltrap`
+entries keep, per hart, the spinlocks it holds (xv6's holder is the hart: `lk->cpu`) with the
 call chain of each acquisition. From those events:
 
 - lock order: taking class B while holding class A records the edge A -> B (a class
