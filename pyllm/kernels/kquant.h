@@ -49,21 +49,18 @@ int pyllm_repack_q6_k(const uint8_t *src, int rows, int cols, uint8_t *dst);
 // Bytes of a 16-row group of `cols` columns (a multiple of 256), or -1.
 long long kq_group_bytes(int type, int cols);
 
-// Where super-block s of a Q6K16 group of nsb has its units, and its scales.
-#define PYLLM_Q6K16_PAIR (2 * PYLLM_Q6K16_RECORD)
+// Where super-block s of a Q6K16 group of nsb has its units, and its scales
+// (in pairs, as quant.h's pair_body_at / pair_scales_at say).
 static inline long long
 q6k16_qs_at(int s)
 {
-  return (long long)PYLLM_Q6K16_PAIR * (s >> 1) + PYLLM_Q6K16_QS * (s & 1);
+  return pair_body_at(PYLLM_Q6K16_QS, PYLLM_Q6K16_RECORD - PYLLM_Q6K16_QS, s);
 }
 
 static inline long long
 q6k16_scales_at(int nsb, int s)
 {
-  long long pair = (long long)PYLLM_Q6K16_PAIR * (s >> 1);
-  if ((nsb & 1) && s == nsb - 1)  // the odd last one: scales right after it
-    return pair + PYLLM_Q6K16_QS;
-  return pair + 2 * PYLLM_Q6K16_QS + (PYLLM_Q6K16_RECORD - PYLLM_Q6K16_QS) * (s & 1);
+  return pair_scales_at(PYLLM_Q6K16_QS, PYLLM_Q6K16_RECORD - PYLLM_Q6K16_QS, nsb, s);
 }
 
 // One row group g of a K record matrix times all tokens of x (activations of

@@ -95,21 +95,35 @@ void pyllm_qmatmul(const struct pyllm_qmat *w, const struct pyllm_qact *x, float
 // Bytes of one 16-row Q8X16 group of cols columns.
 long long pyllm_q8x16_group_bytes(int cols);
 
+// Records kept in pairs (Q8X16, Q5X16, Q6K16 in kquant.h): two blocks' bodies
+// of `body` bytes, then their two scale rows of `sc` bytes; an odd last block
+// has its scales right after its body. Where block b of n has each.
+static inline long long
+pair_body_at(int body, int sc, int b)
+{
+  return (long long)2 * (body + sc) * (b >> 1) + (long long)body * (b & 1);
+}
+
+static inline long long
+pair_scales_at(int body, int sc, int n, int b)
+{
+  long long pair = (long long)2 * (body + sc) * (b >> 1);
+  if ((n & 1) && b == n - 1)
+    return pair + body;
+  return pair + 2 * body + (long long)sc * (b & 1);
+}
+
 // Where block b of a Q8X16 group of nb blocks has its int8 chunks, and its scales.
-#define PYLLM_Q8X16_PAIR (2 * (PYLLM_Q8X16_QS + PYLLM_Q8X16_SCALES))
 static inline long long
 q8x16_qs_at(int b)
 {
-  return (long long)PYLLM_Q8X16_PAIR * (b >> 1) + PYLLM_Q8X16_QS * (b & 1);
+  return pair_body_at(PYLLM_Q8X16_QS, PYLLM_Q8X16_SCALES, b);
 }
 
 static inline long long
 q8x16_scales_at(int nb, int b)
 {
-  long long pair = (long long)PYLLM_Q8X16_PAIR * (b >> 1);
-  if ((nb & 1) && b == nb - 1)  // the odd last block: scales right after it
-    return pair + PYLLM_Q8X16_QS;
-  return pair + 2 * PYLLM_Q8X16_QS + PYLLM_Q8X16_SCALES * (b & 1);
+  return pair_scales_at(PYLLM_Q8X16_QS, PYLLM_Q8X16_SCALES, nb, b);
 }
 
 // Where block b of a Q5X16 group of nb blocks has its body (nibbles, fifth
@@ -118,16 +132,13 @@ q8x16_scales_at(int nb, int b)
 static inline long long
 q5x16_body_at(int b)
 {
-  return (long long)2 * PYLLM_Q5X16_RECORD * (b >> 1) + PYLLM_Q5X16_BODY * (b & 1);
+  return pair_body_at(PYLLM_Q5X16_BODY, PYLLM_Q5X16_RECORD - PYLLM_Q5X16_BODY, b);
 }
 
 static inline long long
 q5x16_scales_at(int nb, int b)
 {
-  long long pair = (long long)2 * PYLLM_Q5X16_RECORD * (b >> 1);
-  if ((nb & 1) && b == nb - 1)
-    return pair + PYLLM_Q5X16_BODY;
-  return pair + 2 * PYLLM_Q5X16_BODY + 32 * (b & 1);
+  return pair_scales_at(PYLLM_Q5X16_BODY, PYLLM_Q5X16_RECORD - PYLLM_Q5X16_BODY, nb, b);
 }
 
 // Rows [i0, i1) of x in out->group columns per scale (out->n and out->cols
