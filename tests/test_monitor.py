@@ -53,12 +53,14 @@ def test_snapshots_show_back_pressure_and_who_wakes_whom(recorded) -> None:
     for s in snaps:
         if any(p["where"] == "submit" for p in s["sleepers"]):
             assert s["stats"]["slots"][0] == 0, render(s)
-    # an ai_wait sleeper names its own request, and that request's slot is its own
+    # an ai_wait sleeper names its own request, and that request's slot is its own (DONE
+    # too: a snapshot can fall between the completion and the sleeper's wakeup on another
+    # hart; seen once in a CI run)
     waits = [(s, p) for s in snaps for p in s["sleepers"] if p["where"] == "ai_wait"]
     assert waits
     for s, p in waits:
         slot = next(sl for sl in s["slots"] if sl["id"] == p["request"])
-        assert slot["owner"] == p["pid"] and slot["state"] in ("QUEUED", "RUNNING")
+        assert slot["owner"] == p["pid"] and slot["state"] in ("QUEUED", "RUNNING", "DONE")
     assert snaps[-1]["counters"]["blocked_submits"] >= 1
     assert snaps[-1]["counters"]["wakeups"] > 0
 
