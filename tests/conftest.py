@@ -1,7 +1,9 @@
 """Suite-wide pytest settings: `soak` cases (minutes of fuzzing and stress, see
 docs/RELIABILITY.md) run only when selected with `-m soak`; the guest modules of
 guest.SMP_MODULES run once per hart count of guest.SMP_CPUS (`[cpus1]`, `[cpus4]`);
-`smol_session`, one AiSession with SmolLM2 loaded for a whole test module."""
+`smol_session`, one AiSession with SmolLM2 loaded for a whole test module; every test ends
+when the repack-cache files its loads started writing are written (a test's tmp_path is
+gone after it)."""
 
 from __future__ import annotations
 
@@ -33,6 +35,15 @@ def guest_cpus(request: pytest.FixtureRequest) -> int:
     n = getattr(request, "param", 1)
     guest.CPUS = n
     return n
+
+
+@pytest.fixture(autouse=True)
+def repack_cache_written() -> Iterator[None]:
+    yield
+    import sys
+
+    if "pyllm.backend.repack_cache" in sys.modules:  # only if some load used it
+        sys.modules["pyllm.backend.repack_cache"].wait_for_writes()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

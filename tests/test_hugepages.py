@@ -76,3 +76,22 @@ def test_model_states_live_in_huge_page_memory() -> None:
     assert st.k.ctypes.data % hugepages.HUGE == 0
     assert st.v.ctypes.data == st.k.ctypes.data + st.k.nbytes
     assert not st.k.any() and not st.v.any()
+
+
+def test_record_arena_pieces_are_aligned_zeroed_and_apart() -> None:
+    arena = hugepages.RecordArena()
+    sizes = [100, 3 << 20, 64, 1, 5 << 20]
+    pieces = [arena.take(n) for n in sizes]
+    for p, n in zip(pieces, sizes, strict=True):
+        assert p.nbytes == n and p.dtype == np.uint8 and p.ctypes.data % 64 == 0
+        assert not p.any()
+    for p in pieces:  # writing one piece leaves the others as they were
+        p[:] = 1
+    assert all(int(p.sum()) == p.nbytes for p in pieces)
+    spans = sorted((p.ctypes.data, p.ctypes.data + p.nbytes) for p in pieces)
+    assert all(a_end <= b for (_, a_end), (b, _) in zip(spans, spans[1:], strict=False))
+    # small pieces share a region; one larger than half a region gets its own
+    assert pieces[1].base is pieces[0].base
+    big = arena.take(hugepages.RecordArena.REGION)
+    assert big.base is not pieces[0].base and big.ctypes.data % hugepages.HUGE == 0
+    assert arena.take(10).base is pieces[0].base  # and the region goes on after it

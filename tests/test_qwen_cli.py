@@ -79,6 +79,9 @@ def test_synth_full_size_and_run(tmp_path):
     try:
         check_synth(tmp_path, env)
     finally:  # 2.6 GB of checkpoint and cache: do not leave it in pytest's kept tmp dirs
+        from pyllm.backend.repack_cache import wait_for_writes
+
+        wait_for_writes()  # (the cache file is written on a thread of the test's process)
         shutil.rmtree(tmp_path, ignore_errors=True)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pyllm.backend.repack_cache import wait_for_writes
 from pyllm.models import qwen35 as Q
 
 DATA = Path(__file__).parent / "data" / "qwen35"
@@ -185,6 +186,7 @@ def test_repack_cache_hit_and_rebuild(tmp_path, monkeypatch):
     monkeypatch.setenv("PYLLM_CACHE_DIR", str(tmp_path))
     a = Q.from_hf(DATA / "tiny_mm", backend="c")
     assert a.info.extra["repack_cache"] == "miss"
+    wait_for_writes()  # the file is written on a thread of its own
     files = list(tmp_path.glob("qwen35-*.q8x16.safetensors"))
     assert len(files) == 1
     b = Q.from_hf(DATA / "tiny_mm", backend="c")
@@ -194,7 +196,7 @@ def test_repack_cache_hit_and_rebuild(tmp_path, monkeypatch):
     assert np.array_equal(la, b.forward(ids, b.new_state(20), all_logits=True))
     # a damaged cache file is ignored and written again
     files[0].write_bytes(b"\x00" * 100)
-    c = Q.from_hf(DATA / "tiny_mm", backend="c")
+    c = Q.from_hf(DATA / "tiny_mm", backend="c")  # (the next load waits for its write)
     assert c.info.extra["repack_cache"] == "miss"
     assert np.array_equal(la, c.forward(ids, c.new_state(20), all_logits=True))
     assert Q.from_hf(DATA / "tiny_mm", backend="c").info.extra["repack_cache"] == "hit"

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from pyllm.backend import records, reference
+from pyllm.backend.hugepages import RecordArena
 from pyllm.backend.linear import (
     BlockTwinLinear,
     DenseLinear,
@@ -150,6 +151,7 @@ class CKernelOps(NumpyOps):
         self.backend = backend_name()
         self.n_threads = n_threads or default_threads()
         self.lib.pyllm_set_threads(self.n_threads)
+        self.arena = RecordArena()  # where repacked matrices go
         self.cache = None
         if cache_key:
             from pyllm.backend.repack_cache import RepackCache
@@ -179,8 +181,6 @@ class CKernelOps(NumpyOps):
                  whole: bool = False) -> RecordLinear:
         """One record matrix of the rows of `ts`, from the repack cache or repacked now
         (whole: quantized as one row range instead of part by part)."""
-        from pyllm.kernels.cstructs import aligned_empty
-
         rows = sum(t.shape[0] for t in ts)
         padded = rows + (-rows % 16)
         # float rows (no exact int8 form) are quantized in row slabs on every thread
@@ -190,8 +190,8 @@ class CKernelOps(NumpyOps):
         data = self.cache.get(name, nbytes) if self.cache is not None else None
         if data is None:
             t_repack = time.perf_counter()
-            data = aligned_empty(nbytes)
-            if whole:
+            data = self.arena.take(nbytes)
+            if whole and not self._requant_blocks(ts, cols, data):
                 self._quantize_rows(ts, padded, cols, data)
             else:
                 records.repack_run(self.lib, self.ffi, kind, ts, cols, data)
@@ -199,6 +199,28 @@ class CKernelOps(NumpyOps):
                 self.cache.put(name, data)
             self.repack_s += time.perf_counter() - t_repack
         return RecordLinear(data, rows, cols, kind)
+
+    def _requant_blocks(self, parts: Sequence[Any], cols: int, data: np.ndarray) -> bool:
+        """Parts of GGUF block types (each but the last whole 16-row groups) requantized to
+        Q8X16 in C, dequantizing a row group at a time; False (nothing done) otherwise."""
+        from pyllm.loaders.gguf import GGML_TYPE_IDS
+        from pyllm.quants import BLOCK_BYTES
+
+        if any(t.type not in BLOCK_BYTES for t in parts) or \
+                any(t.shape[0] % 16 for t in parts[:-1]):
+            return False
+        group = data.nbytes // (sum(t.shape[0] + (-t.shape[0] % 16) for t in parts) // 16)
+        at = 0
+        for t in parts:
+            raw = np.ascontiguousarray(t.raw)
+            rc = self.lib.pyllm_requant_q8x16(
+                GGML_TYPE_IDS[t.type], self.ffi.cast("uint8_t *", raw.ctypes.data), t.shape[0],
+                cols, self.ffi.cast("uint8_t *", data[at:].ctypes.data))
+            if rc == -2:
+                raise MemoryError("pyllm_requant_q8x16: out of memory")
+            assert rc == 0, (t.type, t.shape)
+            at += (t.shape[0] + 15) // 16 * group
+        return True
 
     def _quantize_rows(self, parts: Sequence[Any], padded: int, cols: int,
                        data: np.ndarray) -> None:
@@ -230,8 +252,8 @@ class CKernelOps(NumpyOps):
     def finish(self) -> None:
         if self.cache is not None:
             t = time.perf_counter()
-            self.cache.save()
-            if self.cache.fresh:  # writing the new cache is part of the one-time repack
+            self.cache.save()  # a new file is written on a thread of its own
+            if self.cache.fresh:
                 self.repack_s += time.perf_counter() - t
 
     def conv(self, x: np.ndarray, conv_state: np.ndarray, w: np.ndarray) -> np.ndarray:  # type: ignore[override]

@@ -30,6 +30,7 @@ import numpy as np
 
 from pyllm.backend.tensors import tensor_f32
 from pyllm.kquants import KVALUES
+from pyllm.loaders.gguf import GGML_TYPE_IDS
 from pyllm.quants import BLOCK_BYTES, nibbles
 
 F32 = np.float32
@@ -131,7 +132,11 @@ def repack_run(lib: Any, ffi: Any, kind: str, ts: Sequence[Any], cols: int,
         elif q8 is not None:
             src = _pad_rows(q8, rows, padded)
             rc = lib.pyllm_repack_q8_0(ffi.cast("uint8_t *", src.ctypes.data), padded, cols, out)
-        else:  # requantize the float values per 32 columns
+        elif t.type in BLOCK_BYTES:  # requantize its values per 32 columns, in C
+            raw = np.ascontiguousarray(t.raw)
+            rc = lib.pyllm_requant_q8x16(GGML_TYPE_IDS[t.type],
+                                         ffi.cast("uint8_t *", raw.ctypes.data), rows, cols, out)
+        else:  # float rows: quantize per 32 columns
             x = np.zeros((padded, cols), F32)
             x[:rows] = tensor_f32(t)
             rc = lib.pyllm_quantize_f32_q8x16(ffi.cast("float *", x.ctypes.data), padded, cols,

@@ -60,21 +60,43 @@ scale_min_k4(const uint8_t *s, int j, uint8_t *sc, uint8_t *m)
   }
 }
 
-// The 4-bit value of column p (0..255) of a Q4_K block.
-static inline int
-q4k_nib(const uint8_t *blk, int p)
+// A row's super-block as its 256 values in column order: Q4_K's 4-bit q, or
+// Q6_K's 6-bit q (0..63). Q4_K: 32 bytes per 64 columns, low nibbles first;
+// Q6_K: per 128 columns 64 bytes of low nibbles (low halves first) and 32 of
+// 2-bit highs (bits 2k..2k+1 for the columns 32k..32k+31).
+static void
+q4k_values(const uint8_t *blk, uint8_t *v)
 {
-  uint8_t b = blk[16 + 32 * (p / 64) + p % 32];
-  return (p % 64) < 32 ? b & 15 : b >> 4;
+  const uint8_t *qs = blk + 16;
+  for (int h = 0; h < 4; h++)
+    for (int i = 0; i < 32; i++) {
+      v[64 * h + i] = qs[32 * h + i] & 15;
+      v[64 * h + 32 + i] = qs[32 * h + i] >> 4;
+    }
 }
 
-// The 6-bit value (0..63) of column p of a Q6_K block.
-static inline int
-q6k_val(const uint8_t *blk, int p)
+static void
+q6k_values(const uint8_t *blk, uint8_t *v)
 {
-  uint8_t l = blk[64 * (p / 128) + p % 64], h = blk[128 + 32 * (p / 128) + p % 32];
-  int lo = (p % 128) < 64 ? l & 15 : l >> 4;
-  return lo | (((h >> (2 * ((p / 32) % 4))) & 3) << 4);
+  for (int h = 0; h < 2; h++) {
+    const uint8_t *ql = blk + 64 * h, *qh = blk + 128 + 32 * h;
+    uint8_t *vh = v + 128 * h;
+    for (int k = 0; k < 4; k++)  // columns 32k..32k+31 of the half
+      for (int i = 0; i < 32; i++) {
+        uint8_t l = ql[32 * (k % 2) + i];
+        vh[32 * k + i] = (uint8_t)((k < 2 ? l & 15 : l >> 4) | ((qh[i] >> (2 * k)) & 3) << 4);
+      }
+  }
+}
+
+// The 16 rows' low nibbles of a 32-column unit, row r's share: byte 4r+t of
+// chunk c = column 4c+t | column 16+4c+t << 4 (kquant.h).
+static inline void
+put_unit_nibbles(const uint8_t *v, uint8_t *unit, int r)
+{
+  for (int c = 0; c < 4; c++)
+    for (int t = 0; t < 4; t++)
+      unit[64 * c + 4 * r + t] = (uint8_t)((v[4 * c + t] & 15) | (v[16 + 4 * c + t] & 15) << 4);
 }
 
 struct kq_repack {
@@ -87,18 +109,14 @@ struct kq_repack {
 static void
 repack_q4k_group(const struct kq_repack *j, int g)
 {
+  uint8_t v[256];
   for (int s = 0; s < j->nsb; s++) {
     uint8_t *rec = j->dst + ((long long)g * j->nsb + s) * PYLLM_Q4K16_RECORD;
     for (int r = 0; r < 16; r++) {
       const uint8_t *blk = j->src + ((long long)(g * 16 + r) * j->nsb + s) * 144;
-      for (int u = 0; u < 8; u++) {
-        for (int c = 0; c < 4; c++)
-          for (int t = 0; t < 4; t++) {
-            int col = 32 * u + 4 * c + t;
-            rec[256 * u + 64 * c + 4 * r + t] =
-              (uint8_t)(q4k_nib(blk, col) | (q4k_nib(blk, col + 16) << 4));
-          }
-      }
+      q4k_values(blk, v);
+      for (int u = 0; u < 8; u++)
+        put_unit_nibbles(v + 32 * u, rec + 256 * u, r);
       for (int k = 0; k < 12; k++)
         rec[2048 + 16 * k + r] = blk[4 + k];  // the packed scales and mins
       memcpy(rec + 2240 + 2 * r, blk, 2);      // d
@@ -110,6 +128,7 @@ repack_q4k_group(const struct kq_repack *j, int g)
 static void
 repack_q6k_group(const struct kq_repack *j, int g)
 {
+  uint8_t v[256];
   for (int s = 0; s < j->nsb; s++) {
     uint8_t *grp = j->dst + g * kq_group_bytes(PYLLM_Q6K16, j->nsb * QK_K);
     uint8_t *rec = grp + q6k16_qs_at(s), *sc = grp + q6k16_scales_at(j->nsb, s);
@@ -117,21 +136,17 @@ repack_q6k_group(const struct kq_repack *j, int g)
       memset(sc + 288, 0, 32);
     for (int r = 0; r < 16; r++) {
       const uint8_t *blk = j->src + ((long long)(g * 16 + r) * j->nsb + s) * 210;
+      q6k_values(blk, v);
       for (int u = 0; u < 8; u++) {
+        const uint8_t *vu = v + 32 * u;
         uint8_t *q = rec + 384 * u;
-        for (int c = 0; c < 4; c++)
-          for (int t = 0; t < 4; t++) {
-            int col = 32 * u + 4 * c + t;
-            q[64 * c + 4 * r + t] =
-              (uint8_t)((q6k_val(blk, col) & 15) | ((q6k_val(blk, col + 16) & 15) << 4));
-          }
-        for (int h = 0; h < 2; h++)
-          for (int t = 0; t < 4; t++) {
-            int bits = 0;
-            for (int k = 0; k < 4; k++)
-              bits |= (q6k_val(blk, 32 * u + 16 * h + 4 * k + t) >> 4) << (2 * k);
-            q[256 + 64 * h + 4 * r + t] = (uint8_t)bits;
-          }
+        put_unit_nibbles(vu, q, r);
+        for (int h = 0; h < 2; h++) {
+          const uint8_t *x = vu + 16 * h;  // column 4k+t's 2 high bits -> bits 2k of byte t
+          for (int t = 0; t < 4; t++)
+            q[256 + 64 * h + 4 * r + t] =
+              (uint8_t)(x[t] >> 4 | (x[4 + t] >> 4) << 2 | (x[8 + t] >> 4) << 4 | (x[12 + t] >> 4) << 6);
+        }
       }
       for (int k = 0; k < 16; k++)
         sc[16 * k + r] = blk[192 + k];
@@ -156,7 +171,7 @@ repack(const uint8_t *src, int rows, int cols, uint8_t *dst, int type)
   if (rows <= 0 || rows % 16 || kq_group_bytes(type, cols) < 0)
     return -1;
   struct kq_repack j = { src, dst, cols / QK_K, type };
-  pool_run(repack_chunk, &j, rows / 16);
+  pool_run_par(repack_chunk, &j, rows / 16);
   return 0;
 }
 

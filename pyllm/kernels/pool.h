@@ -22,7 +22,9 @@ void pool_run(pool_fn fn, void *arg, int n);
 // pool_run without the chooser: always with the workers, unless a stall
 // backoff is on (pool.c). For the matrix products, which on an idle machine
 // run faster on two threads than on one for every row count a decode step
-// has, so that measuring them alone (every EXPLORE-th job) only costs time.
+// has, so that measuring them alone (every EXPLORE-th job) only costs time;
+// and for the repacking at load, where every matrix shape is a new kind whose
+// warm-up would run every other matrix of that shape alone.
 void pool_run_par(pool_fn fn, void *arg, int n);
 
 #endif

@@ -3,8 +3,10 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "dequant.h"
 #include "kernels.h"
 #include "kquant.h"
 #include "pool.h"
@@ -49,6 +51,15 @@ q8x16_zero_tail(uint8_t *grp, int nb)
     memset(grp + q8x16_scales_at(nb, nb - 1) + PYLLM_Q8X16_SCALES, 0, 32);
 }
 
+// Bits 0, 4, 8 and 12 of x as bits 0-3: times 0x1248 they land in bits 12-15,
+// and every other product falls in a bit of its own (3, 6, 7, 9, 10, 11, 16-18,
+// 20, 21, 24), so nothing carries into them.
+static inline unsigned
+gather4(uint32_t x)
+{
+  return ((x & 0x1111u) * 0x1248u) >> 12 & 15;
+}
+
 struct repack_job {
   const uint8_t *src;
   uint8_t *dst;
@@ -83,13 +94,8 @@ repack_group(void *arg, int g)
         memcpy(&qh, blk + 2, 4);
         for (int c = 0; c < 4; c++)
           memcpy(body + 64 * c + 4 * r, blk + 6 + 4 * c, 4);
-        for (int t = 0; t < 4; t++) {
-          int bits = 0;
-          for (int c = 0; c < 4; c++)
-            bits |= (int)((qh >> (4 * c + t)) & 1) << c |
-                    (int)((qh >> (16 + 4 * c + t)) & 1) << (4 + c);
-          body[256 + 4 * r + t] = (uint8_t)bits;
-        }
+        for (int t = 0; t < 4; t++)  // bits t, t+4, t+8, t+12 of each half
+          body[256 + 4 * r + t] = (uint8_t)(gather4(qh >> t) | gather4(qh >> (16 + t)) << 4);
         memcpy(sc + 2 * r, blk, 2);  // d
       }
     }
@@ -101,9 +107,12 @@ repack_group(void *arg, int g)
       uint8_t *rec = grp + q8x16_qs_at(b), *sc = grp + q8x16_scales_at(nb, b);
       for (int r = 0; r < 16; r++) {
         const uint8_t *blk = j->src + ((long long)(g * 16 + r) * nb + b) * 34;
-        for (int c = 0; c < 8; c++)
-          for (int t = 0; t < 4; t++)
-            rec[64 * c + 4 * r + t] = blk[2 + 4 * c + t] ^ 0x80;  // +128 as u8
+        for (int c = 0; c < 8; c++) {  // 4 columns at a time, +128 as u8
+          uint32_t q;
+          memcpy(&q, blk + 2 + 4 * c, 4);
+          q ^= 0x80808080u;
+          memcpy(rec + 64 * c + 4 * r, &q, 4);
+        }
         memcpy(sc + 2 * r, blk, 2);
       }
     }
@@ -117,7 +126,7 @@ repack(const uint8_t *src, int rows, int cols, uint8_t *dst, int type)
   if (pyllm_qmat_bytes(type, rows, cols) < 0)
     return -1;
   struct repack_job j = { src, dst, cols / QK, type };
-  pool_run(repack_group, &j, rows / 16);
+  pool_run_par(repack_group, &j, rows / 16);
   return 0;
 }
 
@@ -151,38 +160,141 @@ f32_to_f16(float f)
   return u;
 }
 
-// A float32 matrix (from F32/F16/BF16 tensors) -> Q8X16, quantizing each
-// 32-weight block with its own scale, like GGUF's Q8_0.
+// Round to nearest, ties to even, as nearbyintf does in the default rounding
+// mode, for |v| < 2^22: adding 1.5 * 2^23 leaves no fraction bits. Inline, where
+// nearbyintf at the baseline target is a library call per weight. NaN and
+// infinities go through unchanged, as they do through nearbyintf.
+static inline float
+round_even(float v)
+{
+  return (v + 12582912.0f) - 12582912.0f;
+}
+
+// quantize_group's arithmetic 16 weights a step, the same values: the max of
+// |x| with NaN passed over (vmaxps returns its second operand when one is NaN,
+// and the running max never is), the scale as in C, x * id rounded to nearest
+// even by vcvtps2dq (the default rounding mode, as nearbyintf), clamped, +128.
+// A row's 32 bytes go to the record 4 columns at a time.
+static PYLLM_TARGET_AVX512 void
+quantize_group_avx512(const float *src, int cols, uint8_t *grp)
+{
+  int nb = cols / QK;
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  const __m512i bias = _mm512_set1_epi32(128);
+  q8x16_zero_tail(grp, nb);
+  for (int b = 0; b < nb; b++) {
+    uint8_t *rec = grp + q8x16_qs_at(b), *sc = grp + q8x16_scales_at(nb, b);
+    for (int r = 0; r < 16; r++) {
+      const float *x = src + (long long)r * cols + b * QK;
+      __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+      __m512 m = _mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_setzero_ps());
+      m = _mm512_max_ps(_mm512_andnot_ps(sign, x1), m);
+      float amax = _mm512_reduce_max_ps(m);
+      uint16_t dh = f32_to_f16(amax / 127.0f);
+      _Float16 dhf;
+      memcpy(&dhf, &dh, 2);
+      float d = (float)dhf, id = d != 0.0f ? 1.0f / d : 0.0f;
+      __m512 idv = _mm512_set1_ps(id);
+      __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, idv));
+      __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, idv));
+      q0 = _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(q0, lo), hi), bias);
+      q1 = _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(q1, lo), hi), bias);
+      _Alignas(32) uint32_t w[8];
+      _mm_store_si128((__m128i *)w, _mm512_cvtepi32_epi8(q0));
+      _mm_store_si128((__m128i *)(w + 4), _mm512_cvtepi32_epi8(q1));
+      for (int c = 0; c < 8; c++)
+        memcpy(rec + 64 * c + 4 * r, &w[c], 4);
+      memcpy(sc + 2 * r, &dh, 2);
+    }
+  }
+}
+
+// 16 rows of float32 (row stride cols) -> one Q8X16 row group: each 32-weight
+// block gets its own scale, like GGUF's Q8_0 (d = f16(amax / 127)).
+static void
+quantize_group(const float *src, int cols, uint8_t *grp)
+{
+  if (pyllm_use_avx512()) {
+    quantize_group_avx512(src, cols, grp);
+    return;
+  }
+  int nb = cols / QK;
+  q8x16_zero_tail(grp, nb);
+  for (int b = 0; b < nb; b++) {
+    uint8_t *rec = grp + q8x16_qs_at(b), *sc = grp + q8x16_scales_at(nb, b);
+    for (int r = 0; r < 16; r++) {
+      const float *x = src + (long long)r * cols + b * QK;
+      float amax = 0;
+      for (int k = 0; k < QK; k++) {  // fmaxf(amax, |x|): a NaN is passed over
+        float a = fabsf(x[k]);
+        amax = a > amax ? a : amax;
+      }
+      uint16_t dh = f32_to_f16(amax / 127.0f);
+      _Float16 dhf;
+      memcpy(&dhf, &dh, 2);
+      float d = (float)dhf, id = d != 0.0f ? 1.0f / d : 0.0f;
+      for (int k = 0; k < QK; k++) {
+        int q = (int)round_even(x[k] * id);
+        q = q < -127 ? -127 : q > 127 ? 127 : q;
+        rec[64 * (k / 4) + 4 * r + k % 4] = (uint8_t)(q + 128);
+      }
+      memcpy(sc + 2 * r, &dh, 2);
+    }
+  }
+}
+
+// A float32 matrix (from F32/F16/BF16 tensors) -> Q8X16.
 int
 pyllm_quantize_f32_q8x16(const float *src, int rows, int cols, uint8_t *dst)
 {
   if (pyllm_qmat_bytes(PYLLM_Q8X16, rows, cols) < 0)
     return -1;
-  int nb = cols / QK;
   long long gbytes = pyllm_q8x16_group_bytes(cols);
-  for (int g = 0; g < rows / 16; g++) {
-    uint8_t *grp = dst + g * gbytes;
-    q8x16_zero_tail(grp, nb);
-    for (int b = 0; b < nb; b++) {
-      uint8_t *rec = grp + q8x16_qs_at(b), *sc = grp + q8x16_scales_at(nb, b);
-      for (int r = 0; r < 16; r++) {
-        const float *x = src + (long long)(g * 16 + r) * cols + b * QK;
-        float amax = 0;
-        for (int k = 0; k < QK; k++)
-          amax = fmaxf(amax, fabsf(x[k]));
-        uint16_t dh = f32_to_f16(amax / 127.0f);
-        _Float16 dhf;
-        memcpy(&dhf, &dh, 2);
-        float d = (float)dhf, id = d != 0.0f ? 1.0f / d : 0.0f;
-        for (int k = 0; k < QK; k++) {
-          int q = (int)nearbyintf(x[k] * id);
-          q = q < -127 ? -127 : q > 127 ? 127 : q;
-          rec[64 * (k / 4) + 4 * r + k % 4] = (uint8_t)(q + 128);
-        }
-        memcpy(sc + 2 * r, &dh, 2);
-      }
-    }
-  }
+  for (int g = 0; g < rows / 16; g++)
+    quantize_group(src + (long long)g * 16 * cols, cols, dst + g * gbytes);
+  return 0;
+}
+
+struct requant_job {
+  int type, rows, cols, block_w, block_bytes;  // block_*: weights and bytes of a GGUF block
+  const uint8_t *src;
+  uint8_t *dst;
+};
+
+// Row group g: its rows dequantized into a buffer the caches hold, then
+// quantized; rows past the matrix's end are zero.
+static void
+requant_group(void *arg, int g)
+{
+  struct requant_job *j = arg;
+  int n = j->rows - 16 * g < 16 ? j->rows - 16 * g : 16;
+  long long per_row = j->cols / j->block_w;
+  float *x = calloc((size_t)16 * j->cols, sizeof(float));
+  if (x == NULL)
+    return;  // pyllm_requant_q8x16 checked one allocation; this one is as small
+  pyllm_dequant(j->type, j->src + (long long)g * 16 * per_row * j->block_bytes, n * per_row, x);
+  quantize_group(x, j->cols, j->dst + g * pyllm_q8x16_group_bytes(j->cols));
+  free(x);
+}
+
+// `rows` rows of GGUF blocks of type `ggml_type` (dequant.h) -> Q8X16 records
+// of the rows padded to a multiple of 16: what dequantizing to float32 and
+// pyllm_quantize_f32_q8x16 give, one row group at a time on the pool.
+// Returns -1 on a bad shape or type, -2 out of memory.
+int
+pyllm_requant_q8x16(int ggml_type, const uint8_t *src, int rows, int cols, uint8_t *dst)
+{
+  int padded = rows + (-rows % 16 + 16) % 16;
+  struct requant_job j = { ggml_type, rows, cols, 0, 0, src, dst };
+  if (pyllm_dequant_block(ggml_type, &j.block_w, &j.block_bytes) < 0 || rows <= 0
+      || cols % j.block_w || pyllm_qmat_bytes(PYLLM_Q8X16, padded, cols) < 0)
+    return -1;
+  float *probe = malloc((size_t)16 * cols * sizeof(float));
+  if (probe == NULL)
+    return -2;
+  free(probe);
+  pool_run_par(requant_group, &j, padded / 16);
   return 0;
 }
 

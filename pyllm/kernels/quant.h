@@ -81,6 +81,7 @@ int pyllm_repack_q4_1(const uint8_t *src, int rows, int cols, uint8_t *dst);
 int pyllm_repack_q8_0(const uint8_t *src, int rows, int cols, uint8_t *dst);
 int pyllm_repack_q5_0(const uint8_t *src, int rows, int cols, uint8_t *dst);
 int pyllm_quantize_f32_q8x16(const float *src, int rows, int cols, uint8_t *dst);
+int pyllm_requant_q8x16(int ggml_type, const uint8_t *src, int rows, int cols, uint8_t *dst);
 void pyllm_quantize_act(const float *x, int n, int cols, struct pyllm_qact *out);
 // The columns per scale the products of w need: 256 if w (or a part of it) is a
 // K-quant matrix, else 32.

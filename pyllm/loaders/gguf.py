@@ -38,6 +38,7 @@ GGML_TYPES: dict[int, tuple[str, int, int]] = {
     27: ("I64", 1, 8), 28: ("F64", 1, 8), 29: ("IQ1_M", 256, 56), 30: ("BF16", 1, 2),
     34: ("TQ1_0", 256, 54), 35: ("TQ2_0", 256, 66), 39: ("MXFP4", 32, 17),
 }
+GGML_TYPE_IDS = {name: i for i, (name, _, _) in GGML_TYPES.items()}
 # types our dequantizers (pyllm/quants.py, kquants.py) and kernels read
 SUPPORTED = ("F32", "F16", "BF16", *BLOCKS)
 
