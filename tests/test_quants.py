@@ -52,19 +52,28 @@ def test_block_types_match_gguf_py_bit_for_bit(type_: str, rows: int, blocks: in
 
 
 @pytest.mark.parametrize("type_", BLOCK_TYPES)
-def test_the_c_dequantizer_matches_gguf_py_bit_for_bit(type_: str) -> None:
+@pytest.mark.parametrize("generic", [False, True])
+def test_the_c_dequantizer_matches_gguf_py_bit_for_bit(type_: str, generic: bool) -> None:
+    """Both C paths (AVX-512 for Q5_1 and Q5_K, the generic C for every type)."""
     from pyllm.backend.tensors import dequant_fast
     from pyllm.kernels import c_kernels
 
-    if c_kernels() is None:
+    nat = c_kernels()
+    if nat is None:
         pytest.skip("C kernels not built")
     raw = random_blocks(type_, 7, 3, seed=11)
     cols = 3 * BLOCK_SIZE[type_]
-    ours = dequant_fast(type_, raw.reshape(-1), (7, cols))
+    nat[1].pyllm_force_generic(int(generic))
+    try:
+        ours = dequant_fast(type_, raw.reshape(-1), (7, cols))
+        raw[2, 5] ^= 0x10  # and the comparison is sharp
+        changed = dequant_fast(type_, raw.reshape(-1), (7, cols))
+        raw[2, 5] ^= 0x10
+    finally:
+        nat[1].pyllm_force_generic(0)
     ref = gguf_dequantize(raw, gguf.GGMLQuantizationType[type_])
     np.testing.assert_array_equal(ours.view(np.uint32), ref.astype(np.float32).view(np.uint32))
-    raw[2, 5] ^= 0x10  # and the comparison is sharp
-    assert not np.array_equal(dequant_fast(type_, raw.reshape(-1), (7, cols)), ours)
+    assert not np.array_equal(changed, ours)
 
 
 @pytest.mark.parametrize("type_", BLOCK_TYPES)

@@ -1,12 +1,16 @@
 // dequant.c: GGUF blocks -> float32 (dequant.h). Each function follows the
 // numpy dequantizer of its type (pyllm/quants.py, kquants.py) operation for
 // operation: the per-sub-block factor first (d * scale, in float32), then
-// factor * q, then the min subtracted or added. This file is compiled without
-// FMA (the extension's baseline target), so no product is fused with a sum.
+// factor * q, then the min subtracted or added. The generic functions are
+// compiled for the baseline target, which has no FMA; the AVX-512 ones (for
+// Q5_1 and Q5_K, the types a Q5_K_M file requantizes) are compiled with
+// fp-contract off, so there too no product is fused with a sum.
 
+#include <immintrin.h>
 #include <string.h>
 
 #include "dequant.h"
+#include "kernels.h"
 
 #define QK_K 256
 
@@ -203,6 +207,62 @@ dq_iq4_xs(const uint8_t *b, float *y)
   }
 }
 
+// ------------------------------------------------------------ AVX-512
+
+#define DEQUANT_AVX512 PYLLM_TARGET_AVX512 __attribute__((optimize("fp-contract=off")))
+
+// 32 values 0..31 (bytes) -> y[0..31] = a * (float)q + b, or a * q - b (minus).
+static inline __attribute__((always_inline)) DEQUANT_AVX512 void
+affine32(__m256i q, float a, float b, int minus, float *y)
+{
+  __m512 av = _mm512_set1_ps(a), bv = _mm512_set1_ps(b);
+  __m512 lo = _mm512_mul_ps(av, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(q))));
+  __m512 hi = _mm512_mul_ps(av, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(q, 1))));
+  _mm512_storeu_ps(y, minus ? _mm512_sub_ps(lo, bv) : _mm512_add_ps(lo, bv));
+  _mm512_storeu_ps(y + 16, minus ? _mm512_sub_ps(hi, bv) : _mm512_add_ps(hi, bv));
+}
+
+// 16 bytes of nibbles -> 32 bytes: the low nibbles, then the high ones.
+static inline __attribute__((always_inline)) DEQUANT_AVX512 __m256i
+nibbles32(const uint8_t *qs)
+{
+  __m128i v = _mm_loadu_si128((const __m128i *)qs), m = _mm_set1_epi8(15);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+
+static DEQUANT_AVX512 void
+dq_q5_1_avx512(const uint8_t *src, long long nblocks, float *dst)
+{
+  for (long long i = 0; i < nblocks; i++) {
+    const uint8_t *b = src + i * 24;
+    uint32_t qh;
+    memcpy(&qh, b + 4, 4);  // bit i: the fifth bit of weight i
+    __m256i q = _mm256_mask_add_epi8(nibbles32(b + 8), (__mmask32)qh, nibbles32(b + 8),
+                                     _mm256_set1_epi8(16));
+    affine32(q, f16(b), f16(b + 2), 0, dst + i * 32);
+  }
+}
+
+static DEQUANT_AVX512 void
+dq_q5_k_avx512(const uint8_t *src, long long nblocks, float *dst)
+{
+  const __m256i m15 = _mm256_set1_epi8(15), sixteen = _mm256_set1_epi8(16);
+  for (long long i = 0; i < nblocks; i++) {
+    const uint8_t *b = src + i * 176;
+    float d = f16(b), dmin = f16(b + 2);
+    __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 16));
+    for (int j = 0; j < 8; j++) {
+      int sc, m;
+      scale_min_k4(b + 4, j, &sc, &m);
+      __m256i v = _mm256_loadu_si256((const __m256i *)(b + 48 + 32 * (j / 2)));
+      __m256i q = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, m15);
+      __mmask32 fifth = _mm256_test_epi8_mask(qh, _mm256_set1_epi8((char)(1 << j)));
+      q = _mm256_mask_add_epi8(q, fifth, q, sixteen);
+      affine32(q, d * (float)sc, dmin * (float)m, 1, dst + i * QK_K + 32 * j);
+    }
+  }
+}
+
 // One type's block: its dequantizer (0: dq_q45_k), weights and bytes.
 struct block_kind {
   void (*fn)(const uint8_t *, float *);
@@ -246,6 +306,10 @@ pyllm_dequant(int ggml_type, const uint8_t *src, long long nblocks, float *dst)
   struct block_kind k;
   if (block_kind(ggml_type, &k) < 0)
     return -1;
+  if (pyllm_use_avx512() && (ggml_type == 7 || ggml_type == 13)) {
+    (ggml_type == 7 ? dq_q5_1_avx512 : dq_q5_k_avx512)(src, nblocks, dst);
+    return 0;
+  }
   for (long long i = 0; i < nblocks; i++) {
     const uint8_t *b = src + i * k.bytes;
     float *y = dst + i * k.weights;

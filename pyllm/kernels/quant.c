@@ -191,10 +191,8 @@ quantize_group_avx512(const float *src, int cols, uint8_t *grp)
       __m512 m = _mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_setzero_ps());
       m = _mm512_max_ps(_mm512_andnot_ps(sign, x1), m);
       float amax = _mm512_reduce_max_ps(m);
-      uint16_t dh = f32_to_f16(amax / 127.0f);
-      _Float16 dhf;
-      memcpy(&dhf, &dh, 2);
-      float d = (float)dhf, id = d != 0.0f ? 1.0f / d : 0.0f;
+      uint16_t dh = _cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT);  // F16C: as f32_to_f16
+      float d = _cvtsh_ss(dh), id = d != 0.0f ? 1.0f / d : 0.0f;
       __m512 idv = _mm512_set1_ps(id);
       __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, idv));
       __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, idv));
@@ -262,20 +260,39 @@ struct requant_job {
   uint8_t *dst;
 };
 
-// Row group g: its rows dequantized into a buffer the caches hold, then
-// quantized; rows past the matrix's end are zero.
+// A thread's buffer for a row group's float32 values: kept from group to group
+// (allocating and zeroing one per group cost as much as the work on a small
+// matrix), grown when a wider matrix comes.
+static __thread float *group_buf;
+static __thread size_t group_cap;
+
+static float *
+group_buffer(size_t n)
+{
+  if (n > group_cap) {
+    float *p = realloc(group_buf, n * sizeof(float));
+    if (p == NULL)
+      return NULL;
+    group_buf = p;
+    group_cap = n;
+  }
+  return group_buf;
+}
+
+// Row group g: its rows dequantized into the thread's buffer (which the caches
+// hold), rows past the matrix's end zero, then quantized.
 static void
 requant_group(void *arg, int g)
 {
   struct requant_job *j = arg;
   int n = j->rows - 16 * g < 16 ? j->rows - 16 * g : 16;
   long long per_row = j->cols / j->block_w;
-  float *x = calloc((size_t)16 * j->cols, sizeof(float));
+  float *x = group_buffer((size_t)16 * j->cols);
   if (x == NULL)
-    return;  // pyllm_requant_q8x16 checked one allocation; this one is as small
+    return;  // pyllm_requant_q8x16 made sure one this size could be had
   pyllm_dequant(j->type, j->src + (long long)g * 16 * per_row * j->block_bytes, n * per_row, x);
+  memset(x + (long long)n * j->cols, 0, sizeof(float) * (size_t)(16 - n) * j->cols);
   quantize_group(x, j->cols, j->dst + g * pyllm_q8x16_group_bytes(j->cols));
-  free(x);
 }
 
 // `rows` rows of GGUF blocks of type `ggml_type` (dequant.h) -> Q8X16 records
@@ -290,10 +307,8 @@ pyllm_requant_q8x16(int ggml_type, const uint8_t *src, int rows, int cols, uint8
   if (pyllm_dequant_block(ggml_type, &j.block_w, &j.block_bytes) < 0 || rows <= 0
       || cols % j.block_w || pyllm_qmat_bytes(PYLLM_Q8X16, padded, cols) < 0)
     return -1;
-  float *probe = malloc((size_t)16 * cols * sizeof(float));
-  if (probe == NULL)
+  if (group_buffer((size_t)16 * cols) == NULL)  // the caller's; the workers' are as large
     return -2;
-  free(probe);
   pool_run_par(requant_group, &j, padded / 16);
   return 0;
 }
