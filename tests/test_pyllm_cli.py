@@ -167,3 +167,5 @@ def test_bench_engine_without_llama_cpp(monkeypatch: pytest.MonkeyPatch) -> None
     assert "llama.cpp not measured (No module named 'llama_cpp')" in out
     row = next(line for line in out.splitlines() if line.startswith("idle  TPOT"))
     assert len(row.split()) == 9 and row.split()[3] != "-"  # pyllm-c measured, others "-"
+    first = next(line for line in out.splitlines() if line.startswith("idle  first load"))
+    assert float(first.split()[4]) > 0  # a load with an empty repack cache, measured

@@ -171,7 +171,7 @@ repack(const uint8_t *src, int rows, int cols, uint8_t *dst, int type)
   if (rows <= 0 || rows % 16 || kq_group_bytes(type, cols) < 0)
     return -1;
   struct kq_repack j = { src, dst, cols / QK_K, type };
-  pool_run_par(repack_chunk, &j, rows / 16);
+  pool_run_bulk(repack_chunk, &j, rows / 16);
   return 0;
 }
 

@@ -378,10 +378,15 @@ run_segment(pool_fn fn, void *arg, int base, int m)
   return waited > two_chunks ? waited - two_chunks : 0;
 }
 
-// pool_run with the chooser (choose = 1) or without it (pool_run_par).
+// How a job picks between the workers and the caller alone: the chooser
+// (pool_run), always the workers unless backing off after a stall
+// (pool_run_par), always the workers and never a stall (pool_run_bulk).
+enum { MODE_CHOOSE, MODE_PAR, MODE_BULK };
+
 static void
-run_job(pool_fn fn, void *arg, int n, int choose)
+run_job(pool_fn fn, void *arg, int n, int mode)
 {
+  int choose = mode == MODE_CHOOSE, stalls = mode != MODE_BULK;
   if (n <= 0)
     return;
   if (pool.nthreads <= 1 || n == 1) {
@@ -392,7 +397,7 @@ run_job(pool_fn fn, void *arg, int n, int choose)
   pthread_mutex_lock(&pool.run);
   uint64_t t_start = now_ns();
   struct kind *k = pool.fixed || !choose ? NULL : kind_of(fn, n);
-  int backoff = !pool.fixed && t_start < pool.solo_until;
+  int backoff = !pool.fixed && stalls && t_start < pool.solo_until;
   if (backoff || (k && pick_alone(k))) {
     atomic_fetch_add(&pool.solo_jobs, 1);
     for (int i = 0; i < n; i++)
@@ -409,7 +414,7 @@ run_job(pool_fn fn, void *arg, int n, int choose)
     wait_ns = w > wait_ns ? w : wait_ns;
   }
   uint64_t t1 = now_ns();
-  if (!pool.fixed)
+  if (!pool.fixed && stalls)
     check_stall(wait_ns, t1);
   if (k)
     record(k, 0, t1 - t_start);
@@ -419,11 +424,17 @@ run_job(pool_fn fn, void *arg, int n, int choose)
 void
 pool_run(pool_fn fn, void *arg, int n)
 {
-  run_job(fn, arg, n, 1);
+  run_job(fn, arg, n, MODE_CHOOSE);
 }
 
 void
 pool_run_par(pool_fn fn, void *arg, int n)
 {
-  run_job(fn, arg, n, 0);
+  run_job(fn, arg, n, MODE_PAR);
+}
+
+void
+pool_run_bulk(pool_fn fn, void *arg, int n)
+{
+  run_job(fn, arg, n, MODE_BULK);
 }

@@ -22,9 +22,15 @@ void pool_run(pool_fn fn, void *arg, int n);
 // pool_run without the chooser: always with the workers, unless a stall
 // backoff is on (pool.c). For the matrix products, which on an idle machine
 // run faster on two threads than on one for every row count a decode step
-// has, so that measuring them alone (every EXPLORE-th job) only costs time;
-// and for the repacking at load, where every matrix shape is a new kind whose
-// warm-up would run every other matrix of that shape alone.
+// has, so that measuring them alone (every EXPLORE-th job) only costs time.
 void pool_run_par(pool_fn fn, void *arg, int n);
+
+// Always with the workers, and a stall neither backs off nor starts a backoff.
+// For the repacking at load: every matrix shape would be a new kind for the
+// chooser, whose warm-up runs every other one alone; and one preempted worker
+// would send the rest of the load to one thread (a backoff lasts 10 ms and
+// doubles up to 0.5 s; a first load of SmolLM2 takes 0.05 s): seen as loads
+// 2-4 times slower in rounds that followed llama.cpp's.
+void pool_run_bulk(pool_fn fn, void *arg, int n);
 
 #endif

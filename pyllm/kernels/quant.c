@@ -126,7 +126,7 @@ repack(const uint8_t *src, int rows, int cols, uint8_t *dst, int type)
   if (pyllm_qmat_bytes(type, rows, cols) < 0)
     return -1;
   struct repack_job j = { src, dst, cols / QK, type };
-  pool_run_par(repack_group, &j, rows / 16);
+  pool_run_bulk(repack_group, &j, rows / 16);
   return 0;
 }
 
@@ -309,7 +309,7 @@ pyllm_requant_q8x16(int ggml_type, const uint8_t *src, int rows, int cols, uint8
     return -1;
   if (group_buffer((size_t)16 * cols) == NULL)  // the caller's; the workers' are as large
     return -2;
-  pool_run_par(requant_group, &j, padded / 16);
+  pool_run_bulk(requant_group, &j, padded / 16);
   return 0;
 }
 

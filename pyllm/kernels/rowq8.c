@@ -79,7 +79,7 @@ pyllm_repack_rowq8(const float *scale, const int8_t *q, int rows, int cols, int 
   if (pyllm_q8r16_bytes(rows_out, cols) < 0 || rows <= 0 || rows > rows_out)
     return -1;
   struct repack_job j = { scale, q, rows, cols, dst };
-  pool_run_par(repack_group, &j, rows_out / 16);
+  pool_run_bulk(repack_group, &j, rows_out / 16);
   return 0;
 }
 
