@@ -4,6 +4,8 @@ against the recurrent one, and the repack cache."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -223,3 +225,21 @@ def test_backend_names():
         Q.from_hf(DATA / "tiny_mm", backend="gpu")
     if os.environ.get("PYLLM_NO_C"):
         assert Q.from_hf(DATA / "tiny_mm").info.backend == "numpy-f32"
+
+
+def test_repack_cache_removes_what_a_killed_writer_left(tmp_path, monkeypatch):
+    """A temporary cache file whose process is gone is removed by the next load; one of a live
+    process (this one, writing) is left alone."""
+    c_kernels()
+    monkeypatch.setenv("PYLLM_CACHE_DIR", str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Q.from_hf(DATA / "tiny_mm", backend="c")  # the cache file's name
+    wait_for_writes()
+    (done,) = tmp_path.glob("qwen35-*.q8x16.safetensors")
+    orphan = done.with_name(done.name + f".tmp{dead}.1")
+    live = done.with_name(done.name + f".tmp{os.getpid()}.1")
+    orphan.write_bytes(b"half")
+    live.write_bytes(b"half")
+    Q.from_hf(DATA / "tiny_mm", backend="c")
+    assert not orphan.exists() and live.exists()

@@ -11,7 +11,8 @@ same name are deleted when one is written.
 A first load does not wait for the file: `save` hands the arrays to a thread that writes it
 (a temporary name, renamed when complete) while the model runs; the interpreter waits for it
 at exit, and a second load of the same checkpoint in the process waits for it before looking.
-Written before returning, it was as long as the repack itself (SmolLM2: 0.05 of 0.1 s).
+Written before returning, it took as long as the repack itself (SmolLM2 Q4_1: 0.09 s each). A
+temporary file left by a process killed while writing is removed by the next load of the model.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class RepackCache:
         pending = _writing.get(self.path)
         if pending is not None:  # this process is still writing it
             pending.join()
+        _remove_orphans(folder, name)
         if self.path.exists():
             from pyllm.loaders.safetensors import SafetensorsFile
 
@@ -104,6 +106,18 @@ class RepackCache:
         finally:
             if _writing.get(self.path) is threading.current_thread():
                 del _writing[self.path]
+
+
+def _remove_orphans(folder: Path, name: str) -> None:
+    """Temporary cache files of `name` whose writing process is gone (`.tmp<pid>.<thread>`)."""
+    for tmp in folder.glob(f"{name}-*.safetensors.tmp*"):
+        pid = tmp.name.rsplit(".tmp", 1)[1].split(".")[0]
+        try:
+            os.kill(int(pid), 0)
+        except (ValueError, ProcessLookupError):
+            tmp.unlink(missing_ok=True)
+        except PermissionError:  # alive, and another user's
+            pass
 
 
 def wait_for_writes() -> None:

@@ -63,16 +63,24 @@ fifth_bytes(const uint8_t *qh4, uint8_t *out)
   }
 }
 
+// The 5-bit values of a Q5_0/Q5_1 block: fifth bits from the u32 at qh4,
+// nibbles from the 16 bytes at qs (low nibbles first).
+static inline void
+q5_values(const uint8_t *qh4, const uint8_t *qs, uint8_t *q)
+{
+  fifth_bytes(qh4, q);
+  for (int i = 0; i < 16; i++) {
+    q[i] |= qs[i] & 15;
+    q[16 + i] |= qs[i] >> 4;
+  }
+}
+
 static void
 dq_q5_0(const uint8_t *b, float *y)
 {
   float d = f16(b);
   uint8_t q[32];
-  fifth_bytes(b + 2, q);
-  for (int i = 0; i < 16; i++) {
-    q[i] |= b[6 + i] & 15;
-    q[16 + i] |= b[6 + i] >> 4;
-  }
+  q5_values(b + 2, b + 6, q);
   for (int i = 0; i < 32; i++)
     y[i] = d * (float)((int)q[i] - 16);
 }
@@ -82,11 +90,7 @@ dq_q5_1(const uint8_t *b, float *y)
 {
   float d = f16(b), m = f16(b + 2);
   uint8_t q[32];
-  fifth_bytes(b + 4, q);
-  for (int i = 0; i < 16; i++) {
-    q[i] |= b[8 + i] & 15;
-    q[16 + i] |= b[8 + i] >> 4;
-  }
+  q5_values(b + 4, b + 8, q);
   for (int i = 0; i < 32; i++)
     y[i] = d * (float)q[i] + m;
 }
