@@ -111,6 +111,23 @@ def test_c_requantization_is_dequantize_then_quantize(type_: str, generic: bool)
                                    ffi.cast("uint8_t *", got.ctypes.data)) == -1
 
 
+def test_the_c_block_table_agrees_with_the_python_one() -> None:
+    """dequant.c's weights and bytes per block are the ones quants.py reads by (one fact, two
+    sides: checked here), and an unknown type is refused."""
+    from pyllm.kernels import c_kernels
+    from pyllm.loaders.gguf import GGML_TYPE_IDS
+
+    nat = c_kernels()
+    if nat is None:
+        pytest.skip("C kernels not built")
+    ffi, lib = nat
+    w, b = ffi.new("int *"), ffi.new("int *")
+    for type_ in BLOCK_TYPES:
+        assert lib.pyllm_dequant_block(GGML_TYPE_IDS[type_], w, b) == 0, type_
+        assert (w[0], b[0]) == (BLOCK_SIZE[type_], BLOCK_BYTES[type_]), type_
+    assert lib.pyllm_dequant_block(GGML_TYPE_IDS["IQ2_XXS"], w, b) == -1
+
+
 def test_the_quantizer_paths_agree_on_awkward_values() -> None:
     """The AVX-512 quantizer and the generic one give the same bytes where rounding and
     clamping are delicate: ties, NaN, infinities, tiny and huge blocks."""

@@ -39,6 +39,7 @@ from pyllm.backend.traits import TRAITS
 from pyllm.errors import PyllmError
 from pyllm.kernels import qmat as qm
 from pyllm.kernels import require_c_kernels
+from pyllm.quants import BLOCK_BYTES
 
 F32 = np.float32
 BACKENDS = ("auto", "c", "numpy-q8", "numpy-f32")
@@ -183,15 +184,16 @@ class CKernelOps(NumpyOps):
         (whole: quantized as one row range instead of part by part)."""
         rows = sum(t.shape[0] for t in ts)
         padded = rows + (-rows % 16)
-        # float rows (no exact int8 form) are quantized in row slabs on every thread
-        whole = whole or (kind == "PYLLM_Q8X16" and not any(map(records.exact_q8, ts)))
+        # float rows are quantized in row slabs on every thread; block types go part by part
+        # (repack_run: as stored, or requantized in C on the pool)
+        whole = whole or (kind == "PYLLM_Q8X16" and not any(t.type in BLOCK_BYTES for t in ts))
         nbytes = int(self.lib.pyllm_qmat_bytes(getattr(self.lib, kind), padded, cols)) if whole \
             else records.run_bytes(self.lib, kind, ts, cols)
         data = self.cache.get(name, nbytes) if self.cache is not None else None
         if data is None:
             t_repack = time.perf_counter()
             data = self.arena.take(nbytes)
-            if whole and not self._requant_blocks(ts, cols, data):
+            if whole:
                 self._quantize_rows(ts, padded, cols, data)
             else:
                 records.repack_run(self.lib, self.ffi, kind, ts, cols, data)
@@ -199,28 +201,6 @@ class CKernelOps(NumpyOps):
                 self.cache.put(name, data)
             self.repack_s += time.perf_counter() - t_repack
         return RecordLinear(data, rows, cols, kind)
-
-    def _requant_blocks(self, parts: Sequence[Any], cols: int, data: np.ndarray) -> bool:
-        """Parts of GGUF block types (each but the last whole 16-row groups) requantized to
-        Q8X16 in C, dequantizing a row group at a time; False (nothing done) otherwise."""
-        from pyllm.loaders.gguf import GGML_TYPE_IDS
-        from pyllm.quants import BLOCK_BYTES
-
-        if any(t.type not in BLOCK_BYTES for t in parts) or \
-                any(t.shape[0] % 16 for t in parts[:-1]):
-            return False
-        group = data.nbytes // (sum(t.shape[0] + (-t.shape[0] % 16) for t in parts) // 16)
-        at = 0
-        for t in parts:
-            raw = np.ascontiguousarray(t.raw)
-            rc = self.lib.pyllm_requant_q8x16(
-                GGML_TYPE_IDS[t.type], self.ffi.cast("uint8_t *", raw.ctypes.data), t.shape[0],
-                cols, self.ffi.cast("uint8_t *", data[at:].ctypes.data))
-            if rc == -2:
-                raise MemoryError("pyllm_requant_q8x16: out of memory")
-            assert rc == 0, (t.type, t.shape)
-            at += (t.shape[0] + 15) // 16 * group
-        return True
 
     def _quantize_rows(self, parts: Sequence[Any], padded: int, cols: int,
                        data: np.ndarray) -> None:

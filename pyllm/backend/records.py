@@ -64,11 +64,6 @@ def plan(parts: Sequence[Any], cols: int) -> list[tuple[str, list[Any]]] | None:
     return runs
 
 
-def exact_q8(t: Any) -> bool:
-    """Whether a tensor's values are exactly Q8_0 blocks (int8 times an f16 per 32)."""
-    return t.type in ("Q8_0", "Q5_0", "IQ4_NL")
-
-
 def _as_q8_0(t: Any) -> np.ndarray | None:
     """Q8_0 blocks holding exactly the values of a Q8_0 / Q5_0 / IQ4_NL tensor, else None."""
     raw = np.ascontiguousarray(t.raw).reshape(-1, BLOCK_BYTES.get(t.type, 1))

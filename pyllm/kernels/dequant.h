@@ -15,9 +15,9 @@
 // `nblocks` blocks of GGUF type `ggml_type` (its number in the GGUF tensor
 // table) at src -> their weights at dst. Returns -1 for a type it does not know.
 int pyllm_dequant(int ggml_type, const uint8_t *src, long long nblocks, float *dst);
-// cffi:end
-
-// The weights and bytes of one block of `ggml_type`; -1 for a type it does not know.
+// The weights and bytes of one block of `ggml_type`; -1 for a type it does not know
+// (checked against pyllm/quants.py's table by tests/test_quants.py).
 int pyllm_dequant_block(int ggml_type, int *weights, int *bytes);
+// cffi:end
 
 #endif

@@ -302,7 +302,7 @@ requant_group(void *arg, int g)
 int
 pyllm_requant_q8x16(int ggml_type, const uint8_t *src, int rows, int cols, uint8_t *dst)
 {
-  int padded = rows + (-rows % 16 + 16) % 16;
+  int padded = (rows + 15) / 16 * 16;
   struct requant_job j = { ggml_type, rows, cols, 0, 0, src, dst };
   if (pyllm_dequant_block(ggml_type, &j.block_w, &j.block_bytes) < 0 || rows <= 0
       || cols % j.block_w || pyllm_qmat_bytes(PYLLM_Q8X16, padded, cols) < 0)
